@@ -1,0 +1,39 @@
+// single_decode_with_kv_cache: one request's decode step over a contiguous KV,
+// with the semantics and argument names of flashinfer.decode.single_decode_with_kv_cache.
+#pragma once
+
+#include <optional>
+
+#include "attnjit/runtime.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+
+namespace attnjit {
+
+struct SingleDecodeOptions {
+  KvLayout kv_layout = KvLayout::kNHD;
+  PosEncodingMode pos_encoding_mode = PosEncodingMode::kNone;
+  bool use_tensor_cores = true;
+  float q_scale = 1.0f;          // fp8 inputs: dequantization scales
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  int window_left = -1;          // -1: the whole sequence
+  float logits_soft_cap = 0.0f;  // > 0: logits = cap * tanh(logits / cap)
+  std::optional<float> sm_scale; // default 1/sqrt(head_dim)
+  float rope_scale = 1.0f;
+  float rope_theta = 1e4f;
+  Backend backend = Backend::kAuto;
+  bool enable_pdl = false;
+};
+
+// q: [num_qo_heads, head_dim] fp16/bf16. k, v: [kv_len, num_kv_heads, head_dim] (NHD)
+// or [num_kv_heads, kv_len, head_dim] (HND), q's dtype or fp8 e4m3/e5m2.
+// out: q's shape and dtype, written in place. lse (optional, return_lse):
+// fp32 [num_qo_heads], base-2 log-sum-exp of the scaled logits (FlashInfer's convention).
+// Long kv_len is split across SMs automatically (scratch lives in the Runtime).
+void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const TensorView& v,
+                                 const TensorView& out, const SingleDecodeOptions& options = {},
+                                 Stream stream = nullptr, const TensorView* lse = nullptr,
+                                 Runtime* runtime = nullptr);
+
+}  // namespace attnjit

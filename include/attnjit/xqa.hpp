@@ -1,0 +1,51 @@
+// xqa: paged-KV GQA decode (and speculative decoding) with the semantics and
+// argument names of flashinfer.xqa.xqa.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "attnjit/runtime.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+
+namespace attnjit {
+
+struct XqaArgs {
+  // [batch, beam_width, num_q_heads, head_dim], or with q_seq_len > 1
+  // [batch, beam_width, q_seq_len, num_q_heads, head_dim]; ragged drafts
+  // (q_cu_seq_lens set): [total_q_tokens, num_q_heads, head_dim]. fp16/bf16.
+  TensorView q;
+  TensorView k_cache;    // [num_pages, page_size, num_kv_heads, head_dim] (NHD) or
+  TensorView v_cache;    // [num_pages, num_kv_heads, page_size, head_dim] (HND)
+  TensorView page_table; // int32 [batch, pages_per_seq], shared by K and V
+  TensorView seq_lens;   // uint32 [batch, beam_width]
+  TensorView output;     // q's shape; q's dtype, or fp8 e4m3 with fp8 KV
+  TensorView workspace_buffer;  // uint8, >= xqa_workspace_bytes(...)
+  TensorView semaphores;        // uint32, >= xqa_semaphore_count(...), zeroed once
+  int num_kv_heads = 0;
+  int page_size = 0;            // 16, 32, 64 or 128
+  TensorView sinks;             // optional fp32 [num_kv_heads, head_group_ratio]
+  ScaleArg q_scale = 1.0f;
+  ScaleArg kv_scale = 1.0f;
+  int sliding_win_size = 0;     // 0: off; else the last sliding_win_size keys are visible
+  KvLayout kv_layout = KvLayout::kNHD;
+  std::optional<int> sm_count;  // inferred when absent
+  std::optional<bool> enable_pdl;  // default: on where supported (sm_90+)
+  float rcp_out_scale = 1.0f;   // fp8 output: out = o * rcp_out_scale
+  int q_seq_len = 1;            // > 1: speculative decoding, needs mask
+  TensorView mask;              // uint16 [batch, q_seq_len, ((q_seq_len + 31) / 32) * 2]
+  TensorView q_cu_seq_lens;     // optional uint32 [batch + 1]: ragged draft lengths
+  Backend backend = Backend::kAuto;
+};
+
+// Workspace and semaphores a call with these sizes may need (an upper bound over
+// the split choices the op can make). Semaphores are zeroed once by the caller
+// and stay reusable: every launch leaves them at zero.
+size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
+                           int head_dim, int max_seq_len, int sm_count);
+size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len);
+
+void xqa(const XqaArgs& args, Stream stream = nullptr, Runtime* runtime = nullptr);
+
+}  // namespace attnjit

@@ -1,0 +1,138 @@
+#include "compile/nvrtc_compiler.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <regex>
+
+#include "attnjit/error.hpp"
+#include "util/log.hpp"
+
+namespace attnjit::compile {
+
+namespace {
+
+void check_nvrtc(nvrtcResult r, const char* what) {
+  if (r != NVRTC_SUCCESS)
+    throw Error(ErrorCode::kInternal, fmt::format("{}: {}", what, nvrtcGetErrorString(r)));
+}
+
+struct ProgramGuard {
+  nvrtcProgram prog = nullptr;
+  ~ProgramGuard() {
+    if (prog) nvrtcDestroyProgram(&prog);
+  }
+};
+
+}  // namespace
+
+nlohmann::json Resources::to_json() const {
+  return {{"registers", registers},       {"shared_bytes", shared_bytes},
+          {"stack_bytes", stack_bytes},   {"spill_stores", spill_stores},
+          {"spill_loads", spill_loads}};
+}
+
+Resources Resources::from_json(const nlohmann::json& j) {
+  Resources r;
+  r.registers = j.value("registers", -1);
+  r.shared_bytes = j.value("shared_bytes", -1);
+  r.stack_bytes = j.value("stack_bytes", -1);
+  r.spill_stores = j.value("spill_stores", -1);
+  r.spill_loads = j.value("spill_loads", -1);
+  return r;
+}
+
+const std::string& nvrtc_version() {
+  static const std::string v = [] {
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    std::string lib = "unknown";
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
+      char buf[PATH_MAX];
+      lib = realpath(info.dli_fname, buf) ? buf : info.dli_fname;
+      lib = lib.substr(lib.find_last_of('/') + 1);  // the patch level lives in the file name
+    }
+    return fmt::format("{}.{} ({})", major, minor, lib);
+  }();
+  return v;
+}
+
+std::vector<std::string> nvrtc_options(const spec::Arch& arch) {
+  return {"--gpu-architecture=" + arch.str(), "--std=c++17", "--ptxas-options=-v",
+          "-DNDEBUG"};
+}
+
+std::string join_options(const std::vector<std::string>& options) {
+  std::string s;
+  for (const auto& o : options) s += (s.empty() ? "" : " ") + o;
+  return s;
+}
+
+Resources parse_ptxas_log(const std::string& log) {
+  Resources r;
+  std::smatch m;
+  static const std::regex regs(R"(Used (\d+) registers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  if (std::regex_search(log, m, regs)) r.registers = std::stoi(m[1]);
+  if (std::regex_search(log, m, smem)) r.shared_bytes = std::stoi(m[1]);
+  if (std::regex_search(log, m, frame)) {
+    r.stack_bytes = std::stoi(m[1]);
+    r.spill_stores = std::stoi(m[2]);
+    r.spill_loads = std::stoi(m[3]);
+  }
+  return r;
+}
+
+CompileResult compile(const std::string& kernel_name, const render::RenderedUnit& unit,
+                      const spec::Arch& arch) {
+  const auto& templates = render::template_files();
+  std::vector<const char*> header_src, header_names;
+  for (const auto& t : templates) {
+    header_src.push_back(t.content.c_str());
+    header_names.push_back(t.path.c_str());
+  }
+  const std::vector<std::string> opts = nvrtc_options(arch);
+  std::vector<const char*> copts;
+  for (const auto& o : opts) copts.push_back(o.c_str());
+
+  auto t0 = std::chrono::steady_clock::now();
+  ProgramGuard g;
+  check_nvrtc(nvrtcCreateProgram(&g.prog, unit.source.c_str(), (kernel_name + ".cu").c_str(),
+                                 static_cast<int>(header_src.size()), header_src.data(),
+                                 header_names.data()),
+              "nvrtcCreateProgram");
+  nvrtcResult r = nvrtcCompileProgram(g.prog, static_cast<int>(copts.size()), copts.data());
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(g.prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size) nvrtcGetProgramLog(g.prog, log.data());
+  while (!log.empty() && log.back() == '\0') log.pop_back();
+  CompileResult res;
+  res.options = join_options(opts);
+  if (r != NVRTC_SUCCESS) throw CompileError(kernel_name, log, res.options, unit.source);
+
+  size_t n = 0;
+  check_nvrtc(nvrtcGetCUBINSize(g.prog, &n), "nvrtcGetCUBINSize");
+  res.cubin.resize(n);
+  check_nvrtc(nvrtcGetCUBIN(g.prog, res.cubin.data()), "nvrtcGetCUBIN");
+  check_nvrtc(nvrtcGetPTXSize(g.prog, &n), "nvrtcGetPTXSize");
+  res.ptx.resize(n);
+  check_nvrtc(nvrtcGetPTX(g.prog, res.ptx.data()), "nvrtcGetPTX");
+  while (!res.ptx.empty() && res.ptx.back() == '\0') res.ptx.pop_back();
+  res.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  res.log = std::move(log);
+  res.resources = parse_ptxas_log(res.log);
+  util::log().info("compiled {} for {} in {:.0f} ms ({} registers, {} B stack, {} B spills)",
+                   kernel_name, arch.str(), res.compile_ms, res.resources.registers,
+                   res.resources.stack_bytes, res.resources.spill_stores);
+  return res;
+}
+
+}  // namespace attnjit::compile

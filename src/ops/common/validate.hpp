@@ -1,0 +1,23 @@
+// Argument checks shared by every op: each failure throws Error(kInvalidArgument)
+// naming the argument, what was expected and what was given.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "attnjit/tensor.hpp"
+
+namespace attnjit::ops {
+
+[[noreturn]] void invalid(const std::string& arg, const std::string& expected, const std::string& given);
+
+void require_defined(const TensorView& t, const char* name);
+void require_rank(const TensorView& t, const char* name, int rank, const char* layout);
+void require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed);
+void require_dim(const TensorView& t, const char* name, int dim, int64_t expected, const char* what);
+void require_inner_contiguous(const TensorView& t, const char* name);  // stride[-1] == 1
+void require_contiguous(const TensorView& t, const char* name);
+void require_aligned(const TensorView& t, const char* name, int bytes);  // data and strides
+void require_value(bool ok, const char* name, const std::string& expected, const std::string& given);
+
+}  // namespace attnjit::ops

@@ -1,0 +1,107 @@
+#include "ops/decode/decode_launch.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnjit/error.hpp"
+#include "ops/common/validate.hpp"
+#include "runtime/kernel_registry.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int kMinTokensPerSplit = 128;
+constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge, in token-equivalents
+}  // namespace
+
+int decode_row_blocks(int group, int q_seq_len) {
+  return static_cast<int>(ceil_div(int64_t(group) * q_seq_len, kDecodeRowsPerCta));
+}
+
+int64_t decode_base_ctas(const DecodeShape& s) {
+  return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len);
+}
+
+int choose_splits(int64_t base, int max_seq_len, int slots) {
+  if (base <= 0 || slots <= 0 || max_seq_len <= 0) return 1;
+  const int64_t cap = std::max<int64_t>(
+      1, std::min<int64_t>(ceil_div(max_seq_len, kMinTokensPerSplit), ceil_div(slots, base)));
+  int best = 1;
+  int64_t best_cost = INT64_MAX;
+  for (int64_t s = 1; s <= cap; ++s) {
+    int64_t waves = ceil_div(base * s, slots);
+    int64_t cost = waves * (ceil_div(max_seq_len, s) + kSplitFixedCostTokens);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = static_cast<int>(s);
+    }
+  }
+  return best;
+}
+
+int max_splits(const DecodeShape& s, int sm_count) {
+  const int64_t base = decode_base_ctas(s);
+  return static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(ceil_div(s.max_seq_len, kMinTokensPerSplit),
+                           ceil_div(int64_t(sm_count) * kMaxBlocksPerSmForSplit, base))));
+}
+
+size_t decode_workspace_bytes(const DecodeShape& s, int splits) {
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(decode_base_ctas(s)) * splits * decode_partial_floats(s.head_dim) * sizeof(float);
+}
+
+size_t decode_semaphore_count(const DecodeShape& s) { return static_cast<size_t>(decode_base_ctas(s)); }
+
+int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
+  auto& registry = rt.registry();
+  CUstream cs = reinterpret_cast<CUstream>(stream);
+  const int device = driver::current_device();
+  const runtime::LoadedKernel& k = registry.kernel(*l.spec, device, cs);
+  const int sms = l.sm_count > 0 ? l.sm_count : k.num_sms;
+  const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);
+  const int64_t base = decode_base_ctas(l.shape);
+
+  int splits = choose_splits(base, l.shape.max_seq_len, slots);
+  int tps = static_cast<int>(ceil_div(ceil_div(l.shape.max_seq_len, splits), kDecodeTile) * kDecodeTile);
+  splits = static_cast<int>(ceil_div(l.shape.max_seq_len, tps));
+
+  void* workspace = l.workspace;
+  unsigned* semaphores = l.semaphores;
+  if (splits > 1) {
+    const size_t need_ws = decode_workspace_bytes(l.shape, splits);
+    const size_t need_sem = decode_semaphore_count(l.shape);
+    if (l.use_runtime_scratch) {
+      auto scratch = registry.scratch(device, need_ws, need_sem, cs);
+      workspace = scratch.workspace;
+      semaphores = scratch.semaphores;
+    } else {
+      require_value(l.workspace_bytes >= need_ws, l.workspace_name,
+                    fmt::format(">= {} bytes for this call ({} splits)", need_ws, splits),
+                    fmt::format("{} bytes", l.workspace_bytes));
+      require_value(l.semaphore_count >= need_sem, l.semaphores_name,
+                    fmt::format(">= {} uint32 counters", need_sem), fmt::format("{}", l.semaphore_count));
+    }
+  }
+  p.workspace = static_cast<float*>(workspace);
+  p.semaphores = semaphores;
+  p.num_splits = splits;
+  p.tokens_per_split = tps;
+  p.row_blocks = decode_row_blocks(l.shape.group, l.shape.q_seq_len);
+
+  driver::LaunchConfig cfg;
+  cfg.grid[0] = static_cast<unsigned>(splits);
+  cfg.grid[1] = static_cast<unsigned>(l.shape.num_kv_heads * p.row_blocks);
+  cfg.grid[2] = static_cast<unsigned>(l.shape.batch);
+  cfg.block[0] = static_cast<unsigned>(k.threads);
+  cfg.smem_bytes = static_cast<unsigned>(k.smem_bytes);
+  cfg.stream = cs;
+  cfg.pdl = l.pdl;
+  void* args[] = {&p};
+  driver::launch(k.function, cfg, args);
+  return splits;
+}
+
+}  // namespace attnjit::ops

@@ -1,0 +1,56 @@
+// Grid planning and launch shared by the decode-family ops (single_decode, xqa):
+// split-KV choice, workspace sizing and the launch itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attnjit/runtime.hpp"
+#include "decode/decode_params.cuh"
+#include "driver/cuda_driver.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::ops {
+
+struct DecodeShape {
+  int batch = 1;
+  int num_kv_heads = 1;
+  int group = 1;
+  int q_seq_len = 1;
+  int head_dim = 128;
+  int max_seq_len = 1;
+};
+
+constexpr int kDecodeTile = 16;         // tokens per warp tile (templates/decode)
+constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA
+constexpr int kMaxBlocksPerSmForSplit = 4;
+
+int decode_row_blocks(int group, int q_seq_len);
+int64_t decode_base_ctas(const DecodeShape& s);  // CTAs before splitting
+
+// Splits minimising waves x (tokens per split + fixed cost); never more than one
+// wave's worth, never fewer than ~128 tokens per split. Pure: tested on the CPU.
+int choose_splits(int64_t base_ctas, int max_seq_len, int slots);
+int max_splits(const DecodeShape& s, int sm_count);
+
+size_t decode_workspace_bytes(const DecodeShape& s, int splits);
+size_t decode_semaphore_count(const DecodeShape& s);
+
+struct DecodeLaunch {
+  const spec::KernelSpec* spec = nullptr;
+  DecodeShape shape;
+  int sm_count = 0;  // 0: the device's
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  unsigned* semaphores = nullptr;
+  size_t semaphore_count = 0;
+  const char* workspace_name = "workspace_buffer";
+  const char* semaphores_name = "semaphores";
+  bool pdl = false;
+  bool use_runtime_scratch = false;  // single_decode: the runtime owns the scratch
+};
+
+// Fills the split fields of `p` and launches. Returns the number of splits used.
+int launch_decode(Runtime& rt, const DecodeLaunch& launch, DecodeParams& p, Stream stream);
+
+}  // namespace attnjit::ops

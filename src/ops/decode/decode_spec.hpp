@@ -1,0 +1,33 @@
+// Argument validation and spec/params construction for the decode-family ops,
+// separate from the launch so that the CPU tests can exercise it without a GPU.
+#pragma once
+
+#include "attnjit/decode.hpp"
+#include "attnjit/xqa.hpp"
+#include "decode/decode_params.cuh"
+#include "ops/decode/decode_launch.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::ops {
+
+struct SingleDecodePlan {
+  spec::KernelSpec spec;
+  DecodeParams params{};
+  DecodeShape shape;
+};
+
+SingleDecodePlan plan_single_decode(const TensorView& q, const TensorView& k, const TensorView& v,
+                                    const TensorView& out, const SingleDecodeOptions& options,
+                                    const TensorView* lse, const spec::Arch& arch);
+
+struct XqaPlan {
+  spec::KernelSpec spec;
+  DecodeParams params{};
+  DecodeShape shape;
+  size_t workspace_bytes = 0;
+  size_t semaphore_count = 0;
+};
+
+XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch);
+
+}  // namespace attnjit::ops

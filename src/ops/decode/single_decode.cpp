@@ -1,0 +1,136 @@
+// single_decode_with_kv_cache: validate -> KernelSpec -> DecodeParams -> launch.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "attnjit/decode.hpp"
+#include "attnjit/error.hpp"
+#include "ops/common/validate.hpp"
+#include "ops/decode/decode_launch.hpp"
+#include "ops/decode/decode_spec.hpp"
+#include "runtime/backend.hpp"
+
+namespace attnjit {
+
+using ops::invalid;
+using ops::require_value;
+
+ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorView& k,
+                                              const TensorView& v, const TensorView& out,
+                                              const SingleDecodeOptions& o, const TensorView* lse,
+                                              const spec::Arch& arch) {
+  require_rank(q, "q", 2, "[num_qo_heads, head_dim]");
+  require_dtype(q, "q", {DType::kFloat16, DType::kBFloat16});
+  require_rank(k, "k", 3, o.kv_layout == KvLayout::kNHD ? "[kv_len, num_kv_heads, head_dim]" : "[num_kv_heads, kv_len, head_dim]");
+  require_rank(v, "v", 3, o.kv_layout == KvLayout::kNHD ? "[kv_len, num_kv_heads, head_dim]" : "[num_kv_heads, kv_len, head_dim]");
+  require_dtype(k, "k", {q.dtype, DType::kFloat8E4M3, DType::kFloat8E5M2});
+  require_value(v.dtype == k.dtype, "v", fmt::format("k's dtype {}", dtype_name(k.dtype)),
+                fmt::format("dtype {}", dtype_name(v.dtype)));
+  const int64_t heads = q.shape[0], hd = q.shape[1];
+  const bool nhd = o.kv_layout == KvLayout::kNHD;
+  const int64_t kv_len = nhd ? k.shape[0] : k.shape[1];
+  const int64_t kv_heads = nhd ? k.shape[1] : k.shape[0];
+  require_value(hd == 64 || hd == 128 || hd == 256 || (hd % 16 == 0 && hd >= 16 && hd <= 256), "q",
+                "head_dim a multiple of 16 in [16, 256]", fmt::format("head_dim {}", hd));
+  require_dim(k, "k", 2, hd, "head_dim, as q");
+  for (int d = 0; d < 3; ++d) require_dim(v, "v", d, k.shape[d], "as k");
+  require_value(kv_len >= 1, "k", "kv_len >= 1", fmt::format("kv_len {}", kv_len));
+  require_value(kv_heads >= 1 && heads % kv_heads == 0, "q",
+                fmt::format("num_qo_heads a multiple of num_kv_heads ({})", kv_heads),
+                fmt::format("{} heads", heads));
+  require_rank(out, "out", 2, "[num_qo_heads, head_dim]");
+  require_dtype(out, "out", {q.dtype});
+  require_dim(out, "out", 0, heads, "num_qo_heads");
+  require_dim(out, "out", 1, hd, "head_dim");
+  for (auto [t, n] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
+    require_inner_contiguous(*t, n);
+    require_aligned(*t, n, 16);
+  }
+  if (lse) {
+    require_rank(*lse, "lse", 1, "[num_qo_heads]");
+    require_dtype(*lse, "lse", {DType::kFloat32});
+    require_dim(*lse, "lse", 0, heads, "num_qo_heads");
+    require_contiguous(*lse, "lse");
+  }
+  require_value(o.window_left >= -1, "window_left", "-1 or >= 0", std::to_string(o.window_left));
+  require_value(o.logits_soft_cap >= 0.f, "logits_soft_cap", ">= 0", std::to_string(o.logits_soft_cap));
+  require_value(!o.sm_scale || *o.sm_scale > 0.f, "sm_scale", "> 0", o.sm_scale ? std::to_string(*o.sm_scale) : "");
+  require_value(o.rope_theta > 0.f && o.rope_scale > 0.f, "rope_theta/rope_scale", "> 0",
+                fmt::format("{}/{}", o.rope_theta, o.rope_scale));
+
+  SingleDecodePlan plan;
+  spec::KernelSpec& s = plan.spec;
+  s.family = spec::OpFamily::kDecode;
+  s.q_dtype = q.dtype;
+  s.kv_dtype = k.dtype;
+  s.out_dtype = out.dtype;
+  s.head_dim = static_cast<int>(hd);
+  s.group_size = static_cast<int>(heads / kv_heads);
+  s.page_size = 0;
+  s.layout = nhd ? spec::KvLayout::kNHD : spec::KvLayout::kHND;
+  s.pos_encoding = o.pos_encoding_mode == PosEncodingMode::kRopeLlama ? spec::PosEncoding::kRopeLlama
+                   : o.pos_encoding_mode == PosEncodingMode::kAlibi  ? spec::PosEncoding::kAlibi
+                                                                      : spec::PosEncoding::kNone;
+  if (o.logits_soft_cap > 0.f) s.features |= spec::feature::kSoftCap;
+  if (o.window_left >= 0) s.features |= spec::feature::kSlidingWindow;
+  if (lse) s.features |= spec::feature::kReturnLse;
+  if (!o.use_tensor_cores) s.features |= spec::feature::kCudaCores;
+  s.arch = arch;
+  runtime::select_backend(static_cast<runtime::BackendChoice>(o.backend), s);
+
+  DecodeParams& p = plan.params;
+  p = DecodeParams{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.out = out.data;
+  p.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+  p.q_stride_b = 0;
+  p.q_stride_t = 0;
+  p.q_stride_h = q.stride[0];
+  p.o_stride_b = 0;
+  p.o_stride_t = 0;
+  p.o_stride_h = out.stride[0];
+  p.k_stride_tok = nhd ? k.stride[0] : k.stride[1];
+  p.k_stride_head = nhd ? k.stride[1] : k.stride[0];
+  p.v_stride_tok = nhd ? v.stride[0] : v.stride[1];
+  p.v_stride_head = nhd ? v.stride[1] : v.stride[0];
+  p.batch = 1;
+  p.num_kv_heads = static_cast<int>(kv_heads);
+  p.q_seq_len = 1;
+  p.kv_len = static_cast<int>(kv_len);
+  p.sm_scale = o.sm_scale ? *o.sm_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  p.q_scale = o.q_scale;
+  p.k_scale = o.k_scale;
+  p.v_scale = o.v_scale;
+  p.rcp_out_scale = 1.0f;
+  p.soft_cap = o.logits_soft_cap;
+  p.window_left = o.window_left;
+  p.rope_rcp_scale = 1.0f / o.rope_scale;
+  p.rope_rcp_theta = 1.0f / o.rope_theta;
+
+  plan.shape.batch = 1;
+  plan.shape.num_kv_heads = static_cast<int>(kv_heads);
+  plan.shape.group = s.group_size;
+  plan.shape.q_seq_len = 1;
+  plan.shape.head_dim = static_cast<int>(hd);
+  plan.shape.max_seq_len = static_cast<int>(kv_len);
+  return plan;
+}
+
+void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const TensorView& v,
+                                 const TensorView& out, const SingleDecodeOptions& options,
+                                 Stream stream, const TensorView* lse, Runtime* runtime) {
+  const int device = driver::current_device();
+  const auto info = driver::device_info(device);
+  ops::SingleDecodePlan plan =
+      ops::plan_single_decode(q, k, v, out, options, lse, spec::arch_for_device(info.sm_major, info.sm_minor));
+  ops::DecodeLaunch l;
+  l.spec = &plan.spec;
+  l.shape = plan.shape;
+  l.use_runtime_scratch = true;
+  l.pdl = options.enable_pdl && info.sm_major >= 9;
+  ops::launch_decode(runtime ? *runtime : Runtime::global(), l, plan.params, stream);
+}
+
+}  // namespace attnjit

@@ -1,0 +1,233 @@
+// xqa: validate -> KernelSpec -> DecodeParams -> launch (FlashInfer xqa semantics).
+#include "attnjit/xqa.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "attnjit/error.hpp"
+#include "ops/common/validate.hpp"
+#include "ops/decode/decode_launch.hpp"
+#include "ops/decode/decode_spec.hpp"
+#include "runtime/backend.hpp"
+
+namespace attnjit {
+
+namespace {
+constexpr int kMaxGroup = 64;
+}
+
+ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
+  const bool ragged = a.q_cu_seq_lens.defined();
+  const bool spec_dec = a.q_seq_len > 1 || ragged;
+  require_value(a.q_seq_len >= 1, "q_seq_len", ">= 1", std::to_string(a.q_seq_len));
+  // q: [batch, beam, (q_seq_len,) heads, head_dim] or ragged [tokens, heads, head_dim].
+  require_defined(a.q, "q");
+  require_dtype(a.q, "q", {DType::kFloat16, DType::kBFloat16});
+  int hd_dim, head_dim_idx, batch;
+  if (ragged) {
+    require_rank(a.q, "q", 3, "[total_q_tokens, num_q_heads, head_dim] (ragged q_cu_seq_lens)");
+    require_rank(a.q_cu_seq_lens, "q_cu_seq_lens", 1, "[batch + 1]");
+    require_dtype(a.q_cu_seq_lens, "q_cu_seq_lens", {DType::kUInt32, DType::kInt32});
+    batch = static_cast<int>(a.q_cu_seq_lens.shape[0] - 1);
+    require_value(batch >= 1, "q_cu_seq_lens", "at least 2 entries", a.q_cu_seq_lens.shape_string());
+    hd_dim = 2;
+    head_dim_idx = 1;
+  } else if (a.q_seq_len > 1) {
+    require_rank(a.q, "q", 5, "[batch, beam_width, q_seq_len, num_q_heads, head_dim]");
+    require_dim(a.q, "q", 2, a.q_seq_len, "q_seq_len");
+    batch = static_cast<int>(a.q.shape[0]);
+    hd_dim = 4;
+    head_dim_idx = 3;
+  } else {
+    require_rank(a.q, "q", 4, "[batch, beam_width, num_q_heads, head_dim]");
+    batch = static_cast<int>(a.q.shape[0]);
+    hd_dim = 3;
+    head_dim_idx = 2;
+  }
+  if (!ragged)
+    require_value(a.q.shape[1] == 1, "q", "beam_width 1 (the only beam width supported)",
+                  fmt::format("beam_width {} in {}", a.q.shape[1], a.q.shape_string()));
+  const int64_t hd = a.q.shape[hd_dim];
+  const int64_t num_q_heads = a.q.shape[head_dim_idx];
+  require_value(hd % 16 == 0 && hd >= 16 && hd <= 256, "q", "head_dim a multiple of 16 in [16, 256]",
+                fmt::format("head_dim {}", hd));
+  require_value(a.num_kv_heads >= 1, "num_kv_heads", ">= 1", std::to_string(a.num_kv_heads));
+  require_value(num_q_heads % a.num_kv_heads == 0, "num_kv_heads",
+                fmt::format("a divisor of num_q_heads ({})", num_q_heads), std::to_string(a.num_kv_heads));
+  const int group = static_cast<int>(num_q_heads / a.num_kv_heads);
+  require_value(group <= kMaxGroup, "num_kv_heads", fmt::format("a head_group_ratio <= {}", kMaxGroup),
+                fmt::format("ratio {}", group));
+  require_value(a.page_size == 16 || a.page_size == 32 || a.page_size == 64 || a.page_size == 128,
+                "page_size", "16, 32, 64 or 128", std::to_string(a.page_size));
+
+  const bool nhd = a.kv_layout == KvLayout::kNHD;
+  const char* kv_shape = nhd ? "[num_pages, page_size, num_kv_heads, head_dim]"
+                             : "[num_pages, num_kv_heads, page_size, head_dim]";
+  require_rank(a.k_cache, "k_cache", 4, kv_shape);
+  require_rank(a.v_cache, "v_cache", 4, kv_shape);
+  require_dtype(a.k_cache, "k_cache", {a.q.dtype, DType::kFloat8E4M3});
+  require_value(a.v_cache.dtype == a.k_cache.dtype, "v_cache",
+                fmt::format("k_cache's dtype {}", dtype_name(a.k_cache.dtype)),
+                fmt::format("dtype {}", dtype_name(a.v_cache.dtype)));
+  require_dim(a.k_cache, "k_cache", nhd ? 1 : 2, a.page_size, "page_size");
+  require_dim(a.k_cache, "k_cache", nhd ? 2 : 1, a.num_kv_heads, "num_kv_heads");
+  require_dim(a.k_cache, "k_cache", 3, hd, "head_dim, as q");
+  for (int d = 0; d < 4; ++d) require_dim(a.v_cache, "v_cache", d, a.k_cache.shape[d], "as k_cache");
+
+  require_rank(a.page_table, "page_table", 2, "[batch, pages_per_seq]");
+  require_dtype(a.page_table, "page_table", {DType::kInt32});
+  require_dim(a.page_table, "page_table", 0, batch, "batch");
+  require_contiguous(a.page_table, "page_table");
+  require_defined(a.seq_lens, "seq_lens");
+  require_dtype(a.seq_lens, "seq_lens", {DType::kUInt32, DType::kInt32});
+  require_value((a.seq_lens.rank == 2 && a.seq_lens.shape[1] == 1) || a.seq_lens.rank == 1, "seq_lens",
+                "[batch, beam_width=1]", a.seq_lens.shape_string());
+  require_dim(a.seq_lens, "seq_lens", 0, batch, "batch");
+  require_contiguous(a.seq_lens, "seq_lens");
+
+  require_defined(a.output, "output");
+  require_value(a.output.rank == a.q.rank, "output", "q's shape " + a.q.shape_string(), a.output.shape_string());
+  for (int d = 0; d < a.q.rank; ++d)
+    require_dim(a.output, "output", d, a.q.shape[d], "as q");
+  const bool fp8_kv = a.k_cache.dtype == DType::kFloat8E4M3;
+  if (fp8_kv) require_dtype(a.output, "output", {a.q.dtype, DType::kFloat8E4M3});
+  else require_dtype(a.output, "output", {a.q.dtype});
+  for (auto [t, n] : {std::pair{&a.q, "q"}, {&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"},
+                      {&a.output, "output"}}) {
+    require_inner_contiguous(*t, n);
+    require_aligned(*t, n, t == &a.output && fp8_kv ? 8 : 16);
+  }
+  if (a.sinks.defined()) {
+    require_dtype(a.sinks, "sinks", {DType::kFloat32});
+    require_value(a.sinks.numel() == num_q_heads, "sinks",
+                  fmt::format("[num_kv_heads, head_group_ratio] = [{}, {}]", a.num_kv_heads, group),
+                  a.sinks.shape_string());
+    require_contiguous(a.sinks, "sinks");
+  }
+  require_value(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
+  require_value(a.rcp_out_scale > 0.f, "rcp_out_scale", "> 0", std::to_string(a.rcp_out_scale));
+  const int words = (a.q_seq_len + 31) / 32;
+  if (spec_dec) {
+    require_rank(a.mask, "mask", 3, "[batch, q_seq_len, ((q_seq_len + 31) / 32) * 2] uint16");
+    require_dtype(a.mask, "mask", {DType::kUInt16});
+    require_dim(a.mask, "mask", 0, batch, "batch");
+    require_dim(a.mask, "mask", 1, a.q_seq_len, "q_seq_len");
+    require_dim(a.mask, "mask", 2, int64_t(words) * 2, "((q_seq_len + 31) / 32) * 2");
+    require_contiguous(a.mask, "mask");
+    require_aligned(a.mask, "mask", 4);
+  } else {
+    require_value(!a.mask.defined(), "mask", "none when q_seq_len == 1", "a mask");
+  }
+  if (a.sm_count) require_value(*a.sm_count >= 1, "sm_count", ">= 1", std::to_string(*a.sm_count));
+
+  XqaPlan plan;
+  spec::KernelSpec& s = plan.spec;
+  s.family = spec::OpFamily::kXqa;
+  s.q_dtype = a.q.dtype;
+  s.kv_dtype = a.k_cache.dtype;
+  s.out_dtype = a.output.dtype;
+  s.head_dim = static_cast<int>(hd);
+  s.group_size = group;
+  s.page_size = a.page_size;
+  s.layout = nhd ? spec::KvLayout::kNHD : spec::KvLayout::kHND;
+  s.mask = spec_dec ? spec::MaskMode::kCustom : spec::MaskMode::kNone;
+  if (a.sinks.defined()) s.features |= spec::feature::kSinks;
+  if (a.sliding_win_size > 0) s.features |= spec::feature::kSlidingWindow;
+  if (a.q_scale.device_ptr || a.kv_scale.device_ptr) s.features |= spec::feature::kScalePointers;
+  if (ragged) s.features |= spec::feature::kRaggedQ;
+  s.arch = arch;
+  runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
+
+  DecodeParams& p = plan.params;
+  p = DecodeParams{};
+  p.q = a.q.data;
+  p.k = a.k_cache.data;
+  p.v = a.v_cache.data;
+  p.out = a.output.data;
+  p.page_table = static_cast<const int*>(a.page_table.data);
+  p.seq_lens = static_cast<const unsigned*>(a.seq_lens.data);
+  p.q_cu_seq_lens = ragged ? static_cast<const unsigned*>(a.q_cu_seq_lens.data) : nullptr;
+  p.mask = spec_dec ? static_cast<const unsigned*>(a.mask.data) : nullptr;
+  p.sinks = a.sinks.defined() ? static_cast<const float*>(a.sinks.data) : nullptr;
+  p.q_scale_ptr = a.q_scale.device_ptr;
+  p.kv_scale_ptr = a.kv_scale.device_ptr;
+  const TensorView& q = a.q;
+  const TensorView& o = a.output;
+  if (ragged) {
+    p.q_stride_b = p.o_stride_b = 0;
+    p.q_stride_t = q.stride[0];
+    p.o_stride_t = o.stride[0];
+  } else {
+    p.q_stride_b = q.stride[0];
+    p.o_stride_b = o.stride[0];
+    p.q_stride_t = a.q_seq_len > 1 ? q.stride[2] : 0;
+    p.o_stride_t = a.q_seq_len > 1 ? o.stride[2] : 0;
+  }
+  p.q_stride_h = q.stride[head_dim_idx];
+  p.o_stride_h = o.stride[head_dim_idx];
+  const TensorView& kc = a.k_cache;
+  const TensorView& vc = a.v_cache;
+  p.k_stride_page = kc.stride[0];
+  p.v_stride_page = vc.stride[0];
+  p.k_stride_tok = nhd ? kc.stride[1] : kc.stride[2];
+  p.v_stride_tok = nhd ? vc.stride[1] : vc.stride[2];
+  p.k_stride_head = nhd ? kc.stride[2] : kc.stride[1];
+  p.v_stride_head = nhd ? vc.stride[2] : vc.stride[1];
+  p.mask_stride_b = spec_dec ? int64_t(a.q_seq_len) * words : 0;  // in 32-bit words
+  p.mask_stride_t = spec_dec ? words : 0;
+  p.batch = batch;
+  p.num_kv_heads = a.num_kv_heads;
+  p.q_seq_len = a.q_seq_len;
+  p.pages_per_seq = static_cast<int>(a.page_table.shape[1]);
+  p.sm_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  p.q_scale = a.q_scale.value;
+  p.k_scale = p.v_scale = a.kv_scale.value;
+  p.rcp_out_scale = a.output.dtype == DType::kFloat8E4M3 ? a.rcp_out_scale : 1.0f;
+  p.soft_cap = 0.f;
+  p.window_left = a.sliding_win_size > 0 ? a.sliding_win_size - 1 : -1;
+  p.rope_rcp_scale = p.rope_rcp_theta = 1.0f;
+
+  plan.shape.batch = batch;
+  plan.shape.num_kv_heads = a.num_kv_heads;
+  plan.shape.group = group;
+  plan.shape.q_seq_len = a.q_seq_len;
+  plan.shape.head_dim = static_cast<int>(hd);
+  plan.shape.max_seq_len = p.pages_per_seq * a.page_size;
+  plan.workspace_bytes = a.workspace_buffer.defined()
+                             ? static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype)
+                             : 0;
+  plan.semaphore_count = a.semaphores.defined() ? static_cast<size_t>(a.semaphores.numel()) : 0;
+  if (a.semaphores.defined()) require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
+  if (a.workspace_buffer.defined()) require_aligned(a.workspace_buffer, "workspace_buffer", 16);
+  return plan;
+}
+
+size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
+                           int head_dim, int max_seq_len, int sm_count) {
+  ops::DecodeShape s{batch, num_kv_heads, head_group_ratio, q_seq_len, head_dim, max_seq_len};
+  return ops::decode_workspace_bytes(s, ops::max_splits(s, sm_count));
+}
+
+size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len) {
+  ops::DecodeShape s{batch, num_kv_heads, head_group_ratio, q_seq_len, 128, 1};
+  return ops::decode_semaphore_count(s);
+}
+
+void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {
+  const int device = driver::current_device();
+  const auto info = driver::device_info(device);
+  ops::XqaPlan plan = ops::plan_xqa(args, spec::arch_for_device(info.sm_major, info.sm_minor));
+  ops::DecodeLaunch l;
+  l.spec = &plan.spec;
+  l.shape = plan.shape;
+  l.sm_count = args.sm_count.value_or(0);
+  l.workspace = args.workspace_buffer.data;
+  l.workspace_bytes = plan.workspace_bytes;
+  l.semaphores = static_cast<unsigned*>(args.semaphores.data);
+  l.semaphore_count = plan.semaphore_count;
+  l.pdl = args.enable_pdl.value_or(true) && info.sm_major >= 9;
+  ops::launch_decode(runtime ? *runtime : Runtime::global(), l, plan.params, stream);
+}
+
+}  // namespace attnjit

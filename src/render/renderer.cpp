@@ -1,0 +1,128 @@
+#include "render/renderer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attnjit/error.hpp"
+#include "render/embedded_templates.hpp"
+#include "util/hash.hpp"
+
+namespace attnjit::render {
+
+namespace {
+
+std::vector<TemplateFile> load_template_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<TemplateFile> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("ATTNJIT_TEMPLATE_DIR='{}' is not a directory", dir));
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().extension() != ".cuh") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    files.push_back({fs::relative(e.path(), dir).generic_string(), ss.str()});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const TemplateFile& a, const TemplateFile& b) { return a.path < b.path; });
+  return files;
+}
+
+const char* device_type(DType d) {
+  switch (d) {
+    case DType::kFloat16: return "attnjit::half_t";
+    case DType::kBFloat16: return "attnjit::bf16_t";
+    case DType::kFloat8E4M3: return "attnjit::e4m3_t";
+    case DType::kFloat8E5M2: return "attnjit::e5m2_t";
+    default:
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("dtype {} has no device type in the decode templates", dtype_name(d)));
+  }
+}
+
+RenderedUnit render_decode(const spec::KernelSpec& s) {
+  if (s.head_dim % 16 != 0 || s.head_dim < 16 || s.head_dim > 256)
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("head_dim {}: the decode templates need a multiple of 16 in [16, 256]",
+                            s.head_dim));
+  if (s.page_size != 0 && s.page_size % 16 != 0)
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("page_size {}: must be a multiple of 16", s.page_size));
+  if (s.has(spec::feature::kCudaCores))
+    throw Error(ErrorCode::kUnsupported, "the CUDA-core decode path is not implemented yet");
+  if (s.backend != spec::Backend::kXqa)
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("{}: only the xqa backend has decode templates", s.name()));
+  const DecodeTiling t = decode_tiling(s);
+  RenderedUnit u;
+  u.entry = "attnjit_decode";
+  u.smem_symbol = "attnjit_smem_bytes";
+  u.source = fmt::format(
+      "// attnjit {name}\n"
+      "#include \"decode/gqa_decode.cuh\"\n"
+      "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
+      "{feat}u, {warps}, {stages}>;\n"
+      "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
+      "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads)\n"
+      "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
+      "  extern __shared__ __align__(16) unsigned char smem[];\n"
+      "  attnjit::GqaDecode<Traits>::run(params, smem);\n"
+      "}}\n",
+      fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)),
+      fmt::arg("kv", device_type(s.kv_dtype)), fmt::arg("o", device_type(s.out_dtype)),
+      fmt::arg("hd", s.head_dim), fmt::arg("g", s.group_size), fmt::arg("page", s.page_size),
+      fmt::arg("hnd", s.layout == spec::KvLayout::kHND ? "true" : "false"),
+      fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("pos", static_cast<int>(s.pos_encoding)),
+      fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
+      fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
+  return u;
+}
+
+}  // namespace
+
+const std::vector<TemplateFile>& template_files() {
+  static const std::vector<TemplateFile> files = [] {
+    if (const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR"); dir && *dir) return load_template_dir(dir);
+    std::vector<TemplateFile> v;
+    for (const auto& f : embedded_templates()) v.push_back({f.path, f.content});
+    return v;
+  }();
+  return files;
+}
+
+const std::string& template_hash() {
+  static const std::string h = [] {
+    util::KeyEncoder e;
+    for (const auto& f : template_files()) e.field(f.path, f.content);
+    return e.hex();
+  }();
+  return h;
+}
+
+DecodeTiling decode_tiling(const spec::KernelSpec& s) {
+  DecodeTiling t;
+  const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
+  const int fp8 = kv_bytes == 1;
+  const int per_stage = t.warps * 2 * 16 * (s.head_dim * kv_bytes + 16);
+  const int conv = fp8 ? t.warps * 2 * 16 * (s.head_dim + 8) * 2 : 0;
+  // ~105 KB of ring lets two CTAs share an SM at head_dim 128.
+  t.stages = std::clamp((105 * 1024 - conv) / per_stage, 2, 4);
+  return t;
+}
+
+RenderedUnit render(const spec::KernelSpec& s) {
+  switch (s.family) {
+    case spec::OpFamily::kDecode:
+    case spec::OpFamily::kXqa: return render_decode(s);
+  }
+  throw Error(ErrorCode::kUnsupported, fmt::format("no renderer for family of {}", s.name()));
+}
+
+}  // namespace attnjit::render

@@ -1,0 +1,39 @@
+// Spec -> a tiny translation unit (aliases, constexprs, one extern "C" entry)
+// that includes the kernel templates, plus the template sources NVRTC needs.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::render {
+
+struct TemplateFile {
+  std::string path;     // include name, relative to templates/
+  std::string content;
+};
+
+// Embedded templates, or the files under $ATTNJIT_TEMPLATE_DIR when it is set.
+const std::vector<TemplateFile>& template_files();
+// XXH3-128 over every template path and content: part of every cache key.
+const std::string& template_hash();
+
+struct RenderedUnit {
+  std::string source;
+  std::string entry;        // the extern "C" kernel symbol
+  std::string smem_symbol;  // __constant__ int holding the dynamic smem bytes
+};
+
+// Throws Error(kUnsupported) when the spec names a variant the templates lack.
+RenderedUnit render(const spec::KernelSpec& spec);
+
+// Tuning derived from the spec (also used by the host to size launches).
+struct DecodeTiling {
+  int warps = 4;
+  int stages = 3;
+};
+DecodeTiling decode_tiling(const spec::KernelSpec& spec);
+
+}  // namespace attnjit::render

@@ -1,0 +1,237 @@
+#include "runtime/kernel_registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "attnjit/error.hpp"
+#include "util/log.hpp"
+
+namespace attnjit::runtime {
+
+struct KernelRegistry::Slot {
+  spec::KernelSpec spec;
+  std::mutex build_mutex;
+  std::atomic<bool> built{false};
+  Artifact artifact;
+  std::mutex load_mutex;
+  std::atomic<bool> loaded[kMaxDevices] = {};
+  LoadedKernel kernels[kMaxDevices];
+  driver::Module modules[kMaxDevices];
+};
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+spec::KeyInputs key_inputs(const spec::KernelSpec& s, const render::RenderedUnit& unit) {
+  return {ATTNJIT_VERSION, render::template_hash(), unit.source, compile::nvrtc_version(),
+          compile::join_options(compile::nvrtc_options(s.arch))};
+}
+
+}  // namespace
+
+KernelRegistry::KernelRegistry(const RuntimeOptions& options) : options_(options) {
+  if (options_.use_store) {
+    store::StoreOptions so;
+    so.dir = options_.cache_dir;
+    so.max_bytes = options_.cache_max_bytes;
+    store_ = store::CubinStore::open(so);
+  }
+}
+
+KernelRegistry::~KernelRegistry() = default;
+
+std::string KernelRegistry::key_of(const spec::KernelSpec& s) const {
+  render::RenderedUnit unit = render::render(s);
+  return spec::cache_key(s, key_inputs(s, unit));
+}
+
+KernelRegistry::Slot* KernelRegistry::find_slot(const spec::KernelSpec& s) const {
+  std::shared_lock lock(map_mutex_);
+  auto it = slots_.find(s);
+  return it == slots_.end() ? nullptr : it->second.get();
+}
+
+KernelRegistry::Slot& KernelRegistry::slot_for(const spec::KernelSpec& s) {
+  if (Slot* slot = find_slot(s)) return *slot;
+  std::unique_lock lock(map_mutex_);
+  auto& ptr = slots_[s];
+  if (!ptr) {
+    ptr = std::make_unique<Slot>();
+    ptr->spec = s;
+  }
+  return *ptr;
+}
+
+void KernelRegistry::build(Slot& slot, Origin* origin) {
+  const spec::KernelSpec& s = slot.spec;
+  Artifact a;
+  a.name = s.name();
+  a.unit = render::render(s);
+  a.key = spec::cache_key(s, key_inputs(s, a.unit));
+  a.options = compile::join_options(compile::nvrtc_options(s.arch));
+  if (store_) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (auto hit = store_->get(a.key)) {
+      a.cubin = std::move(hit->cubin);
+      a.ptx = std::move(hit->ptx);
+      a.compile_ms = hit->compile_ms;
+      auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
+      if (meta.is_object()) {
+        a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
+        a.log = meta.value("log", "");
+      }
+      a.from_store = true;
+      store_hits_ += 1;
+      store_load_us_ += static_cast<int64_t>(ms_since(t0) * 1000);
+      util::log().debug("store hit {} ({})", a.name, a.key);
+      slot.artifact = std::move(a);
+      if (origin) *origin = Origin::kStore;
+      return;
+    }
+  }
+  compile::CompileResult r = compile::compile(a.name, a.unit, s.arch);
+  compiles_ += 1;
+  compile_us_ += static_cast<int64_t>(r.compile_ms * 1000);
+  a.cubin = std::move(r.cubin);
+  a.ptx = std::move(r.ptx);
+  a.resources = r.resources;
+  a.log = std::move(r.log);
+  a.compile_ms = r.compile_ms;
+  if (store_) {
+    store::Entry e;
+    e.key = a.key;
+    e.name = a.name;
+    e.arch = s.arch.str();
+    e.cubin = a.cubin;
+    e.ptx = a.ptx;
+    e.compile_ms = a.compile_ms;
+    e.meta_json = nlohmann::json{{"spec", s.to_json()},
+                                 {"resources", a.resources.to_json()},
+                                 {"log", a.log},
+                                 {"options", a.options},
+                                 {"entry", a.unit.entry},
+                                 {"source", a.unit.source},
+                                 {"nvrtc", compile::nvrtc_version()}}
+                      .dump();
+    store_->put(e);
+  }
+  slot.artifact = std::move(a);
+  if (origin) *origin = Origin::kCompiled;
+}
+
+const Artifact& KernelRegistry::artifact(const spec::KernelSpec& s, Origin* origin) {
+  Slot& slot = slot_for(s);
+  if (origin) *origin = Origin::kMemory;
+  if (slot.built.load(std::memory_order_acquire)) return slot.artifact;
+  std::lock_guard lock(slot.build_mutex);  // single flight: later callers wait here
+  if (!slot.built.load(std::memory_order_relaxed)) {
+    build(slot, origin);
+    slot.built.store(true, std::memory_order_release);
+  }
+  return slot.artifact;
+}
+
+const LoadedKernel& KernelRegistry::load(Slot& slot, int device) {
+  std::lock_guard lock(slot.load_mutex);
+  if (slot.loaded[device].load(std::memory_order_relaxed)) return slot.kernels[device];
+  const Artifact& a = artifact(slot.spec);
+  driver::Module module(device, a.cubin.data());
+  LoadedKernel k;
+  k.function = module.function(a.unit.entry.c_str());
+  k.smem_bytes = module.global_int(a.unit.smem_symbol.c_str());
+  driver::set_max_dynamic_smem(k.function, k.smem_bytes);
+  k.threads = driver::func_attributes(k.function).max_threads;
+  const auto info = driver::device_info(device);
+  k.num_sms = info.sm_count;
+  k.blocks_per_sm = driver::max_active_blocks(k.function, k.threads, k.smem_bytes);
+  slot.modules[device] = std::move(module);
+  slot.kernels[device] = k;
+  module_loads_ += 1;
+  slot.loaded[device].store(true, std::memory_order_release);
+  return slot.kernels[device];
+}
+
+const LoadedKernel& KernelRegistry::kernel(const spec::KernelSpec& s, int device, CUstream stream) {
+  lookups_.fetch_add(1, std::memory_order_relaxed);
+  if (device < 0 || device >= kMaxDevices)
+    throw Error(ErrorCode::kUnsupported, fmt::format("device {} is beyond the {} devices attnjit tracks", device, kMaxDevices));
+  if (Slot* slot = find_slot(s); slot && slot->loaded[device].load(std::memory_order_acquire))
+    return slot->kernels[device];
+  if (driver::is_capturing(stream))
+    throw Error(ErrorCode::kNotPrewarmed,
+                fmt::format("kernel {} is not loaded on device {} and the stream is capturing a graph: "
+                            "prewarm this spec (run the op once before capture, or `attnjit prewarm`)",
+                            s.name(), device));
+  return load(slot_for(s), device);
+}
+
+struct KernelRegistry::ScratchEntry {
+  driver::DeviceBuffer workspace;
+  driver::DeviceBuffer semaphores;
+  size_t semaphore_count = 0;
+};
+
+Scratch KernelRegistry::scratch(int device, size_t ws_bytes, size_t sem_count, CUstream stream) {
+  const ScratchKey key{device, stream};
+  {
+    std::shared_lock lock(scratch_mutex_);
+    auto it = scratch_.find(key);
+    if (it != scratch_.end() && it->second->workspace.bytes() >= ws_bytes &&
+        it->second->semaphore_count >= sem_count)
+      return {it->second->workspace.ptr(), static_cast<unsigned*>(it->second->semaphores.ptr())};
+  }
+  if (driver::is_capturing(stream))
+    throw Error(ErrorCode::kNotPrewarmed,
+                fmt::format("split-KV scratch for device {} must grow to {} bytes while the stream is "
+                            "capturing: run the op once with these sizes before capture",
+                            device, ws_bytes));
+  std::unique_lock lock(scratch_mutex_);
+  auto& entry = scratch_[key];
+  if (!entry) entry = std::make_unique<ScratchEntry>();
+  if (entry->workspace.bytes() < ws_bytes || entry->semaphore_count < sem_count) {
+    driver::ctx_sync();  // the old buffers may still be in use by queued kernels
+    size_t ws = std::max(ws_bytes + ws_bytes / 2, entry->workspace.bytes());
+    size_t sc = std::max(sem_count * 2, entry->semaphore_count);
+    entry->workspace = driver::DeviceBuffer(ws);
+    entry->semaphores = driver::DeviceBuffer(sc * sizeof(unsigned));
+    driver::memset_d32(entry->semaphores.get(), 0u, sc);
+    driver::ctx_sync();
+    entry->semaphore_count = sc;
+  }
+  return {entry->workspace.ptr(), static_cast<unsigned*>(entry->semaphores.ptr())};
+}
+
+RuntimeStats KernelRegistry::stats() const {
+  RuntimeStats st;
+  st.lookups = lookups_.load();
+  st.compiles = compiles_.load();
+  st.store_hits = store_hits_.load();
+  st.module_loads = module_loads_.load();
+  st.compile_ms = compile_us_.load() / 1000.0;
+  st.store_load_ms = store_load_us_.load() / 1000.0;
+  st.cache_path = store_ ? store_->path() : ":memory:";
+  return st;
+}
+
+}  // namespace attnjit::runtime
+
+namespace attnjit {
+
+Runtime::Runtime(const RuntimeOptions& options)
+    : registry_(std::make_unique<runtime::KernelRegistry>(options)) {}
+Runtime::~Runtime() = default;
+
+Runtime& Runtime::global() {
+  static Runtime* rt = new Runtime();  // never destroyed: modules outlive static teardown
+  return *rt;
+}
+
+RuntimeStats Runtime::stats() const { return registry_->stats(); }
+runtime::KernelRegistry& Runtime::registry() { return *registry_; }
+
+}  // namespace attnjit

@@ -1,0 +1,106 @@
+// KernelRegistry: spec -> compiled artifact (store-backed, single-flight) and
+// spec -> loaded function per device. The launch-path lookup takes one shared
+// lock and allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "attnjit/runtime.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "driver/cuda_driver.hpp"
+#include "spec/kernel_spec.hpp"
+#include "store/cubin_store.hpp"
+
+namespace attnjit::runtime {
+
+constexpr int kMaxDevices = 16;
+
+// What a spec compiles to: identical whether compiled here or read from the store.
+struct Artifact {
+  std::string key;
+  std::string name;
+  render::RenderedUnit unit;
+  std::string cubin;
+  std::string ptx;
+  compile::Resources resources;
+  std::string log;
+  std::string options;
+  double compile_ms = 0;
+  bool from_store = false;
+};
+
+struct LoadedKernel {
+  CUfunction function = nullptr;
+  int smem_bytes = 0;   // dynamic shared memory the kernel declares
+  int threads = 0;
+  int blocks_per_sm = 0;
+  int num_sms = 0;
+};
+
+enum class Origin { kMemory, kStore, kCompiled };
+
+// Split-KV scratch owned by the runtime, for ops whose API has no workspace argument.
+struct Scratch {
+  void* workspace = nullptr;
+  unsigned* semaphores = nullptr;  // zeroed at allocation; kernels leave them zero
+};
+
+class KernelRegistry {
+ public:
+  explicit KernelRegistry(const RuntimeOptions& options);
+  ~KernelRegistry();
+
+  // Compile or fetch; no GPU needed. Concurrent calls for one spec compile once.
+  const Artifact& artifact(const spec::KernelSpec& spec, Origin* origin = nullptr);
+
+  // The cache key of a spec without compiling it.
+  std::string key_of(const spec::KernelSpec& spec) const;
+
+  // Launch path: the loaded function for the spec on `device`. During stream
+  // capture a miss throws Error(kNotPrewarmed) instead of compiling or loading.
+  const LoadedKernel& kernel(const spec::KernelSpec& spec, int device, CUstream stream);
+
+  // One scratch per (device, stream), so concurrent streams never share partials.
+  // Growing it during stream capture throws Error(kNotPrewarmed).
+  Scratch scratch(int device, size_t workspace_bytes, size_t semaphore_count, CUstream stream);
+
+  store::CubinStore* store() { return store_.get(); }
+  RuntimeStats stats() const;
+
+ private:
+  struct Slot;
+  Slot& slot_for(const spec::KernelSpec& spec);
+  Slot* find_slot(const spec::KernelSpec& spec) const;
+  void build(Slot& slot, Origin* origin);
+  const LoadedKernel& load(Slot& slot, int device);
+
+  RuntimeOptions options_;
+  std::unique_ptr<store::CubinStore> store_;
+  mutable std::shared_mutex map_mutex_;
+  std::unordered_map<spec::KernelSpec, std::unique_ptr<Slot>, spec::KernelSpecHash> slots_;
+
+  struct ScratchEntry;
+  struct ScratchKey {
+    int device;
+    CUstream stream;
+    bool operator==(const ScratchKey& o) const { return device == o.device && stream == o.stream; }
+  };
+  struct ScratchKeyHash {
+    size_t operator()(const ScratchKey& k) const noexcept {
+      return std::hash<const void*>()(k.stream) ^ static_cast<size_t>(k.device);
+    }
+  };
+  std::shared_mutex scratch_mutex_;
+  std::unordered_map<ScratchKey, std::unique_ptr<ScratchEntry>, ScratchKeyHash> scratch_;
+
+  mutable std::atomic<int64_t> lookups_{0};
+  std::atomic<int64_t> compiles_{0}, store_hits_{0}, module_loads_{0};
+  std::atomic<int64_t> compile_us_{0}, store_load_us_{0};
+};
+
+}  // namespace attnjit::runtime

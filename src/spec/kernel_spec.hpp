@@ -1,0 +1,89 @@
+// KernelSpec: everything that selects one compiled kernel variant, with its
+// canonical JSON, readable name and cache key. Pure values, no I/O.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "attnjit/tensor.hpp"
+
+namespace attnjit::spec {
+
+enum class OpFamily : uint8_t { kDecode, kXqa };
+enum class Backend : uint8_t { kXqa, kTrtllmGen };
+enum class KvLayout : uint8_t { kNHD, kHND };
+enum class MaskMode : uint8_t { kNone, kCausal, kCustom };
+enum class PosEncoding : uint8_t { kNone, kRopeLlama, kAlibi };
+
+// Feature flags: each one changes the generated code.
+namespace feature {
+constexpr uint32_t kSoftCap = 1u << 0;        // logits = cap * tanh(logits / cap)
+constexpr uint32_t kSlidingWindow = 1u << 1;  // only the last `window` keys are visible
+constexpr uint32_t kSinks = 1u << 2;          // per-head sink added to the denominator
+constexpr uint32_t kReturnLse = 1u << 3;      // write log-sum-exp per query row
+constexpr uint32_t kScalePointers = 1u << 4;  // q/kv scales read from device memory
+constexpr uint32_t kCudaCores = 1u << 5;      // FFMA path instead of mma.sync
+constexpr uint32_t kRaggedQ = 1u << 6;        // spec-decode with cumulative q lengths
+constexpr uint32_t kAll = (1u << 7) - 1;
+}  // namespace feature
+
+// A compile target: "sm_90a" is {90, true}.
+struct Arch {
+  int sm = 90;
+  bool arch_specific = false;
+  std::string str() const;
+  static Arch parse(const std::string& text);  // throws Error(kInvalidArgument)
+  bool operator==(const Arch& o) const { return sm == o.sm && arch_specific == o.arch_specific; }
+};
+// The arch we compile for on a device of compute capability major.minor (sm_90 -> sm_90a).
+Arch arch_for_device(int major, int minor);
+
+struct KernelSpec {
+  OpFamily family = OpFamily::kDecode;
+  Backend backend = Backend::kXqa;
+  DType q_dtype = DType::kBFloat16;
+  DType kv_dtype = DType::kBFloat16;
+  DType out_dtype = DType::kBFloat16;
+  int head_dim = 128;
+  int group_size = 1;     // query heads per KV head
+  int page_size = 0;      // 0: contiguous KV
+  KvLayout layout = KvLayout::kNHD;
+  MaskMode mask = MaskMode::kNone;
+  PosEncoding pos_encoding = PosEncoding::kNone;
+  uint32_t features = 0;
+  Arch arch;
+
+  bool has(uint32_t f) const { return (features & f) != 0; }
+  bool operator==(const KernelSpec& o) const;
+  bool operator!=(const KernelSpec& o) const { return !(*this == o); }
+
+  nlohmann::json to_json() const;                 // canonical: sorted keys, every field
+  static KernelSpec from_json(const nlohmann::json& j);  // throws Error(kInvalidArgument)
+  std::string name() const;                        // "xqa.bf16.kvfp8.hd128.g8.p32.nhd.sm90a"
+};
+
+struct KernelSpecHash {
+  size_t operator()(const KernelSpec& s) const noexcept;
+};
+
+// Inputs of the cache key besides the spec; each one can change the cubin.
+struct KeyInputs {
+  std::string library_version;
+  std::string template_hash;
+  std::string rendered_source;
+  std::string nvrtc_version;
+  std::string options;  // the NVRTC options, joined
+};
+// Hash over a length-prefixed canonical encoding of the spec and every input.
+std::string cache_key(const KernelSpec& spec, const KeyInputs& inputs);
+
+const char* to_string(OpFamily f);
+const char* to_string(Backend b);
+const char* to_string(KvLayout l);
+const char* to_string(MaskMode m);
+const char* to_string(PosEncoding p);
+DType parse_dtype(const std::string& s);  // "bf16", "fp16", "fp8_e4m3", ...
+
+}  // namespace attnjit::spec

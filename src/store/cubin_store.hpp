@@ -1,0 +1,85 @@
+// CubinStore: the SQLite file of compiled kernels that many processes share.
+// It stores opaque blobs under string keys; it does not know what a kernel is.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnjit::store {
+
+struct StoreOptions {
+  std::string dir;                       // empty: resolve_cache_dir()
+  int64_t max_bytes = 4LL << 30;         // LRU eviction above this (blob bytes)
+  int busy_timeout_ms = 30000;
+  // Never write the file: read existing entries from it, keep new ones in
+  // memory (e.g. a prewarmed cache on a read-only image). A folder or file
+  // this process cannot write is treated the same way without asking.
+  bool read_only = false;
+};
+
+// $ATTNJIT_CACHE_DIR, else $XDG_CACHE_HOME/attnjit, else ~/.cache/attnjit.
+std::string resolve_cache_dir();
+
+struct Entry {
+  std::string key;        // hex hash, primary key
+  std::string name;       // readable label (for ls/inspect)
+  std::string arch;       // "sm_90a"
+  std::string cubin;      // binary blob
+  std::string ptx;        // may be empty
+  std::string meta_json;  // free-form metadata (compile log, resources, spec json...)
+  double compile_ms = 0;
+};
+
+struct EntryInfo {
+  std::string key, name, arch;
+  int64_t cubin_bytes = 0, ptx_bytes = 0;
+  int64_t created_unix = 0, last_used_unix = 0;
+  int64_t hits = 0;
+  double compile_ms = 0;
+};
+
+struct StoreStats {
+  int64_t entries = 0;
+  int64_t total_bytes = 0;   // cubin + ptx bytes
+  int64_t hits = 0, misses = 0, puts = 0, evictions = 0;
+  double compile_ms_total = 0;
+  std::string path;
+  bool in_memory = false;   // true when the location was read-only/unusable
+  std::string note;         // why it is in memory, quarantine notes...
+};
+
+struct VerifyReport {
+  int64_t checked = 0;
+  int64_t bad = 0;                 // checksum mismatches (removed when repair=true)
+  std::vector<std::string> bad_keys;
+  bool integrity_ok = true;        // PRAGMA integrity_check
+};
+
+class CubinStore {
+ public:
+  // Never throws for an unusable location: falls back to an in-memory store and
+  // says why in stats().note. Throws Error(kStore) only for a folder that others
+  // can write (a cubin is code that will run).
+  static std::unique_ptr<CubinStore> open(const StoreOptions& options);
+  virtual ~CubinStore() = default;
+
+  // Verifies the checksum; a bad row is deleted and reported as a miss.
+  virtual std::optional<Entry> get(const std::string& key) = 0;
+  // INSERT OR IGNORE under BEGIN IMMEDIATE. True when this call inserted it.
+  virtual bool put(const Entry& entry) = 0;
+  virtual bool contains(const std::string& key) = 0;
+
+  virtual std::vector<EntryInfo> list() = 0;
+  virtual StoreStats stats() = 0;
+  virtual int64_t gc(int64_t max_bytes) = 0;  // evict LRU until under; returns rows evicted
+  virtual VerifyReport verify(bool repair) = 0;
+  virtual int64_t export_to(const std::string& file) = 0;    // verified rows copied
+  virtual int64_t import_from(const std::string& file) = 0;  // verified rows added
+  virtual void clear() = 0;
+  virtual std::string path() const = 0;  // db file path, or ":memory:"
+};
+
+}  // namespace attnjit::store

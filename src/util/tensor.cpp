@@ -1,0 +1,77 @@
+#include "attnjit/tensor.hpp"
+
+#include <fmt/format.h>
+
+namespace attnjit {
+
+size_t dtype_size(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kUInt16: return 2;
+    case DType::kFloat32:
+    case DType::kInt32:
+    case DType::kUInt32: return 4;
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+    case DType::kInt8:
+    case DType::kUInt8: return 1;
+    case DType::kInt64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kFloat16: return "fp16";
+    case DType::kBFloat16: return "bf16";
+    case DType::kFloat32: return "fp32";
+    case DType::kFloat8E4M3: return "fp8_e4m3";
+    case DType::kFloat8E5M2: return "fp8_e5m2";
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
+    case DType::kUInt16: return "uint16";
+    case DType::kInt32: return "int32";
+    case DType::kUInt32: return "uint32";
+    case DType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int>(shape.size());
+  int i = 0;
+  for (int64_t s : shape) t.shape[i++] = s;
+  int64_t st = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.stride[d] = st;
+    st *= t.shape[d];
+  }
+  return t;
+}
+
+int64_t TensorView::numel() const noexcept {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+bool TensorView::is_contiguous() const noexcept {
+  int64_t st = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (shape[d] != 1 && stride[d] != st) return false;
+    st *= shape[d];
+  }
+  return true;
+}
+
+std::string TensorView::shape_string() const {
+  std::string s = "[";
+  for (int d = 0; d < rank; ++d) s += fmt::format("{}{}", d ? ", " : "", shape[d]);
+  return s + "]";
+}
+
+}  // namespace attnjit

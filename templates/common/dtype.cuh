@@ -1,0 +1,110 @@
+// Device dtypes and conversions written with inline PTX, so that NVRTC needs no
+// toolkit header (cuda_fp16.h alone costs ~100 ms of every compile).
+#pragma once
+
+namespace attnjit {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+struct half_t { u16 bits; };
+struct bf16_t { u16 bits; };
+struct e4m3_t { u8 bits; };
+struct e5m2_t { u8 bits; };
+
+template <bool C, class A, class B> struct Select { typedef A type; };
+template <class A, class B> struct Select<false, A, B> { typedef B type; };
+
+template <class T> struct IsFp8 { static constexpr bool value = false; };
+template <> struct IsFp8<e4m3_t> { static constexpr bool value = true; };
+template <> struct IsFp8<e5m2_t> { static constexpr bool value = true; };
+
+__device__ __forceinline__ float to_float(half_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ float to_float(bf16_t b) { return __uint_as_float(u32(b.bits) << 16); }
+
+template <class T> __device__ __forceinline__ T from_float(float f);
+template <> __device__ __forceinline__ half_t from_float<half_t>(float f) {
+  half_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+template <> __device__ __forceinline__ bf16_t from_float<bf16_t>(float f) {
+  bf16_t b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.bits) : "f"(f));
+  return b;
+}
+template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
+
+// Two floats -> a packed pair, lo in bits 0..15 (PTX puts the first source high).
+template <class T> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<half_t>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ u32 pack2<bf16_t>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Two fp8 (bits 0..15 of x) -> two fp16 (packed). Exact for every finite value.
+__device__ __forceinline__ u32 fp8x2_to_half2(e4m3_t, u32 x) {
+#if __CUDA_ARCH__ >= 890
+  u32 r;
+  asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(r) : "r"(x));
+  return r;
+#else
+  // e4m3 -> fp16 bit layout is x * 2^-8; the fp16 multiply restores the scale
+  // and normalizes subnormals.
+  u32 lo = x & 0xffu, hi = (x >> 8) & 0xffu;
+  u32 bits = ((lo & 0x80u) << 8) | ((lo & 0x7fu) << 7) | ((((hi & 0x80u) << 8) | ((hi & 0x7fu) << 7)) << 16);
+  u32 r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(bits), "r"(0x5c005c00u));  // 256.0 x2
+  return r;
+#endif
+}
+__device__ __forceinline__ u32 fp8x2_to_half2(e5m2_t, u32 x) {
+  // e5m2 is the high byte of an fp16.
+  return ((x & 0xffu) << 8) | ((x & 0xff00u) << 16);
+}
+
+// float -> e4m3 with round-to-nearest-even and saturation to +-448.
+__device__ __forceinline__ u8 float_to_e4m3(float f) {
+#if __CUDA_ARCH__ >= 890
+  u32 r;
+  asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }"
+      : "=r"(r) : "f"(f), "f"(0.0f));
+  return u8(r & 0xffu);
+#else
+  u32 bits = __float_as_uint(f);
+  u32 sign = (bits >> 24) & 0x80u;
+  float a = fminf(fabsf(f), 448.0f);
+  if (a != a) return u8(sign | 0x7fu);
+  if (a < 0.015625f) {  // subnormal range of e4m3: multiples of 2^-9
+    u32 m = u32(__float2int_rn(a * 512.0f));
+    return u8(sign | m);
+  }
+  u32 ab = __float_as_uint(a);
+  u32 exp = (ab >> 23) - 127 + 7;
+  u32 mant = ab & 0x7fffffu;
+  u32 keep = mant >> 20, rest = mant & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) ++keep;
+  if (keep == 8u) { keep = 0; ++exp; }
+  u32 v = (exp << 3) | keep;
+  if (v > 0x7eu) v = 0x7eu;
+  return u8(sign | v);
+#endif
+}
+
+template <class T> __device__ __forceinline__ void store_float(T* p, float f) { *p = from_float<T>(f); }
+template <> __device__ __forceinline__ void store_float<e4m3_t>(e4m3_t* p, float f) { p->bits = float_to_e4m3(f); }
+
+}  // namespace attnjit

@@ -1,0 +1,59 @@
+// DecodeParams: the one by-value parameter block of the GQA decode kernel family
+// (single_decode and xqa). Plain C types only: the host includes this file too.
+#pragma once
+
+#if defined(__CUDACC__)
+#define ATTNJIT_HOST_DEVICE __host__ __device__
+#else
+#define ATTNJIT_HOST_DEVICE
+#endif
+
+namespace attnjit {
+
+struct DecodeParams {
+  const void* q;             // rows addressed as q + b*q_stride_b + t*q_stride_t + h*q_stride_h
+  const void* k;             // paged: + page*kv_stride_page; contiguous: page is 0
+  const void* v;
+  void* out;                 // same addressing as q, with o_stride_*
+  float* lse;                // optional: [b][t][h] with lse_stride_b / lse_stride_t
+  const int* page_table;     // [batch][pages_per_seq] (paged only)
+  const unsigned* seq_lens;  // [batch] KV length; null: every request has kv_len
+  const unsigned* q_cu_seq_lens;  // optional ragged spec-decode offsets [batch + 1]
+  const unsigned* mask;      // spec-decode bit mask, 32-bit words [b][t][mask_words]
+  const float* sinks;        // optional [num_q_heads]
+  const float* q_scale_ptr;  // optional device scales (feature kScalePointers)
+  const float* kv_scale_ptr;  // replaces both k_scale and v_scale
+  float* workspace;          // split-KV partials
+  unsigned* semaphores;      // one counter per (batch, kv head, row block); self-resetting
+
+  long long q_stride_b, q_stride_t, q_stride_h;
+  long long o_stride_b, o_stride_t, o_stride_h;
+  long long lse_stride_b, lse_stride_t;
+  long long k_stride_page, k_stride_tok, k_stride_head;
+  long long v_stride_page, v_stride_tok, v_stride_head;
+  long long mask_stride_b, mask_stride_t;
+
+  int batch;
+  int num_kv_heads;
+  int q_seq_len;       // query tokens per request (max when ragged)
+  int kv_len;          // used when seq_lens is null
+  int pages_per_seq;
+  int row_blocks;      // ceil(q_seq_len * group / 16)
+  int num_splits;      // gridDim.x
+  int tokens_per_split;  // multiple of the tile
+
+  float sm_scale;      // softmax scale before any q/kv scale
+  float q_scale;       // host scales (used when the pointers are null)
+  float k_scale;       // multiplies the logits
+  float v_scale;       // multiplies the output
+  float rcp_out_scale; // fp8 output: out = o * rcp_out_scale
+  float soft_cap;
+  int window_left;     // -1: off; keys >= q_pos - window_left are visible
+  float rope_rcp_scale;
+  float rope_rcp_theta;
+};
+
+// Workspace floats per (batch, kv head, row block, split): 16 rows x (head_dim + 2).
+ATTNJIT_HOST_DEVICE inline int decode_partial_floats(int head_dim) { return 16 * (head_dim + 2); }
+
+}  // namespace attnjit

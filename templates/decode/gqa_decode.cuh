@@ -1,0 +1,483 @@
+// The GQA decode kernel shared by single_decode and xqa: one CTA per
+// (split, kv head x row block, request); the group's query rows sit in the MMA's
+// M dimension so each K/V byte is read once per KV head. Each warp streams its
+// own tiles through a private cp.async ring (no CTA barrier in the main loop);
+// warps merge through shared memory, and splits merge in the last CTA to finish.
+#pragma once
+
+#include "common/dtype.cuh"
+#include "common/mma.cuh"
+#include "common/softmax.cuh"
+#include "decode/decode_params.cuh"
+
+namespace attnjit {
+
+namespace mask_mode {
+constexpr int kNone = 0, kCausal = 1, kCustom = 2;
+}
+namespace pos_mode {
+constexpr int kNone = 0, kRope = 1, kAlibi = 2;
+}
+namespace feat {
+constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse = 1u << 3,
+                   kScalePtr = 1u << 4, kCudaCores = 1u << 5, kRaggedQ = 1u << 6;
+}
+
+template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
+          int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_>
+struct DecodeTraits {
+  using QT = QT_;
+  using KVT = KVT_;
+  using OT = OT_;
+  static constexpr bool kFp8Kv = IsFp8<KVT>::value;
+  // fp8 KV is widened to fp16 (exact); 16-bit KV feeds the MMA as stored.
+  using MT = typename Select<kFp8Kv, half_t, KVT>::type;
+  static constexpr int kHeadDim = kHeadDim_, kGroup = kGroup_, kPageSize = kPageSize_;
+  static constexpr bool kPaged = kPageSize_ > 0, kHnd = kHnd_;
+  static constexpr int kMask = kMask_, kPos = kPos_;
+  static constexpr unsigned kFeatures = kFeatures_;
+  static constexpr int kWarps = kWarps_, kStages = kStages_, kThreads = kWarps_ * 32;
+  static constexpr int kTile = 16;  // tokens per warp tile (a page never splits one)
+  static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
+  static constexpr int kRowElems = kHeadDim + 8;             // padded MT row: no ldmatrix conflicts
+  static constexpr int kRawRowBytes = kHeadDim * int(sizeof(KVT)) + 16;
+  static constexpr int kQBytes = kRows * kRowElems * 2;
+  static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
+  static constexpr int kStageBytes = 2 * kTile * kRawRowBytes;  // K + V
+  static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kConvBytes = kFp8Kv ? kWarps * 2 * kTile * kRowElems * 2 : 0;
+  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
+  static constexpr int kLoopBytes = kRingBytes + kConvBytes;
+  static constexpr int kSmemBytes =
+      kQBytes + kFreqBytes + (kLoopBytes > kMergeBytes ? kLoopBytes : kMergeBytes);
+  static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
+  static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of 16");
+};
+
+template <class Tr>
+struct GqaDecode {
+  using QT = typename Tr::QT;
+  using KVT = typename Tr::KVT;
+  using OT = typename Tr::OT;
+  using MT = typename Tr::MT;
+  static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
+  static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
+  static constexpr unsigned F = Tr::kFeatures;
+  __device__ static constexpr bool has(unsigned f) { return (F & f) != 0; }
+
+  // Per-CTA facts derived once from the params.
+  struct Work {
+    int b, kvh, rb, split, n_splits;
+    int seq_len, q_len, q_tok0, rows_valid;
+    int tok_lo, tok_hi;
+    float score_scale;  // sm_scale * q_scale * k_scale
+    float v_scale;
+  };
+
+  __device__ static void run(const DecodeParams& p, unsigned char* smem) {
+    Work w;
+    if (!setup(p, w)) return;
+    MT* q_s = reinterpret_cast<MT*>(smem);
+    float* freq_s = reinterpret_cast<float*>(smem + Tr::kQBytes);
+    unsigned char* loop_s = smem + Tr::kQBytes + Tr::kFreqBytes;
+    load_q(p, w, q_s, freq_s);
+    __syncthreads();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float o[HD / 8][4];
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+
+    warp_loop(p, w, q_s, freq_s, loop_s, warp, lane, o, m, l);
+
+    cp_async_wait<0>();
+    __syncthreads();  // the ring is now reused for the warp merge
+    pdl_launch_dependents();
+    float* red_o = reinterpret_cast<float*>(loop_s);
+    float* red_m = red_o + W * kRows * HD;
+    float* red_l = red_m + W * kRows;
+    const int g = lane / 4, tq = lane % 4;
+    l[0] = quad_sum(l[0]);
+    l[1] = quad_sum(l[1]);
+    if (tq == 0) {
+      red_m[warp * kRows + g] = m[0];
+      red_m[warp * kRows + g + 8] = m[1];
+      red_l[warp * kRows + g] = l[0];
+      red_l[warp * kRows + g + 8] = l[1];
+    }
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j) {
+      float* r0 = red_o + (warp * kRows + g) * HD + j * 8 + 2 * tq;
+      r0[0] = o[j][0];
+      r0[1] = o[j][1];
+      r0[8 * HD] = o[j][2];
+      r0[8 * HD + 1] = o[j][3];
+    }
+    __syncthreads();
+    merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
+  }
+
+  // Returns false when this CTA has nothing to do (the same answer for every
+  // CTA of a (request, head, row block), so the split counter stays consistent).
+  __device__ static bool setup(const DecodeParams& p, Work& w) {
+    w.split = blockIdx.x;
+    w.kvh = blockIdx.y / p.row_blocks;
+    w.rb = blockIdx.y % p.row_blocks;
+    w.b = blockIdx.z;
+    pdl_wait_prior_grid();
+    w.seq_len = p.seq_lens ? int(p.seq_lens[w.b]) : p.kv_len;
+    if (has(feat::kRaggedQ)) {
+      w.q_tok0 = int(p.q_cu_seq_lens[w.b]);
+      w.q_len = int(p.q_cu_seq_lens[w.b + 1]) - w.q_tok0;
+    } else {
+      w.q_tok0 = 0;
+      w.q_len = p.q_seq_len;
+    }
+    w.rows_valid = min(kRows, w.q_len * G - w.rb * kRows);
+    if (w.rows_valid <= 0) return false;
+    int kv_begin = 0;
+    if (has(feat::kWindow) && p.window_left >= 0) {
+      kv_begin = max(0, w.seq_len - w.q_len - p.window_left);
+      kv_begin -= kv_begin % kTile;
+    }
+    int n_tok = max(0, w.seq_len - kv_begin);
+    w.n_splits = max(1, (n_tok + p.tokens_per_split - 1) / p.tokens_per_split);
+    if (w.n_splits > p.num_splits) w.n_splits = p.num_splits;  // host guarantees it fits
+    if (w.split >= w.n_splits) return false;
+    w.tok_lo = kv_begin + w.split * p.tokens_per_split;
+    w.tok_hi = w.split == w.n_splits - 1 ? w.seq_len : min(w.seq_len, w.tok_lo + p.tokens_per_split);
+    float qs = has(feat::kScalePtr) && p.q_scale_ptr ? *p.q_scale_ptr : p.q_scale;
+    const bool kv_ptr = has(feat::kScalePtr) && p.kv_scale_ptr;
+    w.score_scale = p.sm_scale * qs * (kv_ptr ? *p.kv_scale_ptr : p.k_scale);
+    w.v_scale = kv_ptr ? *p.kv_scale_ptr : p.v_scale;
+    return true;
+  }
+
+  // Q rows -> shared memory as MMA operands (zero rows past the valid ones).
+  __device__ static void load_q(const DecodeParams& p, const Work& w, MT* q_s, float* freq_s) {
+    if (Tr::kPos == pos_mode::kRope) {
+      for (int i = threadIdx.x; i < HD / 2; i += blockDim.x)
+        freq_s[i] = p.rope_rcp_scale * powf(p.rope_rcp_theta, float(2 * i) / float(HD));
+      __syncthreads();
+    }
+    const QT* q = static_cast<const QT*>(p.q);
+    constexpr int kPairs = HD / 2;
+    for (int i = threadIdx.x; i < kRows * kPairs; i += blockDim.x) {
+      int r = i / kPairs, c = i % kPairs;
+      // Pair (c, c + HD/2) so RoPE can rotate in place; plain copy otherwise.
+      float x0 = 0.f, x1 = 0.f;
+      if (r < w.rows_valid) {
+        int gr = w.rb * kRows + r, qt = gr / G, h = w.kvh * G + gr % G;
+        const QT* row = q + w.b * p.q_stride_b + (w.q_tok0 + qt) * p.q_stride_t + h * p.q_stride_h;
+        x0 = to_float(row[c]);
+        x1 = to_float(row[c + kPairs]);
+        if (Tr::kPos == pos_mode::kRope) {
+          float sn, cs;
+          sincosf(float(w.seq_len - w.q_len + qt) * freq_s[c], &sn, &cs);
+          float y0 = x0 * cs - x1 * sn, y1 = x1 * cs + x0 * sn;
+          x0 = y0;
+          x1 = y1;
+        }
+      }
+      q_s[r * kRowElems + c] = from_float<MT>(x0);
+      q_s[r * kRowElems + c + kPairs] = from_float<MT>(x1);
+    }
+  }
+
+  __device__ static const unsigned char* tile_base(const DecodeParams& p, const Work& w,
+                                                   const void* base, long long s_page,
+                                                   long long s_tok, long long s_head, int tok0) {
+    long long off = w.kvh * s_head;
+    if (Tr::kPaged) {
+      int page = p.page_table[(long long)w.b * p.pages_per_seq + tok0 / Tr::kPageSize];
+      off += (long long)page * s_page + (tok0 % Tr::kPageSize) * s_tok;
+    } else {
+      off += (long long)tok0 * s_tok;
+    }
+    return static_cast<const unsigned char*>(base) + off * (long long)sizeof(KVT);
+  }
+
+  // One warp issues the cp.async copies of one K and one V tile into its stage.
+  __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage,
+                                    int tok0, int lane) {
+    const unsigned char* kb = tile_base(p, w, p.k, p.k_stride_page, p.k_stride_tok, p.k_stride_head, tok0);
+    const unsigned char* vb = tile_base(p, w, p.v, p.v_stride_page, p.v_stride_tok, p.v_stride_head, tok0);
+    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
+    constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
+#pragma unroll
+    for (int i = lane; i < kTile * kChunks; i += 32) {
+      int r = i / kChunks, c = i % kChunks;
+      bool valid = tok0 + r < w.tok_hi;
+      unsigned char* dk = stage + r * Tr::kRawRowBytes + c * 16;
+      unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
+      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
+      cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+    }
+  }
+
+  // fp8 tile -> fp16 tile in the warp's conversion buffer.
+  __device__ static void widen_tile(const unsigned char* raw, MT* dst, int lane) {
+    constexpr int kChunks = HD / 16;  // 16 fp8 per chunk
+    for (int i = lane; i < kTile * kChunks; i += 32) {
+      int r = i / kChunks, c = i % kChunks;
+      uint4 x = *reinterpret_cast<const uint4*>(raw + r * Tr::kRawRowBytes + c * 16);
+      u32 in[4] = {x.x, x.y, x.z, x.w};
+      u32 out[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        out[2 * j] = fp8x2_to_half2(KVT{}, in[j] & 0xffffu);
+        out[2 * j + 1] = fp8x2_to_half2(KVT{}, in[j] >> 16);
+      }
+      uint4* d = reinterpret_cast<uint4*>(dst + r * kRowElems + c * 16);
+      d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+      d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+  }
+
+  // RoPE on a K tile in shared memory (keys at positions tok0 + row).
+  __device__ static void rope_tile(MT* kt, const float* freq_s, int tok0, int lane) {
+    constexpr int kPairs = HD / 2;
+    for (int i = lane; i < kTile * kPairs; i += 32) {
+      int r = i / kPairs, c = i % kPairs;
+      MT* row = kt + r * kRowElems;
+      float x0 = to_float(row[c]), x1 = to_float(row[c + kPairs]);
+      float sn, cs;
+      sincosf(float(tok0 + r) * freq_s[c], &sn, &cs);
+      row[c] = from_float<MT>(x0 * cs - x1 * sn);
+      row[c + kPairs] = from_float<MT>(x1 * cs + x0 * sn);
+    }
+  }
+
+  __device__ static bool visible(const DecodeParams& p, const Work& w, int row, int tok) {
+    if (tok >= w.tok_hi) return false;
+    if (row >= w.rows_valid) return true;  // padding rows: any finite value, never stored
+    const int first_draft = w.seq_len - w.q_len;
+    const int qt = (w.rb * kRows + row) / G;
+    const int q_pos = first_draft + qt;
+    if (Tr::kMask == mask_mode::kCausal && tok > q_pos) return false;
+    if (Tr::kMask == mask_mode::kCustom && tok >= first_draft) {
+      // Draft tokens: bit (tok - first_draft) of this query's mask row decides.
+      int j = tok - first_draft;
+      const unsigned* mrow = p.mask + w.b * p.mask_stride_b + qt * p.mask_stride_t;
+      if (!((mrow[j >> 5] >> (j & 31)) & 1u)) return false;
+    }
+    if (has(feat::kWindow) && p.window_left >= 0 && tok < q_pos - p.window_left) return false;
+    return true;
+  }
+
+  __device__ static void warp_loop(const DecodeParams& p, const Work& w, const MT* q_s,
+                                   const float* freq_s, unsigned char* loop_s, int warp, int lane,
+                                   float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
+    unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
+    MT* conv = reinterpret_cast<MT*>(loop_s + Tr::kRingBytes) + warp * 2 * kTile * kRowElems;
+    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
+    const int g = lane / 4, tq = lane % 4;
+
+    // Per-row constants for the two rows this thread holds.
+    float slope[2] = {0.f, 0.f};
+    int q_pos[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int gr = w.rb * kRows + g + 8 * h;
+      q_pos[h] = w.seq_len - w.q_len + gr / G;
+      if (Tr::kPos == pos_mode::kAlibi)
+        slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
+    }
+
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      int t = warp + s * W;
+      if (t < n_tiles) issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile, lane);
+      cp_async_commit();
+    }
+    for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
+      {
+        int tn = t + (S - 1) * W;
+        if (tn < n_tiles)
+          issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, lane);
+        cp_async_commit();
+      }
+      cp_async_wait<S - 1>();
+      __syncwarp();
+      const int tok0 = w.tok_lo + t * kTile;
+      unsigned char* stage = ring + (it % S) * Tr::kStageBytes;
+      const MT* kt;
+      const MT* vt;
+      if constexpr (Tr::kFp8Kv) {
+        widen_tile(stage, conv, lane);
+        widen_tile(stage + kTile * Tr::kRawRowBytes, conv + kTile * kRowElems, lane);
+        kt = conv;
+        vt = conv + kTile * kRowElems;
+      } else {
+        kt = reinterpret_cast<const MT*>(stage);
+        vt = reinterpret_cast<const MT*>(stage + kTile * Tr::kRawRowBytes);
+      }
+      if constexpr (Tr::kPos == pos_mode::kRope) {
+        __syncwarp();
+        rope_tile(const_cast<MT*>(kt), freq_s, tok0, lane);
+      }
+      __syncwarp();
+
+      // S = Q K^T over this tile: 16 rows x 16 tokens.
+      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int k0 = 0; k0 < HD; k0 += 16) {
+        u32 a[4], bk[4];
+        ldmatrix_x4(a, q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + k0 + (lane / 16) * 8);
+        ldmatrix_x4(bk, kt + ((lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
+        mma_16816<MT>(s[0], a, bk[0], bk[1]);
+        mma_16816<MT>(s[1], a, bk[2], bk[3]);
+      }
+
+      // Scale, soft cap, ALiBi, mask; then the online-softmax update.
+      float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
+          float x = s[nt][e] * w.score_scale;
+          if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
+          x *= kLog2e;
+          if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
+          x = visible(p, w, row, tok) ? x : kNegInf;
+          s[nt][e] = x;
+          mx[h] = fmaxf(mx[h], x);
+        }
+      float ref[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m_new = fmaxf(m[h], quad_max(mx[h]));
+        ref[h] = safe_ref(m_new);
+        float alpha = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
+        m[h] = m_new;
+        l[h] *= alpha;
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j) {
+          o[j][2 * h] *= alpha;
+          o[j][2 * h + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float pe = fast_exp2(s[nt][e] - ref[e / 2]);
+          s[nt][e] = pe;
+          l[e / 2] += pe;
+        }
+
+      // O += P V: the S accumulators are already in the A-operand layout.
+      u32 a[4] = {pack2<MT>(s[0][0], s[0][1]), pack2<MT>(s[0][2], s[0][3]),
+                  pack2<MT>(s[1][0], s[1][1]), pack2<MT>(s[1][2], s[1][3])};
+#pragma unroll
+      for (int n0 = 0; n0 < HD; n0 += 16) {
+        u32 bv[4];
+        ldmatrix_x4_trans(bv, vt + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + n0 + (lane / 16) * 8);
+        mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
+        mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
+      }
+      __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+  }
+
+  __device__ static void store_row_chunk(const DecodeParams& p, const Work& w, int row, int d0,
+                                         const float (&acc)[8], float scale) {
+    int gr = w.rb * kRows + row, qt = gr / G, h = w.kvh * G + gr % G;
+    OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + (w.q_tok0 + qt) * p.o_stride_t +
+              h * p.o_stride_h + d0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) store_float<OT>(dst + i, acc[i] * scale);
+  }
+
+  __device__ static void finish_row(const DecodeParams& p, const Work& w, int row, int d0,
+                                    float m_tot, float l_tot, const float (&acc)[8]) {
+    int gr = w.rb * kRows + row, qt = gr / G, h = w.kvh * G + gr % G;
+    if (has(feat::kSinks) && p.sinks) {
+      float sink = p.sinks[h] * kLog2e;
+      if (m_tot == kNegInf) {
+        m_tot = sink;
+        l_tot = 1.f;
+      } else {
+        l_tot += fast_exp2(sink - m_tot);
+      }
+    }
+    float scale = l_tot > 0.f ? w.v_scale * p.rcp_out_scale / l_tot : 0.f;
+    store_row_chunk(p, w, row, d0, acc, scale);
+    if (has(feat::kLse) && d0 == 0 && p.lse)
+      p.lse[w.b * p.lse_stride_b + (w.q_tok0 + qt) * p.lse_stride_t + h] =
+          l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
+  }
+
+  __device__ static void merge_and_store(const DecodeParams& p, const Work& w, const float* red_o,
+                                         const float* red_m, const float* red_l, unsigned* flag_s) {
+    constexpr int kChunks = kRows * HD / 8;
+    const bool split = w.n_splits > 1;
+    const long long slot =
+        (((long long)w.b * p.num_kv_heads + w.kvh) * p.row_blocks + w.rb) * p.num_splits;
+    float* ws = p.workspace + slot * decode_partial_floats(HD);  // [split][rows][HD + 2]
+    for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
+      int row = c / (HD / 8), d0 = (c % (HD / 8)) * 8;
+      if (row >= w.rows_valid) continue;
+      float m_tot = kNegInf;
+#pragma unroll
+      for (int i = 0; i < W; ++i) m_tot = fmaxf(m_tot, red_m[i * kRows + row]);
+      float l_tot = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        float e = merge_weight(red_m[i * kRows + row], m_tot);
+        l_tot += e * red_l[i * kRows + row];
+        const float* src = red_o + (i * kRows + row) * HD + d0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += e * src[j];
+      }
+      if (!split) {
+        finish_row(p, w, row, d0, m_tot, l_tot, acc);
+      } else {
+        float* part = ws + (long long)w.split * decode_partial_floats(HD);
+        float inv = l_tot > 0.f ? 1.f / l_tot : 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) part[row * HD + d0 + j] = acc[j] * inv;
+        if (d0 == 0) {
+          part[kRows * HD + row] = m_tot;
+          part[kRows * HD + kRows + row] = l_tot;
+        }
+      }
+    }
+    if (!split) return;
+
+    // Last CTA of this (request, head, row block) merges every split's partial.
+    __threadfence();
+    __syncthreads();
+    unsigned* sem = p.semaphores + (((long long)w.b * p.num_kv_heads + w.kvh) * p.row_blocks + w.rb);
+    if (threadIdx.x == 0) {
+      unsigned prev = atomicAdd(sem, 1u);
+      bool last = prev == unsigned(w.n_splits - 1);
+      if (last) *sem = 0u;  // every split has arrived: reset for the next launch
+      flag_s[0] = last ? 1u : 0u;
+    }
+    __syncthreads();
+    if (flag_s[0] == 0u) return;
+    __threadfence();
+    for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
+      int row = c / (HD / 8), d0 = (c % (HD / 8)) * 8;
+      if (row >= w.rows_valid) continue;
+      float m_tot = kNegInf;
+      for (int s = 0; s < w.n_splits; ++s)
+        m_tot = fmaxf(m_tot, __ldcg(ws + s * decode_partial_floats(HD) + kRows * HD + row));
+      float l_tot = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int s = 0; s < w.n_splits; ++s) {
+        const float* part = ws + s * decode_partial_floats(HD);
+        float ls = __ldcg(part + kRows * HD + kRows + row);
+        float e = merge_weight(__ldcg(part + kRows * HD + row), m_tot) * ls;
+        l_tot += e;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += e * __ldcg(part + row * HD + d0 + j);
+      }
+      finish_row(p, w, row, d0, m_tot, l_tot, acc);
+    }
+  }
+};
+
+}  // namespace attnjit

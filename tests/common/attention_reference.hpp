@@ -1,0 +1,122 @@
+// Float64 CPU reference for decode attention (GQA, paging-agnostic): the ground
+// truth every GPU test compares against. Masks, RoPE, ALiBi, soft cap, sinks and
+// scales are applied here independently of the kernels' code.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+namespace attnjit::testing {
+
+struct RefProblem {
+  int batch = 1, num_kv_heads = 1, group = 1, head_dim = 128;
+  std::vector<int> seq_lens;  // per request
+  std::vector<int> q_lens;    // per request (1 for plain decode)
+  // Dequantized inputs: q(b, t, head, d), k/v(b, token, kv_head, d).
+  std::function<double(int, int, int, int)> q, k, v;
+  double sm_scale = 0, q_scale = 1, k_scale = 1, v_scale = 1;
+  double soft_cap = 0;
+  int window_left = -1;
+  enum Pos { kNone, kRope, kAlibi } pos = kNone;
+  double rope_scale = 1, rope_theta = 1e4;
+  bool causal = false;
+  std::function<bool(int, int, int)> custom_mask;  // (b, t, draft index j) -> visible
+  std::vector<double> sinks;                        // per q head (natural-log units)
+};
+
+struct RefOutput {
+  std::vector<double> out;  // [b][t][head][d], t < max q_len
+  std::vector<double> lse;  // [b][t][head], base 2 (FlashInfer's convention)
+  int max_q = 1;
+  size_t index(int b, int t, int h, int d, int heads, int hd) const {
+    return ((static_cast<size_t>(b) * max_q + t) * heads + h) * hd + d;
+  }
+};
+
+inline double alibi_slope_ref(int h, int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return h < p ? std::pow(2.0, -8.0 * (h + 1) / p) : std::pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
+}
+
+inline void rope_ref(std::vector<double>& x, int pos, const RefProblem& pr) {
+  const int half = pr.head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    double freq = std::pow(pr.rope_theta, -2.0 * i / pr.head_dim) / pr.rope_scale;
+    double a = pos * freq, c = std::cos(a), s = std::sin(a);
+    double x0 = x[i], x1 = x[i + half];
+    x[i] = x0 * c - x1 * s;
+    x[i + half] = x1 * c + x0 * s;
+  }
+}
+
+inline RefOutput reference_decode(const RefProblem& pr) {
+  RefOutput r;
+  const int heads = pr.num_kv_heads * pr.group, hd = pr.head_dim;
+  for (int ql : pr.q_lens) r.max_q = std::max(r.max_q, ql);
+  r.out.assign(static_cast<size_t>(pr.batch) * r.max_q * heads * hd, 0.0);
+  r.lse.assign(static_cast<size_t>(pr.batch) * r.max_q * heads, -INFINITY);
+  for (int b = 0; b < pr.batch; ++b) {
+    const int L = pr.seq_lens[b], ql = pr.q_lens[b];
+    for (int kvh = 0; kvh < pr.num_kv_heads; ++kvh) {
+      // Keys once per (request, kv head), rotated when RoPE is on.
+      std::vector<std::vector<double>> keys(L, std::vector<double>(hd));
+      for (int j = 0; j < L; ++j) {
+        for (int d = 0; d < hd; ++d) keys[j][d] = pr.k(b, j, kvh, d) * pr.k_scale;
+        if (pr.pos == RefProblem::kRope) rope_ref(keys[j], j, pr);
+      }
+      for (int t = 0; t < ql; ++t)
+        for (int g = 0; g < pr.group; ++g) {
+          const int h = kvh * pr.group + g;
+          const int q_pos = L - ql + t;
+          std::vector<double> qv(hd);
+          for (int d = 0; d < hd; ++d) qv[d] = pr.q(b, t, h, d) * pr.q_scale;
+          if (pr.pos == RefProblem::kRope) rope_ref(qv, q_pos, pr);
+          std::vector<double> logit(L, -INFINITY);
+          double mx = -INFINITY;
+          for (int j = 0; j < L; ++j) {
+            bool vis = true;
+            if (pr.causal && j > q_pos) vis = false;
+            if (pr.custom_mask && j >= L - ql && !pr.custom_mask(b, t, j - (L - ql))) vis = false;
+            if (pr.window_left >= 0 && j < q_pos - pr.window_left) vis = false;
+            if (!vis) continue;
+            double s = 0;
+            for (int d = 0; d < hd; ++d) s += qv[d] * keys[j][d];
+            s *= pr.sm_scale;
+            if (pr.soft_cap > 0) s = pr.soft_cap * std::tanh(s / pr.soft_cap);
+            if (pr.pos == RefProblem::kAlibi) s += alibi_slope_ref(h, heads) * (j - q_pos);
+            logit[j] = s;
+            mx = std::max(mx, s);
+          }
+          double sink = pr.sinks.empty() ? -INFINITY : pr.sinks[h];
+          double m = std::max(mx, sink);
+          if (m == -INFINITY) continue;  // nothing visible: output 0, lse -inf
+          double den = std::isinf(sink) ? 0.0 : std::exp(sink - m);
+          std::vector<double> acc(hd, 0.0);
+          for (int j = 0; j < L; ++j) {
+            if (logit[j] == -INFINITY) continue;
+            double p = std::exp(logit[j] - m);
+            den += p;
+            for (int d = 0; d < hd; ++d) acc[d] += p * pr.v(b, j, kvh, d);
+          }
+          for (int d = 0; d < hd; ++d) r.out[r.index(b, t, h, d, heads, hd)] = acc[d] / den * pr.v_scale;
+          r.lse[(static_cast<size_t>(b) * r.max_q + t) * heads + h] = (m + std::log(den)) / std::log(2.0);
+        }
+    }
+  }
+  return r;
+}
+
+// ||a - b|| / ||b|| over the entries `use` selects.
+inline double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double d = got[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace attnjit::testing

@@ -1,0 +1,62 @@
+// Device tensors for GPU tests and the benchmark: upload host bytes, poison
+// outputs with NaN (0xFF bytes), download.
+#pragma once
+
+#include <cstring>
+#include <initializer_list>
+#include <random>
+#include <vector>
+
+#include "attnjit/tensor.hpp"
+#include "driver/cuda_driver.hpp"
+#include "util/host_dtype.hpp"
+
+namespace attnjit::testing {
+
+struct DeviceTensor {
+  driver::DeviceBuffer buffer;
+  TensorView view;
+
+  DeviceTensor() = default;
+  DeviceTensor(DType dtype, std::initializer_list<int64_t> shape) { allocate(dtype, std::vector<int64_t>(shape)); }
+  DeviceTensor(DType dtype, const std::vector<int64_t>& shape) { allocate(dtype, shape); }
+
+  void allocate(DType dtype, const std::vector<int64_t>& shape) {
+    view = TensorView{};
+    view.dtype = dtype;
+    view.rank = static_cast<int>(shape.size());
+    int64_t n = 1;
+    for (int d = view.rank - 1; d >= 0; --d) {
+      view.shape[d] = shape[d];
+      view.stride[d] = n;
+      n *= shape[d];
+    }
+    buffer = driver::DeviceBuffer(static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_size(dtype));
+    view.data = buffer.ptr();
+  }
+  size_t bytes() const { return static_cast<size_t>(view.numel()) * dtype_size(view.dtype); }
+  void upload(const std::vector<uint8_t>& host) { driver::memcpy_htod(buffer.get(), host.data(), host.size()); }
+  void upload_floats(const std::vector<float>& values) { upload(util::encode(values, view.dtype)); }
+  template <class T>
+  void upload_pod(const std::vector<T>& values) {
+    driver::memcpy_htod(buffer.get(), values.data(), values.size() * sizeof(T));
+  }
+  void poison() { driver::memset_d8(buffer.get(), 0xFF, bytes()); }
+  void zero() { driver::memset_d8(buffer.get(), 0, bytes()); }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> host(bytes());
+    driver::memcpy_dtoh(host.data(), buffer.get(), host.size());
+    return host;
+  }
+  std::vector<float> download_floats() const { return util::decode(download(), view.dtype); }
+};
+
+// Values from N(0, sigma), stored in `dtype`; returns what the device will see.
+inline std::vector<float> random_values(size_t n, std::mt19937& rng, float sigma = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace attnjit::testing

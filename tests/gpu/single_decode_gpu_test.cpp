@@ -1,0 +1,185 @@
+// single_decode_with_kv_cache on the GPU against the float64 reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attnjit/decode.hpp"
+#include "attnjit/error.hpp"
+#include "common/attention_reference.hpp"
+#include "common/device_tensor.hpp"
+#include "gpu_test_env.hpp"
+
+namespace attnjit {
+namespace {
+
+using testing::DeviceTensor;
+
+struct SingleCase {
+  DType dtype = DType::kBFloat16;
+  DType kv_dtype = DType::kBFloat16;
+  int head_dim = 128, group = 4, num_kv_heads = 2, kv_len = 1000;
+  KvLayout layout = KvLayout::kNHD;
+  PosEncodingMode pos = PosEncodingMode::kNone;
+  float soft_cap = 0.f;
+  int window_left = -1;
+  bool lse = false;
+  float k_scale = 1.f, v_scale = 1.f;
+};
+
+std::string describe(const SingleCase& c) {
+  return std::string(dtype_name(c.dtype)) + "/" + dtype_name(c.kv_dtype) + " hd" + std::to_string(c.head_dim) +
+         " g" + std::to_string(c.group) + " kvh" + std::to_string(c.num_kv_heads) + " L" +
+         std::to_string(c.kv_len) + (c.layout == KvLayout::kNHD ? " NHD" : " HND") + " pos" +
+         std::to_string(int(c.pos)) + " cap" + std::to_string(c.soft_cap) + " win" +
+         std::to_string(c.window_left) + (c.lse ? " lse" : "");
+}
+
+// Returns the relative L2 error of out (and checks lse and NaN-free output).
+double run_single(const SingleCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int H = c.num_kv_heads * c.group, D = c.head_dim, L = c.kv_len, KH = c.num_kv_heads;
+  const bool nhd = c.layout == KvLayout::kNHD;
+  const bool fp8 = dtype_size(c.kv_dtype) == 1;
+  auto qv = util::quantize(testing::random_values(size_t(H) * D, rng), c.dtype);
+  auto kv = util::quantize(testing::random_values(size_t(L) * KH * D, rng, fp8 ? 2.f : 1.f), c.kv_dtype);
+  auto vv = util::quantize(testing::random_values(size_t(L) * KH * D, rng, fp8 ? 2.f : 1.f), c.kv_dtype);
+
+  DeviceTensor q(c.dtype, {H, D}), out(c.dtype, {H, D}), lse(DType::kFloat32, {H});
+  std::vector<int64_t> kshape = nhd ? std::vector<int64_t>{L, KH, D} : std::vector<int64_t>{KH, L, D};
+  DeviceTensor k(c.kv_dtype, kshape), v(c.kv_dtype, kshape);
+  q.upload_floats(qv);
+  k.upload_floats(kv);
+  v.upload_floats(vv);
+  out.poison();
+  lse.poison();
+
+  SingleDecodeOptions o;
+  o.kv_layout = c.layout;
+  o.pos_encoding_mode = c.pos;
+  o.logits_soft_cap = c.soft_cap;
+  o.window_left = c.window_left;
+  o.k_scale = c.k_scale;
+  o.v_scale = c.v_scale;
+  single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, nullptr, c.lse ? &lse.view : nullptr);
+  driver::ctx_sync();
+
+  testing::RefProblem pr;
+  pr.batch = 1;
+  pr.num_kv_heads = KH;
+  pr.group = c.group;
+  pr.head_dim = D;
+  pr.seq_lens = {L};
+  pr.q_lens = {1};
+  auto kidx = [&](int j, int h, int d) { return nhd ? (size_t(j) * KH + h) * D + d : (size_t(h) * L + j) * D + d; };
+  pr.q = [&](int, int, int h, int d) { return double(qv[size_t(h) * D + d]); };
+  pr.k = [&](int, int j, int h, int d) { return double(kv[kidx(j, h, d)]); };
+  pr.v = [&](int, int j, int h, int d) { return double(vv[kidx(j, h, d)]); };
+  pr.sm_scale = 1.0 / std::sqrt(double(D));
+  pr.k_scale = c.k_scale;
+  pr.v_scale = c.v_scale;
+  pr.soft_cap = c.soft_cap;
+  pr.window_left = c.window_left;
+  pr.pos = c.pos == PosEncodingMode::kRopeLlama ? testing::RefProblem::kRope
+           : c.pos == PosEncodingMode::kAlibi   ? testing::RefProblem::kAlibi
+                                                : testing::RefProblem::kNone;
+  auto ref = testing::reference_decode(pr);
+
+  auto got = out.download_floats();
+  std::vector<double> gotd(got.begin(), got.end());
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::isnan(got[i])) {
+      ADD_FAILURE() << describe(c) << ": output element " << i << " is NaN (unwritten or bad math)";
+      return 1e9;
+    }
+  if (c.lse) {
+    auto l = lse.download_floats();
+    for (int h = 0; h < H; ++h)
+      EXPECT_NEAR(l[h], ref.lse[h], 2e-2 * std::max(1.0, std::fabs(ref.lse[h]))) << describe(c) << " lse head " << h;
+  }
+  return testing::rel_l2(gotd, ref.out);
+}
+
+double tolerance(const SingleCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
+
+TEST(SingleDecodeGpu, ProofKernelFp16AndBf16) {
+  ATTNJIT_REQUIRE_GPU();
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    SingleCase c;
+    c.dtype = c.kv_dtype = dt;
+    c.kv_len = 4096;
+    c.num_kv_heads = 8;
+    double err = run_single(c, 1);
+    EXPECT_LE(err, 1e-2) << describe(c);
+  }
+}
+
+TEST(SingleDecodeGpu, RandomizedSweep) {
+  ATTNJIT_REQUIRE_GPU();
+  std::mt19937 rng(12345);
+  const DType dts[] = {DType::kFloat16, DType::kBFloat16};
+  const int hds[] = {64, 128, 256};
+  const int groups[] = {1, 4, 8};
+  const int lens[] = {1, 7, 4096, 100000};
+  int n = 0;
+  for (int hd : hds)
+    for (int g : groups)
+      for (int len : lens) {
+        SingleCase c;
+        c.dtype = dts[rng() % 2];
+        int kvsel = rng() % 3;
+        c.kv_dtype = kvsel == 0 ? c.dtype : kvsel == 1 ? DType::kFloat8E4M3 : DType::kFloat8E5M2;
+        c.head_dim = hd;
+        c.group = g;
+        c.kv_len = len;
+        c.num_kv_heads = len >= 100000 ? 1 : 2;
+        c.layout = rng() % 2 ? KvLayout::kNHD : KvLayout::kHND;
+        if (dtype_size(c.kv_dtype) == 1) {
+          c.k_scale = 0.5f;
+          c.v_scale = 1.5f;
+        }
+        double err = run_single(c, 100 + n++);
+        EXPECT_LE(err, tolerance(c)) << describe(c);
+      }
+}
+
+TEST(SingleDecodeGpu, Features) {
+  ATTNJIT_REQUIRE_GPU();
+  std::vector<SingleCase> cases;
+  for (int len : {7, 4096, 100000})
+    for (DType kvd : {DType::kBFloat16, DType::kFloat8E4M3}) {
+      SingleCase base;
+      base.kv_len = len;
+      base.kv_dtype = kvd;
+      base.num_kv_heads = len >= 100000 ? 1 : 2;
+      SingleCase c = base;
+      c.pos = PosEncodingMode::kRopeLlama;
+      cases.push_back(c);
+      c = base;
+      c.pos = PosEncodingMode::kAlibi;
+      c.lse = true;
+      cases.push_back(c);
+      c = base;
+      c.soft_cap = 30.f;
+      c.lse = true;
+      cases.push_back(c);
+      c = base;
+      c.window_left = std::max(0, len / 3);
+      cases.push_back(c);
+      c = base;
+      c.window_left = len * 2;  // longer than the sequence
+      c.soft_cap = 5.f;
+      c.pos = PosEncodingMode::kRopeLlama;
+      c.lse = true;
+      c.layout = KvLayout::kHND;
+      cases.push_back(c);
+    }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_single(c, 900 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
+}  // namespace
+}  // namespace attnjit

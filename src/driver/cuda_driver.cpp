@@ -16,6 +16,7 @@
 
 namespace attnjit::driver {
 namespace {
+constexpr int kMaxDevicesCached = 64;
 
 // Every entry point is requested at this ABI version, not the toolkit's CUDA_VERSION, so a
 // toolkit upgrade never silently swaps a signature (CUDA 13 changed cuCtxGetDevice and
@@ -280,6 +281,22 @@ int device_count() {
 void check(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return;
   throw Error(ErrorCode::kDriver, std::string(what) + " failed: " + describe(r));
+}
+
+const DeviceCaps& device_caps(int ordinal) {
+  static DeviceCaps caps[kMaxDevicesCached];
+  static std::once_flag once[kMaxDevicesCached];
+  ensure();
+  check_ordinal(ordinal, "device_caps");
+  if (ordinal >= kMaxDevicesCached)
+    throw Error(ErrorCode::kUnsupported, "device_caps: more devices than attnjit caches");
+  std::call_once(once[ordinal], [ordinal] {
+    CUdevice dev = g_devices[ordinal];
+    caps[ordinal].sm_major = attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cc major");
+    caps[ordinal].sm_minor = attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cc minor");
+    caps[ordinal].sm_count = attribute(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count");
+  });
+  return caps[ordinal];
 }
 
 DeviceInfo device_info(int ordinal) {

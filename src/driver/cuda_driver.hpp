@@ -30,6 +30,12 @@ struct DeviceInfo {
 };
 DeviceInfo device_info(int ordinal);
 
+// What the launch path needs, queried once per device (no allocation after that).
+struct DeviceCaps {
+  int sm_major = 0, sm_minor = 0, sm_count = 0;
+};
+const DeviceCaps& device_caps(int ordinal);
+
 // Device of the calling thread's current context. If no context is current,
 // retains device 0's primary context (the one the CUDA runtime uses) and makes it current.
 int current_device();

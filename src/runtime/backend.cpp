@@ -24,22 +24,23 @@ const char* to_string(BackendChoice c) {
 }
 
 bool backend_supports(spec::Backend backend, const spec::KernelSpec& s, std::string* why) {
-  auto fail = [&](std::string reason) {
-    if (why) *why = std::move(reason);
+  // The reason is formatted only when asked for: auto selection runs on every launch.
+  auto fail = [&](auto&& reason) {
+    if (why) *why = reason();
     return false;
   };
   switch (backend) {
     case spec::Backend::kXqa:
-      if (s.arch.sm < 80) return fail("the xqa backend needs sm_80 or newer (mma.sync bf16, cp.async)");
+      if (s.arch.sm < 80) return fail([] { return std::string("the xqa backend needs sm_80 or newer (mma.sync bf16, cp.async)"); });
       return true;
     case spec::Backend::kTrtllmGen:
       if (!(s.arch.sm == 90 && s.arch.arch_specific))
-        return fail(fmt::format("the trtllm-gen backend needs sm_90a (TMA + wgmma); the target is {}",
-                                s.arch.str()));
-      return fail(fmt::format("the trtllm-gen backend has no {} kernels yet",
-                              spec::to_string(s.family)));
+        return fail([&] {
+          return fmt::format("the trtllm-gen backend needs sm_90a (TMA + wgmma); the target is {}", s.arch.str());
+        });
+      return fail([&] { return fmt::format("the trtllm-gen backend has no {} kernels yet", spec::to_string(s.family)); });
   }
-  return fail("unknown backend");
+  return fail([] { return std::string("unknown backend"); });
 }
 
 void select_backend(BackendChoice choice, spec::KernelSpec& s) {

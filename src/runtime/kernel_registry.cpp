@@ -146,8 +146,7 @@ const LoadedKernel& KernelRegistry::load(Slot& slot, int device) {
   k.smem_bytes = module.global_int(a.unit.smem_symbol.c_str());
   driver::set_max_dynamic_smem(k.function, k.smem_bytes);
   k.threads = driver::func_attributes(k.function).max_threads;
-  const auto info = driver::device_info(device);
-  k.num_sms = info.sm_count;
+  k.num_sms = driver::device_caps(device).sm_count;
   k.blocks_per_sm = driver::max_active_blocks(k.function, k.threads, k.smem_bytes);
   slot.modules[device] = std::move(module);
   slot.kernels[device] = k;

@@ -57,8 +57,4 @@ void require_aligned(const TensorView& t, const char* name, int bytes) {
               fmt::format("stride {} elements in dim {}", t.stride[d], d));
 }
 
-void require_value(bool ok, const char* name, const std::string& expected, const std::string& given) {
-  if (!ok) invalid(name, expected, given);
-}
-
 }  // namespace attnjit::ops

@@ -18,6 +18,11 @@ void require_dim(const TensorView& t, const char* name, int dim, int64_t expecte
 void require_inner_contiguous(const TensorView& t, const char* name);  // stride[-1] == 1
 void require_contiguous(const TensorView& t, const char* name);
 void require_aligned(const TensorView& t, const char* name, int bytes);  // data and strides
-void require_value(bool ok, const char* name, const std::string& expected, const std::string& given);
 
 }  // namespace attnjit::ops
+
+// Checks `cond`; the message strings are built only when it fails (launch path).
+#define ATTNJIT_REQUIRE(cond, name, expected, given)            \
+  do {                                                          \
+    if (!(cond)) ::attnjit::ops::invalid((name), (expected), (given)); \
+  } while (0)

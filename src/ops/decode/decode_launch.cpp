@@ -78,10 +78,10 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
       workspace = scratch.workspace;
       semaphores = scratch.semaphores;
     } else {
-      require_value(l.workspace_bytes >= need_ws, l.workspace_name,
+      ATTNJIT_REQUIRE(l.workspace_bytes >= need_ws, l.workspace_name,
                     fmt::format(">= {} bytes for this call ({} splits)", need_ws, splits),
                     fmt::format("{} bytes", l.workspace_bytes));
-      require_value(l.semaphore_count >= need_sem, l.semaphores_name,
+      ATTNJIT_REQUIRE(l.semaphore_count >= need_sem, l.semaphores_name,
                     fmt::format(">= {} uint32 counters", need_sem), fmt::format("{}", l.semaphore_count));
     }
   }

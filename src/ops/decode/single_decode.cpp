@@ -13,7 +13,6 @@
 namespace attnjit {
 
 using ops::invalid;
-using ops::require_value;
 
 ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorView& k,
                                               const TensorView& v, const TensorView& out,
@@ -24,18 +23,18 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   require_rank(k, "k", 3, o.kv_layout == KvLayout::kNHD ? "[kv_len, num_kv_heads, head_dim]" : "[num_kv_heads, kv_len, head_dim]");
   require_rank(v, "v", 3, o.kv_layout == KvLayout::kNHD ? "[kv_len, num_kv_heads, head_dim]" : "[num_kv_heads, kv_len, head_dim]");
   require_dtype(k, "k", {q.dtype, DType::kFloat8E4M3, DType::kFloat8E5M2});
-  require_value(v.dtype == k.dtype, "v", fmt::format("k's dtype {}", dtype_name(k.dtype)),
+  ATTNJIT_REQUIRE(v.dtype == k.dtype, "v", fmt::format("k's dtype {}", dtype_name(k.dtype)),
                 fmt::format("dtype {}", dtype_name(v.dtype)));
   const int64_t heads = q.shape[0], hd = q.shape[1];
   const bool nhd = o.kv_layout == KvLayout::kNHD;
   const int64_t kv_len = nhd ? k.shape[0] : k.shape[1];
   const int64_t kv_heads = nhd ? k.shape[1] : k.shape[0];
-  require_value(hd == 64 || hd == 128 || hd == 256 || (hd % 16 == 0 && hd >= 16 && hd <= 256), "q",
+  ATTNJIT_REQUIRE(hd == 64 || hd == 128 || hd == 256 || (hd % 16 == 0 && hd >= 16 && hd <= 256), "q",
                 "head_dim a multiple of 16 in [16, 256]", fmt::format("head_dim {}", hd));
   require_dim(k, "k", 2, hd, "head_dim, as q");
   for (int d = 0; d < 3; ++d) require_dim(v, "v", d, k.shape[d], "as k");
-  require_value(kv_len >= 1, "k", "kv_len >= 1", fmt::format("kv_len {}", kv_len));
-  require_value(kv_heads >= 1 && heads % kv_heads == 0, "q",
+  ATTNJIT_REQUIRE(kv_len >= 1, "k", "kv_len >= 1", fmt::format("kv_len {}", kv_len));
+  ATTNJIT_REQUIRE(kv_heads >= 1 && heads % kv_heads == 0, "q",
                 fmt::format("num_qo_heads a multiple of num_kv_heads ({})", kv_heads),
                 fmt::format("{} heads", heads));
   require_rank(out, "out", 2, "[num_qo_heads, head_dim]");
@@ -52,10 +51,10 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
     require_dim(*lse, "lse", 0, heads, "num_qo_heads");
     require_contiguous(*lse, "lse");
   }
-  require_value(o.window_left >= -1, "window_left", "-1 or >= 0", std::to_string(o.window_left));
-  require_value(o.logits_soft_cap >= 0.f, "logits_soft_cap", ">= 0", std::to_string(o.logits_soft_cap));
-  require_value(!o.sm_scale || *o.sm_scale > 0.f, "sm_scale", "> 0", o.sm_scale ? std::to_string(*o.sm_scale) : "");
-  require_value(o.rope_theta > 0.f && o.rope_scale > 0.f, "rope_theta/rope_scale", "> 0",
+  ATTNJIT_REQUIRE(o.window_left >= -1, "window_left", "-1 or >= 0", std::to_string(o.window_left));
+  ATTNJIT_REQUIRE(o.logits_soft_cap >= 0.f, "logits_soft_cap", ">= 0", std::to_string(o.logits_soft_cap));
+  ATTNJIT_REQUIRE(!o.sm_scale || *o.sm_scale > 0.f, "sm_scale", "> 0", o.sm_scale ? std::to_string(*o.sm_scale) : "");
+  ATTNJIT_REQUIRE(o.rope_theta > 0.f && o.rope_scale > 0.f, "rope_theta/rope_scale", "> 0",
                 fmt::format("{}/{}", o.rope_theta, o.rope_scale));
 
   SingleDecodePlan plan;
@@ -122,7 +121,7 @@ void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const
                                  const TensorView& out, const SingleDecodeOptions& options,
                                  Stream stream, const TensorView* lse, Runtime* runtime) {
   const int device = driver::current_device();
-  const auto info = driver::device_info(device);
+  const driver::DeviceCaps& info = driver::device_caps(device);
   ops::SingleDecodePlan plan =
       ops::plan_single_decode(q, k, v, out, options, lse, spec::arch_for_device(info.sm_major, info.sm_minor));
   ops::DecodeLaunch l;

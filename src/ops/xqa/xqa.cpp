@@ -20,7 +20,7 @@ constexpr int kMaxGroup = 64;
 ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   const bool ragged = a.q_cu_seq_lens.defined();
   const bool spec_dec = a.q_seq_len > 1 || ragged;
-  require_value(a.q_seq_len >= 1, "q_seq_len", ">= 1", std::to_string(a.q_seq_len));
+  ATTNJIT_REQUIRE(a.q_seq_len >= 1, "q_seq_len", ">= 1", std::to_string(a.q_seq_len));
   // q: [batch, beam, (q_seq_len,) heads, head_dim] or ragged [tokens, heads, head_dim].
   require_defined(a.q, "q");
   require_dtype(a.q, "q", {DType::kFloat16, DType::kBFloat16});
@@ -30,7 +30,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_rank(a.q_cu_seq_lens, "q_cu_seq_lens", 1, "[batch + 1]");
     require_dtype(a.q_cu_seq_lens, "q_cu_seq_lens", {DType::kUInt32, DType::kInt32});
     batch = static_cast<int>(a.q_cu_seq_lens.shape[0] - 1);
-    require_value(batch >= 1, "q_cu_seq_lens", "at least 2 entries", a.q_cu_seq_lens.shape_string());
+    ATTNJIT_REQUIRE(batch >= 1, "q_cu_seq_lens", "at least 2 entries", a.q_cu_seq_lens.shape_string());
     hd_dim = 2;
     head_dim_idx = 1;
   } else if (a.q_seq_len > 1) {
@@ -46,19 +46,19 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     head_dim_idx = 2;
   }
   if (!ragged)
-    require_value(a.q.shape[1] == 1, "q", "beam_width 1 (the only beam width supported)",
+    ATTNJIT_REQUIRE(a.q.shape[1] == 1, "q", "beam_width 1 (the only beam width supported)",
                   fmt::format("beam_width {} in {}", a.q.shape[1], a.q.shape_string()));
   const int64_t hd = a.q.shape[hd_dim];
   const int64_t num_q_heads = a.q.shape[head_dim_idx];
-  require_value(hd % 16 == 0 && hd >= 16 && hd <= 256, "q", "head_dim a multiple of 16 in [16, 256]",
+  ATTNJIT_REQUIRE(hd % 16 == 0 && hd >= 16 && hd <= 256, "q", "head_dim a multiple of 16 in [16, 256]",
                 fmt::format("head_dim {}", hd));
-  require_value(a.num_kv_heads >= 1, "num_kv_heads", ">= 1", std::to_string(a.num_kv_heads));
-  require_value(num_q_heads % a.num_kv_heads == 0, "num_kv_heads",
+  ATTNJIT_REQUIRE(a.num_kv_heads >= 1, "num_kv_heads", ">= 1", std::to_string(a.num_kv_heads));
+  ATTNJIT_REQUIRE(num_q_heads % a.num_kv_heads == 0, "num_kv_heads",
                 fmt::format("a divisor of num_q_heads ({})", num_q_heads), std::to_string(a.num_kv_heads));
   const int group = static_cast<int>(num_q_heads / a.num_kv_heads);
-  require_value(group <= kMaxGroup, "num_kv_heads", fmt::format("a head_group_ratio <= {}", kMaxGroup),
+  ATTNJIT_REQUIRE(group <= kMaxGroup, "num_kv_heads", fmt::format("a head_group_ratio <= {}", kMaxGroup),
                 fmt::format("ratio {}", group));
-  require_value(a.page_size == 16 || a.page_size == 32 || a.page_size == 64 || a.page_size == 128,
+  ATTNJIT_REQUIRE(a.page_size == 16 || a.page_size == 32 || a.page_size == 64 || a.page_size == 128,
                 "page_size", "16, 32, 64 or 128", std::to_string(a.page_size));
 
   const bool nhd = a.kv_layout == KvLayout::kNHD;
@@ -67,7 +67,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   require_rank(a.k_cache, "k_cache", 4, kv_shape);
   require_rank(a.v_cache, "v_cache", 4, kv_shape);
   require_dtype(a.k_cache, "k_cache", {a.q.dtype, DType::kFloat8E4M3});
-  require_value(a.v_cache.dtype == a.k_cache.dtype, "v_cache",
+  ATTNJIT_REQUIRE(a.v_cache.dtype == a.k_cache.dtype, "v_cache",
                 fmt::format("k_cache's dtype {}", dtype_name(a.k_cache.dtype)),
                 fmt::format("dtype {}", dtype_name(a.v_cache.dtype)));
   require_dim(a.k_cache, "k_cache", nhd ? 1 : 2, a.page_size, "page_size");
@@ -81,13 +81,13 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   require_contiguous(a.page_table, "page_table");
   require_defined(a.seq_lens, "seq_lens");
   require_dtype(a.seq_lens, "seq_lens", {DType::kUInt32, DType::kInt32});
-  require_value((a.seq_lens.rank == 2 && a.seq_lens.shape[1] == 1) || a.seq_lens.rank == 1, "seq_lens",
+  ATTNJIT_REQUIRE((a.seq_lens.rank == 2 && a.seq_lens.shape[1] == 1) || a.seq_lens.rank == 1, "seq_lens",
                 "[batch, beam_width=1]", a.seq_lens.shape_string());
   require_dim(a.seq_lens, "seq_lens", 0, batch, "batch");
   require_contiguous(a.seq_lens, "seq_lens");
 
   require_defined(a.output, "output");
-  require_value(a.output.rank == a.q.rank, "output", "q's shape " + a.q.shape_string(), a.output.shape_string());
+  ATTNJIT_REQUIRE(a.output.rank == a.q.rank, "output", "q's shape " + a.q.shape_string(), a.output.shape_string());
   for (int d = 0; d < a.q.rank; ++d)
     require_dim(a.output, "output", d, a.q.shape[d], "as q");
   const bool fp8_kv = a.k_cache.dtype == DType::kFloat8E4M3;
@@ -100,13 +100,13 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   }
   if (a.sinks.defined()) {
     require_dtype(a.sinks, "sinks", {DType::kFloat32});
-    require_value(a.sinks.numel() == num_q_heads, "sinks",
+    ATTNJIT_REQUIRE(a.sinks.numel() == num_q_heads, "sinks",
                   fmt::format("[num_kv_heads, head_group_ratio] = [{}, {}]", a.num_kv_heads, group),
                   a.sinks.shape_string());
     require_contiguous(a.sinks, "sinks");
   }
-  require_value(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
-  require_value(a.rcp_out_scale > 0.f, "rcp_out_scale", "> 0", std::to_string(a.rcp_out_scale));
+  ATTNJIT_REQUIRE(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
+  ATTNJIT_REQUIRE(a.rcp_out_scale > 0.f, "rcp_out_scale", "> 0", std::to_string(a.rcp_out_scale));
   const int words = (a.q_seq_len + 31) / 32;
   if (spec_dec) {
     require_rank(a.mask, "mask", 3, "[batch, q_seq_len, ((q_seq_len + 31) / 32) * 2] uint16");
@@ -117,9 +117,9 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_contiguous(a.mask, "mask");
     require_aligned(a.mask, "mask", 4);
   } else {
-    require_value(!a.mask.defined(), "mask", "none when q_seq_len == 1", "a mask");
+    ATTNJIT_REQUIRE(!a.mask.defined(), "mask", "none when q_seq_len == 1", "a mask");
   }
-  if (a.sm_count) require_value(*a.sm_count >= 1, "sm_count", ">= 1", std::to_string(*a.sm_count));
+  if (a.sm_count) ATTNJIT_REQUIRE(*a.sm_count >= 1, "sm_count", ">= 1", std::to_string(*a.sm_count));
 
   XqaPlan plan;
   spec::KernelSpec& s = plan.spec;
@@ -216,7 +216,7 @@ size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, in
 
 void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {
   const int device = driver::current_device();
-  const auto info = driver::device_info(device);
+  const driver::DeviceCaps& info = driver::device_caps(device);
   ops::XqaPlan plan = ops::plan_xqa(args, spec::arch_for_device(info.sm_major, info.sm_minor));
   ops::DecodeLaunch l;
   l.spec = &plan.spec;

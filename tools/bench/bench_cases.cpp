@@ -1,0 +1,139 @@
+#include "bench_cases.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "attnjit/decode.hpp"
+#include "attnjit/xqa.hpp"
+#include "common/device_tensor.hpp"
+#include "driver/cuda_driver.hpp"
+
+namespace attnjit::bench {
+
+namespace {
+
+using testing::DeviceTensor;
+constexpr double kL2Bytes = 60e6;
+
+// Median per-call time with CUDA events, rotating over the input sets. Each
+// sample times kBatch back-to-back calls so host launch cost stays hidden.
+template <class Fn>
+double time_median(int sets, const Options& o, Fn fn) {
+  constexpr int kBatch = 8;
+  for (int i = 0; i < o.warmup; ++i) fn(i % sets);
+  driver::ctx_sync();
+  std::vector<float> ms;
+  driver::EventTimer t;
+  int call = 0;
+  for (int i = 0; i < o.iters; ++i) {
+    t.start(nullptr);
+    for (int j = 0; j < kBatch; ++j) fn(call++ % sets);
+    t.stop(nullptr);
+    ms.push_back(t.elapsed_ms() / kBatch);
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<uint8_t> random_bytes(size_t n, DType dtype, std::mt19937& rng) {
+  return util::encode(testing::random_values(n, rng), dtype);
+}
+
+}  // namespace
+
+std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
+  const int KH = 8, G = 8, H = KH * G, D = 128, P = 32;
+  const std::pair<int, int> shapes[] = {{1, 32768}, {16, 8192}, {64, 4096}, {128, 2048}};
+  const int sm = driver::device_info(driver::current_device()).sm_count;
+  std::vector<Result> out;
+  std::mt19937 rng(42);
+  for (auto [B, L] : shapes) {
+    const int pps = (L + P - 1) / P, pages = B * pps;
+    const double kv_bytes = 2.0 * pages * P * KH * D * dtype_size(kv_dtype);
+    const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
+    struct Set {
+      DeviceTensor q, k, v, out, pt, sl, ws, sem;
+    };
+    std::vector<Set> s(sets);
+    for (auto& x : s) {
+      x.q = DeviceTensor(DType::kBFloat16, {B, 1, H, D});
+      x.out = DeviceTensor(DType::kBFloat16, {B, 1, H, D});
+      x.k = DeviceTensor(kv_dtype, {pages, P, KH, D});
+      x.v = DeviceTensor(kv_dtype, {pages, P, KH, D});
+      x.q.upload(random_bytes(size_t(B) * H * D, DType::kBFloat16, rng));
+      x.k.upload(random_bytes(size_t(pages) * P * KH * D, kv_dtype, rng));
+      x.v.upload(random_bytes(size_t(pages) * P * KH * D, kv_dtype, rng));
+      std::vector<int> ids(pages);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      x.pt = DeviceTensor(DType::kInt32, {B, pps});
+      x.pt.upload_pod(ids);
+      x.sl = DeviceTensor(DType::kUInt32, {B, 1});
+      x.sl.upload_pod(std::vector<uint32_t>(B, uint32_t(L)));
+      x.ws = DeviceTensor(DType::kUInt8, {int64_t(std::max<size_t>(16, xqa_workspace_bytes(B, KH, G, 1, D, pps * P, sm)))});
+      x.sem = DeviceTensor(DType::kUInt32, {int64_t(xqa_semaphore_count(B, KH, G, 1))});
+      x.sem.zero();
+    }
+    auto call = [&](int i) {
+      XqaArgs a;
+      a.q = s[i].q.view;
+      a.k_cache = s[i].k.view;
+      a.v_cache = s[i].v.view;
+      a.page_table = s[i].pt.view;
+      a.seq_lens = s[i].sl.view;
+      a.output = s[i].out.view;
+      a.workspace_buffer = s[i].ws.view;
+      a.semaphores = s[i].sem.view;
+      a.num_kv_heads = KH;
+      a.page_size = P;
+      xqa(a);
+    };
+    Result r;
+    r.op = "xqa";
+    r.shape = fmt::format("b{} L{}", B, L);
+    r.dtype = std::string("kv ") + dtype_name(kv_dtype);
+    r.ms = time_median(sets, o, call);
+    r.bytes = 2.0 * B * L * KH * D * dtype_size(kv_dtype) + 2.0 * B * H * D * 2;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o) {
+  const int KH = 8, H = 32, D = 128;
+  std::vector<Result> out;
+  std::mt19937 rng(7);
+  for (int L : {4096, 32768, 131072}) {
+    const double kv_bytes = 2.0 * L * KH * D * dtype_size(kv_dtype);
+    const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
+    struct Set {
+      DeviceTensor q, k, v, out;
+    };
+    std::vector<Set> s(sets);
+    for (auto& x : s) {
+      x.q = DeviceTensor(DType::kBFloat16, {H, D});
+      x.out = DeviceTensor(DType::kBFloat16, {H, D});
+      x.k = DeviceTensor(kv_dtype, {L, KH, D});
+      x.v = DeviceTensor(kv_dtype, {L, KH, D});
+      x.q.upload(random_bytes(size_t(H) * D, DType::kBFloat16, rng));
+      x.k.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
+      x.v.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
+    }
+    SingleDecodeOptions opt;
+    opt.use_tensor_cores = tensor_cores;
+    auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k.view, s[i].v.view, s[i].out.view, opt); };
+    Result r;
+    r.op = tensor_cores ? "single_decode" : "single_decode(cc)";
+    r.shape = fmt::format("L{}", L);
+    r.dtype = std::string("kv ") + dtype_name(kv_dtype);
+    r.ms = time_median(sets, o, call);
+    r.bytes = kv_bytes + 2.0 * H * D * 2;
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace attnjit::bench

@@ -1,0 +1,32 @@
+// attnjit-bench cases: xqa and single_decode at the issue shapes, timed with
+// CUDA events over rotating input sets larger than L2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attnjit/tensor.hpp"
+
+namespace attnjit::bench {
+
+constexpr double kReadRooflineTBs = 4.46;  // measured H200 HBM read bandwidth
+
+struct Result {
+  std::string op, shape, dtype;
+  double ms = 0;        // median
+  double bytes = 0;
+  double tbs() const { return bytes / (ms * 1e-3) / 1e12; }
+  double pct() const { return 100.0 * tbs() / kReadRooflineTBs; }
+  int splits = 0;
+};
+
+struct Options {
+  int iters = 50;
+  int warmup = 10;
+  bool cuda_cores = false;
+};
+
+std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);
+std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
+
+}  // namespace attnjit::bench

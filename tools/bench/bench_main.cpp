@@ -1,0 +1,154 @@
+// attnjit-bench: decode throughput against the HBM roofline, compile and
+// start-up costs. Prints a short table last.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "attnjit/xqa.hpp"
+#include "bench_cases.hpp"
+#include "common/device_tensor.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "render/renderer.hpp"
+#include "runtime/kernel_registry.hpp"
+
+using namespace attnjit;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since_us(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+spec::KernelSpec proof_spec(const std::string& arch) {
+  spec::KernelSpec s;
+  s.family = spec::OpFamily::kDecode;
+  s.head_dim = 128;
+  s.group_size = 4;
+  s.arch = spec::Arch::parse(arch);
+  return s;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+int cold_compile(int n, const std::string& arch) {
+  spec::KernelSpec s = proof_spec(arch);
+  auto unit = render::render(s);
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) ms.push_back(compile::compile(s.name(), unit, s.arch).compile_ms);
+  fmt::print("cold compile {} ({}): median {:.0f} ms over {} (min {:.0f}, max {:.0f})\n", s.name(), arch,
+             median(ms), n, *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+  return 0;
+}
+
+// In a fresh process: store hit + module load for the proof kernel.
+int warm_child() {
+  auto t0 = Clock::now();
+  Runtime rt;
+  const int dev = driver::current_device();
+  auto info = driver::device_info(dev);
+  spec::KernelSpec s = proof_spec(spec::arch_for_device(info.sm_major, info.sm_minor).str());
+  auto t1 = Clock::now();
+  rt.registry().kernel(s, dev, nullptr);
+  double load_us = since_us(t1);
+  auto st = rt.stats();
+  fmt::print("warm start (new process): {:.2f} ms for store hit + module load ({:.2f} ms incl. runtime/context "
+             "setup); compiles in this process: {}, store hits: {}\n",
+             load_us / 1e3, since_us(t0) / 1e3, st.compiles, st.store_hits);
+  return st.compiles == 0 ? 0 : 1;
+}
+
+int startup(const char* self) {
+  // Make sure the store holds the proof kernel, then measure a new process.
+  {
+    Runtime rt;
+    const int dev = driver::current_device();
+    auto info = driver::device_info(dev);
+    spec::KernelSpec s = proof_spec(spec::arch_for_device(info.sm_major, info.sm_minor).str());
+    rt.registry().kernel(s, dev, nullptr);
+    // In-process lookup on the launch path.
+    const int n = 1000000;
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) rt.registry().kernel(s, dev, nullptr);
+    fmt::print("in-process lookup: {:.1f} ns per call\n", since_us(t0) * 1e3 / n);
+  }
+  int rc = std::system(fmt::format("{} --warm-child", self).c_str());
+  // Host overhead per xqa launch: a tiny problem, timing only the calls.
+  using testing::DeviceTensor;
+  const int B = 1, KH = 8, G = 8, D = 128, P = 32, pps = 1;
+  DeviceTensor q(DType::kBFloat16, {B, 1, KH * G, D}), o(DType::kBFloat16, {B, 1, KH * G, D});
+  DeviceTensor k(DType::kBFloat16, {pps * B, P, KH, D}), v(DType::kBFloat16, {pps * B, P, KH, D});
+  DeviceTensor pt(DType::kInt32, {B, pps}), sl(DType::kUInt32, {B, 1}), ws(DType::kUInt8, {1024}),
+      sem(DType::kUInt32, {64});
+  q.zero(); k.zero(); v.zero(); sem.zero();
+  pt.upload_pod(std::vector<int>{0});
+  sl.upload_pod(std::vector<uint32_t>{16});
+  XqaArgs a;
+  a.q = q.view; a.k_cache = k.view; a.v_cache = v.view; a.page_table = pt.view; a.seq_lens = sl.view;
+  a.output = o.view; a.workspace_buffer = ws.view; a.semaphores = sem.view; a.num_kv_heads = KH; a.page_size = P;
+  xqa(a);
+  driver::ctx_sync();
+  std::vector<double> per_call;
+  for (int burst = 0; burst < 50; ++burst) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < 100; ++i) xqa(a);
+    per_call.push_back(since_us(t0) / 100);
+    driver::ctx_sync();
+  }
+  fmt::print("host overhead per xqa launch: {:.2f} us (median of 50 bursts of 100)\n", median(per_call));
+  return rc;
+}
+
+void print_table(const std::vector<bench::Result>& rs) {
+  fmt::print("\n{:<18} {:<12} {:<14} {:>9} {:>8} {:>8}\n", "op", "shape", "dtype", "ms", "TB/s", "%roof");
+  for (const auto& r : rs)
+    fmt::print("{:<18} {:<12} {:<14} {:>9.4f} {:>8.2f} {:>7.1f}%\n", r.op, r.shape, r.dtype, r.ms, r.tbs(), r.pct());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    auto has = [&](const char* f) { return std::find(args.begin(), args.end(), f) != args.end(); };
+    if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
+    if (has("--warm-child")) return warm_child();
+    if (has("--help")) {
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--iters N]\n");
+      return 0;
+    }
+    driver::require_available();
+    bench::Options o;
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--iters") o.iters = std::atoi(args[i + 1].c_str());
+    int rc = 0;
+    if (has("--startup")) rc |= startup(argv[0]);
+    const bool all = !has("--xqa") && !has("--single");
+    std::vector<bench::Result> rs;
+    if (all || has("--xqa"))
+      for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+        auto r = bench::bench_xqa(kv, o);
+        rs.insert(rs.end(), r.begin(), r.end());
+      }
+    if (all || has("--single"))
+      for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+        auto r = bench::bench_single_decode(kv, true, o);
+        rs.insert(rs.end(), r.begin(), r.end());
+      }
+    print_table(rs);
+    return rc;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "attnjit-bench: {}\n", e.what());
+    return 1;
+  }
+}

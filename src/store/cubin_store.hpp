@@ -62,7 +62,8 @@ class CubinStore {
  public:
   // Never throws for an unusable location: falls back to an in-memory store and
   // says why in stats().note. Throws Error(kStore) only for a folder that others
-  // can write (a cubin is code that will run).
+  // can write, or that belongs to another user than this one or root (a cubin
+  // is code that will run). A corrupt or foreign file is quarantined, not fatal.
   static std::unique_ptr<CubinStore> open(const StoreOptions& options);
   virtual ~CubinStore() = default;
 

@@ -1,0 +1,42 @@
+#include "store/checksum.hpp"
+
+#define XXH_INLINE_ALL  // header-only: no libxxhash.so where the library runs
+#include <xxhash.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+
+namespace attnjit::store {
+
+namespace {
+
+struct StateDeleter {
+  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
+};
+
+void update_field(XXH3_state_t* state, std::string_view bytes) {
+  unsigned char len[8];
+  uint64_t n = bytes.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);
+  XXH3_128bits_update(state, len, sizeof(len));
+  XXH3_128bits_update(state, bytes.data(), bytes.size());
+}
+
+}  // namespace
+
+std::string entry_checksum(std::string_view key, std::string_view cubin, std::string_view ptx) {
+  // Streaming, so that a large cubin is hashed in place rather than copied.
+  std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
+  XXH3_128bits_reset(state.get());
+  update_field(state.get(), key);
+  update_field(state.get(), cubin);
+  update_field(state.get(), ptx);
+  XXH128_hash_t h = XXH3_128bits_digest(state.get());
+  char out[33];
+  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return out;
+}
+
+}  // namespace attnjit::store

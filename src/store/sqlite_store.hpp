@@ -1,0 +1,180 @@
+// SqliteStore: the CubinStore over one SQLite connection per process (the file, or memory as a fallback).
+//
+// How it behaves (the why is next to the code):
+// - File: <dir>/cubins.sqlite3, WAL, synchronous=NORMAL, auto_vacuum=INCREMENTAL.
+//   Created complete in a 0600 temp file and hard-linked into place, so no one
+//   ever sees a half-made store; an empty file at that name is therefore foreign.
+// - Checksum: XXH3-128 over the length-prefixed key, cubin and ptx, checked on
+//   every read; a bad row is deleted and the read is a miss.
+// - Writes: BEGIN IMMEDIATE + busy timeout; put() re-checks the key under the
+//   write lock, INSERT OR IGNOREs, then evicts by last_used_us above max_bytes
+//   (never the row it just put). Hit counts and last_used wait in memory and
+//   go out in a short write after each get (250 ms busy limit) or with the next put.
+// - Corrupt or foreign file (NOTADB, CORRUPT, wrong application_id or tables,
+//   zero length), at open or later: renamed with its -wal/-shm to
+//   <name>.corrupt-<unix time>-<pid>[-wal|-shm] under an exclusive flock on
+//   <name>.lock (openers hold it shared), a fresh store is made, one warning.
+// - A newer schema (user_version above ours) is never quarantined: it is read
+//   read-only and new entries stay in memory, as for a read-only location.
+// - Read-only location (folder or file not writable, StoreOptions::read_only):
+//   an in-memory store with the same schema, with the file ATTACHed read-only
+//   (mode=ro, else immutable=1) when it exists, so shipped caches still serve.
+// - Fork: the pid is recorded at open; a call from another pid abandons the
+//   inherited connection without closing it and opens its own. A fork while
+//   another thread is inside a call leaves the child's mutex held: fork+exec.
+// - Another process replacing the file (quarantine, rm) is noticed by a stat
+//   per call; the old connection is closed with its WAL kept and we reopen.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "store/cubin_store.hpp"
+#include "store/sqlite_db.hpp"
+#include "store/store_location.hpp"
+
+namespace attnjit::store {
+
+inline constexpr int64_t kAppId = 1096044106;  // 'ATNJ', set by cache_schema/001_initial.sql
+
+// The highest NNN among cache_schema/NNN_*.sql.
+int known_schema_version();
+// Applies the migrations above the db's user_version, in one BEGIN IMMEDIATE
+// transaction that re-reads user_version, so concurrent openers apply each once.
+void apply_migrations(Db& db);
+// True when <schema>.entries and <schema>.stats have the columns we use.
+// Throws SqliteError for corruption, so the caller can quarantine.
+bool has_our_layout(Db& db, const std::string& schema);
+
+// One row as stored, with its bookkeeping columns.
+struct Row {
+  Entry entry;
+  std::string checksum;
+  int64_t created_us = 0, last_used_us = 0, hits = 0;
+};
+// The INSERT OR IGNORE that every writer uses; bind_row fills its parameters.
+extern const char* const kInsertRowSql;
+void bind_row(Stmt& insert, const Row& row);
+
+// Copies the rows of src.<schema>.entries whose checksum is right into dst
+// (INSERT OR IGNORE). own_txns: commit every few rows on dst (import); else the
+// caller holds dst's transaction (export). best_effort: stop quietly at the
+// first read error instead of throwing (salvaging a corrupt file).
+// Reading the source failed (not the destination): SourceError, so that a bad
+// bundle is never mistaken for corruption of the store itself.
+class SourceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+struct CopyResult {
+  int64_t added = 0, bad = 0;
+  bool stopped_early = false;
+};
+CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool own_txns,
+                              bool best_effort);
+
+// Hit/miss bookkeeping waiting for the next write transaction, so a busy or
+// read-only file never fails a get().
+struct Pending {
+  int64_t hits = 0, misses = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> touches;  // key -> (hits, last_used_us)
+  bool empty() const { return hits == 0 && misses == 0 && touches.empty(); }
+};
+
+// A store operation that failed after recovery was tried; get/put/contains
+// turn it into a miss/false, the admin calls let it through.
+class OpError : public Error {
+ public:
+  using Error::Error;
+};
+
+class SqliteStore final : public CubinStore {
+ public:
+  explicit SqliteStore(StoreOptions options);
+  ~SqliteStore() override;
+
+  std::optional<Entry> get(const std::string& key) override;
+  bool put(const Entry& entry) override;
+  bool contains(const std::string& key) override;
+  std::vector<EntryInfo> list() override;
+  StoreStats stats() override;
+  int64_t gc(int64_t max_bytes) override;
+  VerifyReport verify(bool repair) override;
+  int64_t export_to(const std::string& file) override;
+  int64_t import_from(const std::string& file) override;
+  void clear() override;
+  std::string path() const override;
+
+ private:
+  enum class OpenResult { kOk, kReadOnly, kNewer, kBad, kFailed, kRetry };
+
+  // Connection management (sqlite_store.cpp). All *_locked run under mu_.
+  void open_locked();
+  OpenResult try_open_file(std::string* why, FileId* id);
+  bool create_fresh_db(std::string* why);
+  void open_memory(const std::string& why, bool attach_file);
+  bool attach_read_only(std::string* error);
+  void ensure_open_locked();
+  void close_locked();
+  bool quarantine_locked(const std::string& reason, const FileId& id, std::string* moved_to,
+                         std::string* error);
+  bool recover_locked(const char* what, const SqliteError& e);
+  void salvage_locked(const std::string& reason);
+  void add_note(const std::string& note);
+  // Runs body; on a SQLite failure recovers once (quarantine, memory) and
+  // retries; a second failure becomes OpError.
+  template <class F>
+  auto run_op(const char* what, F&& body) -> decltype(body());
+
+  // Rows (store_ops.cpp).
+  std::vector<std::string> schemas() const;
+  std::optional<Entry> get_locked(const std::string& key);
+  bool put_locked(const Entry& entry);
+  bool valid_row_locked(const std::string& schema, const std::string& key);
+  void delete_bad_row_locked(const std::string& key, const std::string& checksum);
+  void flush_pending_locked();
+  void apply_pending_locked();
+  int64_t evict_locked(int64_t cap, const std::string* keep_key);
+  void vacuum_locked();
+
+  StoreOptions options_;
+  std::string dir_;
+  std::string path_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Db> db_;
+  pid_t pid_ = 0;         // the process that opened db_; another pid must reopen
+  FileId file_id_;        // the inode db_ has open; another one there means replaced
+  bool in_memory_ = false;
+  bool has_ro_ = false;   // the file is attached read-only as schema "ro"
+  std::string note_;
+  Pending pending_;
+};
+
+template <class F>
+auto SqliteStore::run_op(const char* what, F&& body) -> decltype(body()) {
+  ensure_open_locked();
+  try {
+    return body();
+  } catch (const SqliteError& e) {
+    if (!recover_locked(what, e)) {
+      throw OpError(ErrorCode::kStore, std::string("cubin store ") + what + " on " + path_ + ": " +
+                                           e.what());
+    }
+  }
+  try {
+    return body();
+  } catch (const SqliteError& e) {
+    throw OpError(ErrorCode::kStore,
+                  std::string("cubin store ") + what + " on " + path_ + ": " + e.what());
+  }
+}
+
+}  // namespace attnjit::store

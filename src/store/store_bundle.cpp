@@ -1,0 +1,231 @@
+// Whole-store operations of SqliteStore: verify, export to a bundle file, import from one.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <optional>
+
+#include "store/checksum.hpp"
+#include "store/sqlite_store.hpp"
+#include "util/log.hpp"
+
+namespace attnjit::store {
+
+namespace {
+
+constexpr int kImportBatchRows = 64;  // rows per write transaction: others get the lock in between
+
+Error store_error(const std::string& what, const std::string& detail) {
+  return Error(ErrorCode::kStore, what + ": " + detail);
+}
+
+}  // namespace
+
+CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool own_txns,
+                              bool best_effort) {
+  CopyResult result;
+  // ifnull: a row's bookkeeping columns are not covered by the checksum, so a
+  // NULL there must not fail the NOT NULL constraints of the copy.
+  std::optional<Stmt> read;
+  try {
+    read.emplace(src.prepare(
+        "SELECT key, ifnull(name, ''), ifnull(arch, ''), cubin, ptx, ifnull(meta_json, ''), "
+        "checksum, ifnull(compile_ms, 0), ifnull(created_us, 0), ifnull(last_used_us, 0), "
+        "ifnull(hits, 0) FROM " + schema + ".entries"));
+  } catch (const SqliteError& e) {
+    throw SourceError(e.what());
+  }
+  Stmt insert = dst.prepare(kInsertRowSql);
+  std::unique_ptr<Txn> txn;
+  int in_batch = 0;
+  while (true) {
+    bool has_row = false;
+    try {
+      has_row = read->step();
+    } catch (const SqliteError& e) {
+      if (!best_effort) throw SourceError(e.what());
+      result.stopped_early = true;
+      break;
+    }
+    if (!has_row) break;
+    Row row;
+    row.entry.key = read->col_text(0);
+    row.entry.name = read->col_text(1);
+    row.entry.arch = read->col_text(2);
+    row.entry.cubin = read->col_blob(3);
+    row.entry.ptx = read->col_blob(4);
+    row.entry.meta_json = read->col_text(5);
+    row.checksum = read->col_text(6);
+    row.entry.compile_ms = read->col_double(7);
+    row.created_us = read->col_int(8);
+    row.last_used_us = read->col_int(9);
+    row.hits = read->col_int(10);
+    if (entry_checksum(row.entry.key, row.entry.cubin, row.entry.ptx) != row.checksum) {
+      ++result.bad;
+      continue;
+    }
+    if (own_txns && !txn) txn = std::make_unique<Txn>(dst);
+    bind_row(insert, row);
+    insert.run();
+    result.added += dst.changes();
+    insert.reset();
+    if (own_txns && ++in_batch == kImportBatchRows) {
+      txn->commit();
+      txn.reset();
+      in_batch = 0;
+    }
+  }
+  if (txn) txn->commit();
+  return result;
+}
+
+VerifyReport SqliteStore::verify(bool repair) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ensure_open_locked();
+  VerifyReport report;
+  std::vector<std::pair<std::string, std::string>> bad_main;  // key, stored checksum
+  std::string problem;
+  try {
+    flush_pending_locked();
+    for (const std::string& schema : schemas()) {
+      Stmt s = db_->prepare("SELECT key, cubin, ptx, checksum FROM " + schema + ".entries");
+      while (s.step()) {
+        ++report.checked;
+        std::string key = s.col_text(0);
+        std::string stored = s.col_text(3);
+        if (entry_checksum(key, s.col_blob(1), s.col_blob(2)) == stored) continue;
+        ++report.bad;
+        report.bad_keys.push_back(key);
+        if (schema == "main") bad_main.emplace_back(std::move(key), std::move(stored));
+      }
+    }
+    for (const std::string& schema : schemas()) {
+      Stmt s = db_->prepare("PRAGMA " + schema + ".integrity_check");
+      while (s.step()) {
+        std::string line = s.col_text(0);
+        if (line == "ok") continue;
+        report.integrity_ok = false;
+        if (problem.empty()) problem = schema + ": " + line;
+      }
+    }
+  } catch (const SqliteError& e) {
+    if (!e.corrupt()) throw store_error("verify " + path_, e.what());
+    report.integrity_ok = false;
+    problem = e.what();
+  }
+  if (!report.integrity_ok) {
+    util::log().warn("cubin store {}: integrity check failed: {}", path_, problem);
+  }
+  if (!repair) return report;
+  try {
+    if (!report.integrity_ok && !in_memory_) {
+      // Rows can't be trusted to delete one by one: move the file aside and
+      // copy back every row that still reads and passes its checksum.
+      salvage_locked("verify: " + problem);
+      return report;
+    }
+    if (!report.integrity_ok && has_ro_) recover_locked("verify", SqliteError(SQLITE_CORRUPT, problem));
+    if (bad_main.empty()) return report;
+    Txn txn(*db_);
+    Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1 AND checksum = ?2");
+    for (const auto& [key, checksum] : bad_main) {
+      del.bind_text(1, key).bind_text(2, checksum);
+      del.run();
+      del.reset();
+    }
+    txn.commit();
+    vacuum_locked();
+  } catch (const SqliteError& e) {
+    throw store_error("verify repair " + path_, e.what());
+  }
+  return report;
+}
+
+int64_t SqliteStore::export_to(const std::string& file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ensure_open_locked();
+  std::string error;
+  const std::string tmp = create_temp_file(file, &error);  // 0600 from the start
+  if (tmp.empty()) throw store_error("export to " + file, error);
+  CopyResult total;
+  try {
+    {
+      auto out = Db::open(tmp, SQLITE_OPEN_READWRITE);
+      // A standalone file: no WAL beside it; synced before it gets its name.
+      out->exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL");
+      apply_migrations(*out);
+      flush_pending_locked();
+      Txn txn(*out);
+      for (const std::string& schema : schemas()) {
+        CopyResult r = copy_verified_rows(*db_, schema, *out, /*own_txns=*/false,
+                                          /*best_effort=*/false);
+        total.added += r.added;
+        total.bad += r.bad;
+      }
+      txn.commit();
+    }
+    make_private(tmp);
+    if (std::rename(tmp.c_str(), file.c_str()) != 0) {
+      throw store_error("export to " + file, "cannot rename " + tmp + ": " + errno_text(errno));
+    }
+  } catch (const SqliteError& e) {
+    remove_db_files(tmp);
+    throw store_error("export to " + file, e.what());
+  } catch (const SourceError& e) {
+    remove_db_files(tmp);
+    throw store_error("export to " + file,
+                      std::string("cannot read the store (try verify with repair): ") + e.what());
+  } catch (...) {
+    remove_db_files(tmp);
+    throw;
+  }
+  if (total.bad > 0) {
+    util::log().warn("cubin store {}: export left out {} rows with a bad checksum", path_,
+                     total.bad);
+  }
+  return total.added;
+}
+
+int64_t SqliteStore::import_from(const std::string& file) {
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) throw store_error("import " + file, errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw store_error("import " + file, "not a regular file");
+  std::unique_ptr<Db> src;
+  try {
+    src = Db::open(sqlite_uri(file, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    src->set_busy_timeout(options_.busy_timeout_ms);
+    const int64_t app_id = src->query_int("PRAGMA application_id");
+    if (app_id != kAppId) {
+      throw store_error("import " + file, "not an attnjit cubin store (application_id " +
+                                              std::to_string(app_id) + ")");
+    }
+    if (!has_our_layout(*src, "main")) {
+      throw store_error("import " + file, "not an attnjit cubin store (unexpected tables)");
+    }
+  } catch (const SqliteError& e) {
+    throw store_error("import " + file, std::string("not an attnjit cubin store: ") + e.what());
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  CopyResult result = run_op("import", [&] {
+    flush_pending_locked();
+    CopyResult r;
+    try {
+      r = copy_verified_rows(*src, "main", *db_, /*own_txns=*/true, /*best_effort=*/false);
+    } catch (const SourceError& e) {
+      throw store_error("import " + file, std::string("cannot read the bundle: ") + e.what());
+    }
+    Txn txn(*db_);
+    evict_locked(options_.max_bytes, nullptr);
+    txn.commit();
+    return r;
+  });
+  if (result.bad > 0) {
+    util::log().warn("cubin store: import skipped {} rows of {} whose checksum did not match",
+                     result.bad, file);
+  }
+  return result.added;
+}
+
+}  // namespace attnjit::store

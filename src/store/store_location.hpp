@@ -1,0 +1,79 @@
+// Where the store lives on disk: the cache folder, private permissions, temp files, quarantine.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnjit::store {
+
+inline constexpr const char* kDbFileName = "cubins.sqlite3";
+
+struct DirState {
+  bool exists = false;    // the folder exists (or was created) and is a directory
+  bool writable = false;  // this process can create files in it
+  std::string problem;    // why not, for the store's note
+};
+
+// mkdir -p with 0700 (the last component is chmod'ed, so the umask does not
+// matter). Throws Error(kStore) when the folder exists but others can write it
+// or it belongs to another user (root excepted): a cubin is code that will run.
+DirState prepare_cache_dir(const std::string& dir);
+
+// Throws Error(kStore) when `file` exists and belongs to another user (root excepted).
+void check_file_owner(const std::string& file);
+
+// chmod 0600 on the file if it exists, is ours and is not 0600 already.
+void make_private(const std::string& file);
+// make_private on the db and its -wal, -shm and -journal.
+void make_db_files_private(const std::string& db_path);
+
+// A fresh, private (0600), empty file next to `path` that no one else uses:
+// "<path>.tmp-<pid>-<n>". Returns "" and sets *error when it cannot be made.
+std::string create_temp_file(const std::string& path, std::string* error);
+// Remove a temp file and its SQLite side files.
+void remove_db_files(const std::string& path);
+// Remove "<base>.tmp-<pid>-*" files left by processes that no longer exist.
+void sweep_stale_temps(const std::string& dir, const std::string& base);
+
+// Move tmp to final without ever replacing an existing final (hard link, or a
+// rename when the file system has no links). False when final already existed.
+bool publish_file(const std::string& tmp, const std::string& final_path);
+
+// Rename the db to "<name>.corrupt-<unix time>-<pid>" and its -wal/-shm to
+// that name plus "-wal"/"-shm", side files first so that no opener can pair a
+// fresh db with an old WAL.
+// Returns the new name of the db, or "" with *error set.
+std::string quarantine_db_files(const std::string& db_path, std::string* error);
+
+// An flock(2) on "<db>.lock": shared while opening, exclusive while
+// quarantining, so that no process opens a half-renamed set of files.
+class DirLock {
+ public:
+  DirLock(const std::string& db_path, bool exclusive);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+  bool operator!=(const FileId& o) const { return !(*this == o); }
+};
+// False when the file does not exist.
+bool file_id(const std::string& path, FileId* id, int64_t* size = nullptr);
+bool file_exists(const std::string& path);
+
+// A "file:" URI for sqlite3_open_v2/ATTACH, with `query` (e.g. "mode=ro") appended.
+std::string sqlite_uri(const std::string& path, const std::string& query);
+
+int64_t now_us();
+std::string errno_text(int err);
+
+}  // namespace attnjit::store

@@ -1,0 +1,351 @@
+// The row operations of SqliteStore: get, put, contains, list, stats, gc, clear.
+#include <algorithm>
+
+#include "store/checksum.hpp"
+#include "store/sqlite_store.hpp"
+#include "util/log.hpp"
+
+namespace attnjit::store {
+
+namespace {
+
+// A get() must not wait long just to record a hit; the counts wait in Pending.
+constexpr int kShortBusyMs = 250;
+constexpr size_t kMaxPendingTouches = 4096;
+
+}  // namespace
+
+const char* const kInsertRowSql =
+    "INSERT OR IGNORE INTO main.entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
+    "compile_ms, created_us, last_used_us, hits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+    "?11, ?12)";
+
+void bind_row(Stmt& insert, const Row& row) {
+  const Entry& e = row.entry;
+  insert.bind_text(1, e.key)
+      .bind_text(2, e.name)
+      .bind_text(3, e.arch)
+      .bind_blob(4, e.cubin)
+      .bind_blob(5, e.ptx)
+      .bind_text(6, e.meta_json)
+      .bind_text(7, row.checksum)
+      .bind_int(8, static_cast<int64_t>(e.cubin.size() + e.ptx.size()))
+      .bind_double(9, e.compile_ms)
+      .bind_int(10, row.created_us)
+      .bind_int(11, row.last_used_us)
+      .bind_int(12, row.hits);
+}
+
+std::vector<std::string> SqliteStore::schemas() const {
+  if (has_ro_) return {"main", "ro"};
+  return {"main"};
+}
+
+// --- get / contains -----------------------------------------------------------
+
+std::optional<Entry> SqliteStore::get(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return run_op("get", [&] { return get_locked(key); });
+  } catch (const OpError& e) {
+    util::log().warn("{}; treating it as a miss", e.what());
+    return std::nullopt;
+  }
+}
+
+std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
+  for (const std::string& schema : schemas()) {
+    Entry entry;
+    std::string stored;
+    {
+      Stmt s = db_->prepare("SELECT name, arch, cubin, ptx, meta_json, compile_ms, checksum FROM " +
+                            schema + ".entries WHERE key = ?1");
+      s.bind_text(1, key);
+      if (!s.step()) continue;
+      entry.key = key;
+      entry.name = s.col_text(0);
+      entry.arch = s.col_text(1);
+      entry.cubin = s.col_blob(2);
+      entry.ptx = s.col_blob(3);
+      entry.meta_json = s.col_text(4);
+      entry.compile_ms = s.col_double(5);
+      stored = s.col_text(6);
+    }
+    if (entry_checksum(key, entry.cubin, entry.ptx) != stored) {
+      util::log().warn("cubin store {}: checksum mismatch for {} ({}); removing it", path_, key,
+                       entry.name);
+      if (schema == "main") delete_bad_row_locked(key, stored);
+      ++pending_.misses;
+      flush_pending_locked();
+      return std::nullopt;
+    }
+    ++pending_.hits;
+    auto& touch = pending_.touches[key];
+    ++touch.first;
+    touch.second = now_us();
+    flush_pending_locked();
+    return entry;
+  }
+  ++pending_.misses;
+  flush_pending_locked();
+  return std::nullopt;
+}
+
+void SqliteStore::delete_bad_row_locked(const std::string& key, const std::string& checksum) {
+  try {
+    Txn txn(*db_);
+    // Match the bad checksum too, so a good row put meanwhile is kept.
+    Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1 AND checksum = ?2");
+    del.bind_text(1, key).bind_text(2, checksum);
+    del.run();
+    txn.commit();
+  } catch (const SqliteError& e) {
+    if (e.corrupt()) throw;
+    util::log().warn("cubin store {}: could not delete the bad row {}: {}", path_, key, e.what());
+  }
+}
+
+bool SqliteStore::contains(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return run_op("contains", [&] {
+      for (const std::string& schema : schemas()) {
+        Stmt s = db_->prepare("SELECT 1 FROM " + schema + ".entries WHERE key = ?1");
+        s.bind_text(1, key);
+        if (s.step()) return true;
+      }
+      return false;
+    });
+  } catch (const OpError& e) {
+    util::log().warn("{}", e.what());
+    return false;
+  }
+}
+
+bool SqliteStore::valid_row_locked(const std::string& schema, const std::string& key) {
+  Stmt s = db_->prepare("SELECT cubin, ptx, checksum FROM " + schema + ".entries WHERE key = ?1");
+  s.bind_text(1, key);
+  if (!s.step()) return false;
+  return entry_checksum(key, s.col_blob(0), s.col_blob(1)) == s.col_text(2);
+}
+
+// --- pending hit bookkeeping --------------------------------------------------
+
+void SqliteStore::flush_pending_locked() {
+  if (pending_.empty()) return;
+  db_->set_busy_timeout(std::min(options_.busy_timeout_ms, kShortBusyMs));
+  try {
+    Txn txn(*db_);
+    apply_pending_locked();
+    txn.commit();
+    pending_ = Pending{};
+  } catch (const SqliteError& e) {
+    db_->set_busy_timeout(options_.busy_timeout_ms);
+    if (e.corrupt()) throw;
+    // Busy or read-only: keep the counts for the next write; stats() adds them.
+    if (pending_.touches.size() > kMaxPendingTouches) pending_.touches.clear();
+    return;
+  }
+  db_->set_busy_timeout(options_.busy_timeout_ms);
+}
+
+void SqliteStore::apply_pending_locked() {
+  if (pending_.hits != 0 || pending_.misses != 0) {
+    Stmt s = db_->prepare(
+        "UPDATE main.stats SET hits = hits + ?1, misses = misses + ?2 WHERE id = 1");
+    s.bind_int(1, pending_.hits).bind_int(2, pending_.misses);
+    s.run();
+  }
+  if (pending_.touches.empty()) return;
+  Stmt s = db_->prepare(
+      "UPDATE main.entries SET hits = hits + ?1, last_used_us = max(last_used_us, ?2) "
+      "WHERE key = ?3");
+  for (const auto& [key, touch] : pending_.touches) {
+    s.bind_int(1, touch.first).bind_int(2, touch.second).bind_text(3, key);
+    s.run();
+    s.reset();
+  }
+}
+
+// --- put / eviction -----------------------------------------------------------
+
+bool SqliteStore::put(const Entry& entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return run_op("put", [&] { return put_locked(entry); });
+  } catch (const OpError& e) {
+    util::log().warn("{}; the kernel was not stored", e.what());
+    return false;
+  }
+}
+
+bool SqliteStore::put_locked(const Entry& entry) {
+  // Already served (and valid) from the read-only file: nothing to keep.
+  if (has_ro_ && valid_row_locked("ro", entry.key)) return false;
+  Row row;
+  row.entry = entry;
+  row.checksum = entry_checksum(entry.key, entry.cubin, entry.ptx);
+  row.created_us = row.last_used_us = now_us();
+
+  Txn txn(*db_);
+  bool exists = false;
+  {
+    // Check again under the write lock: another process may have put it meanwhile.
+    Stmt s = db_->prepare("SELECT 1 FROM main.entries WHERE key = ?1");
+    s.bind_text(1, entry.key);
+    exists = s.step();
+  }
+  bool inserted = false;
+  if (!exists) {
+    Stmt insert = db_->prepare(kInsertRowSql);
+    bind_row(insert, row);
+    insert.run();
+    inserted = db_->changes() == 1;
+  }
+  if (inserted) {
+    Stmt s = db_->prepare(
+        "UPDATE main.stats SET puts = puts + 1, compile_ms_total = compile_ms_total + ?1 "
+        "WHERE id = 1");
+    s.bind_double(1, entry.compile_ms);
+    s.run();
+  }
+  apply_pending_locked();
+  const int64_t evicted = inserted ? evict_locked(options_.max_bytes, &entry.key) : 0;
+  txn.commit();
+  pending_ = Pending{};
+  if (evicted > 0) vacuum_locked();
+  return inserted;
+}
+
+int64_t SqliteStore::evict_locked(int64_t cap, const std::string* keep_key) {
+  cap = std::max<int64_t>(cap, 0);
+  int64_t total = db_->query_int("SELECT coalesce(sum(bytes), 0) FROM main.entries");
+  if (total <= cap) return 0;
+  std::vector<std::string> victims;
+  {
+    Stmt s = db_->prepare(
+        "SELECT key, bytes FROM main.entries ORDER BY last_used_us, created_us, rowid");
+    while (total > cap && s.step()) {
+      std::string key = s.col_text(0);
+      if (keep_key && key == *keep_key) continue;  // the newest put survives its own cap check
+      total -= s.col_int(1);
+      victims.push_back(std::move(key));
+    }
+  }
+  Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1");
+  for (const std::string& key : victims) {
+    del.bind_text(1, key);
+    del.run();
+    del.reset();
+  }
+  Stmt s = db_->prepare("UPDATE main.stats SET evictions = evictions + ?1 WHERE id = 1");
+  s.bind_int(1, static_cast<int64_t>(victims.size()));
+  s.run();
+  if (!victims.empty()) {
+    util::log().debug("cubin store {}: evicted {} entries (cap {} bytes)", path_, victims.size(),
+                      cap);
+  }
+  return static_cast<int64_t>(victims.size());
+}
+
+void SqliteStore::vacuum_locked() {
+  // Give freed pages back to the file system (auto_vacuum=INCREMENTAL).
+  try {
+    db_->exec("PRAGMA main.incremental_vacuum");
+  } catch (const SqliteError& e) {
+    if (e.corrupt()) throw;
+  }
+}
+
+int64_t SqliteStore::gc(int64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_op("gc", [&] {
+    Txn txn(*db_);
+    apply_pending_locked();
+    const int64_t evicted = evict_locked(max_bytes, nullptr);
+    txn.commit();
+    pending_ = Pending{};
+    if (evicted > 0) vacuum_locked();
+    return evicted;
+  });
+}
+
+void SqliteStore::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  run_op("clear", [&] {
+    pending_.touches.clear();
+    Txn txn(*db_);
+    db_->exec("DELETE FROM main.entries");
+    apply_pending_locked();
+    txn.commit();
+    pending_ = Pending{};
+    vacuum_locked();
+  });
+  if (has_ro_) {
+    util::log().warn("cubin store: clear() cannot remove the entries of read-only {}", path_);
+  }
+}
+
+// --- list / stats -------------------------------------------------------------
+
+std::vector<EntryInfo> SqliteStore::list() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_op("list", [&] {
+    std::vector<EntryInfo> out;
+    for (const std::string& schema : schemas()) {
+      Stmt s = db_->prepare(
+          "SELECT key, name, arch, length(cubin), length(ptx), created_us, last_used_us, hits, "
+          "compile_ms FROM " + schema + ".entries ORDER BY last_used_us DESC");
+      while (s.step()) {
+        EntryInfo info;
+        info.key = s.col_text(0);
+        info.name = s.col_text(1);
+        info.arch = s.col_text(2);
+        info.cubin_bytes = s.col_int(3);
+        info.ptx_bytes = s.col_int(4);
+        info.created_unix = s.col_int(5) / 1000000;
+        info.last_used_unix = s.col_int(6) / 1000000;
+        info.hits = s.col_int(7);
+        info.compile_ms = s.col_double(8);
+        out.push_back(std::move(info));
+      }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) {
+      return a.last_used_unix > b.last_used_unix;
+    });
+    return out;
+  });
+}
+
+StoreStats SqliteStore::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_op("stats", [&] {
+    flush_pending_locked();
+    StoreStats st;
+    for (const std::string& schema : schemas()) {
+      Stmt s = db_->prepare("SELECT count(*), coalesce(sum(bytes), 0) FROM " + schema + ".entries");
+      if (s.step()) {
+        st.entries += s.col_int(0);
+        st.total_bytes += s.col_int(1);
+      }
+    }
+    Stmt s = db_->prepare(
+        "SELECT hits, misses, puts, evictions, compile_ms_total FROM main.stats WHERE id = 1");
+    if (s.step()) {
+      st.hits = s.col_int(0);
+      st.misses = s.col_int(1);
+      st.puts = s.col_int(2);
+      st.evictions = s.col_int(3);
+      st.compile_ms_total = s.col_double(4);
+    }
+    // Counts a busy or read-only file could not take yet.
+    st.hits += pending_.hits;
+    st.misses += pending_.misses;
+    st.path = in_memory_ ? ":memory:" : path_;
+    st.in_memory = in_memory_;
+    st.note = note_;
+    return st;
+  });
+}
+
+}  // namespace attnjit::store

@@ -70,7 +70,7 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
       "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
       "{feat}u, {warps}, {stages}>;\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
-      "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads)\n"
+      "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
       "  extern __shared__ __align__(16) unsigned char smem[];\n"
       "  attnjit::GqaDecode<Traits>::run(params, smem);\n"
@@ -109,11 +109,17 @@ const std::string& template_hash() {
 DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   DecodeTiling t;
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
-  const int fp8 = kv_bytes == 1;
+  const bool fp8 = kv_bytes == 1;
+  const bool widen = fp8 && s.pos_encoding == spec::PosEncoding::kRopeLlama;
   const int per_stage = t.warps * 2 * 16 * (s.head_dim * kv_bytes + 16);
-  const int conv = fp8 ? t.warps * 2 * 16 * (s.head_dim + 8) * 2 : 0;
-  // ~105 KB of ring lets two CTAs share an SM at head_dim 128.
-  t.stages = std::clamp((105 * 1024 - conv) / per_stage, 2, 4);
+  const int conv = widen ? t.warps * 2 * 16 * (s.head_dim + 8) * 2 : 0;
+  // Ring budget per CTA: ~105 KB lets two 16-bit CTAs share an SM at head_dim
+  // 128; fp8 tiles are half the bytes, so ~66 KB fits three CTAs (more warps to
+  // hide the per-tile latency). ATTNJIT_DECODE_RING_KB overrides it for tuning;
+  // the stage count lands in the rendered source, so the cache key follows.
+  int budget = (fp8 ? 66 : 105) * 1024;
+  if (const char* env = std::getenv("ATTNJIT_DECODE_RING_KB"); env && *env) budget = std::atoi(env) * 1024;
+  t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
   return t;
 }
 

@@ -45,11 +45,24 @@ struct DecodeTraits {
   static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
   static constexpr int kStageBytes = 2 * kTile * kRawRowBytes;  // K + V
   static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
-  static constexpr int kConvBytes = kFp8Kv ? kWarps * 2 * kTile * kRowElems * 2 : 0;
+  // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
+  // dims interleaved); only RoPE, which rewrites K in shared memory, widens first.
+  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope;
+  static constexpr bool kQInRegs = kHeadDim <= 128;
+  static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? kWarps * 2 * kTile * kRowElems * 2 : 0;
+  static constexpr int kMaxSplits = 256;  // the host never asks for more
+  static constexpr int kSplitWeightBytes = kRows * kMaxSplits * 4;
   static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
   static constexpr int kLoopBytes = kRingBytes + kConvBytes;
+  static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
   static constexpr int kSmemBytes =
-      kQBytes + kFreqBytes + (kLoopBytes > kMergeBytes ? kLoopBytes : kMergeBytes);
+      kQBytes + kFreqBytes + (kLoopBytes > kTailBytes ? kLoopBytes : kTailBytes);
+  // CTAs per SM that shared memory allows; the register cap follows it so that
+  // registers never become the tighter limit.
+  static constexpr int kMinBlocksRaw = (227 * 1024) / (kSmemBytes + 1024);
+  static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > 3 ? 3 : kMinBlocksRaw);
+  static_assert(kHeadDim % 32 == 0 || !kDirectFp8, "the direct fp8 path reads 32 dims per ldmatrix");
+  static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of 16");
 };
@@ -106,13 +119,29 @@ struct GqaDecode {
       red_l[warp * kRows + g] = l[0];
       red_l[warp * kRows + g + 8] = l[1];
     }
+    if constexpr (Tr::kDirectFp8) {
+      // n tiles 2q (even dims) and 2q+1 (odd dims) of chunk q: this lane holds dims 16q+4t..16q+4t+3.
 #pragma unroll
-    for (int j = 0; j < HD / 8; ++j) {
-      float* r0 = red_o + (warp * kRows + g) * HD + j * 8 + 2 * tq;
-      r0[0] = o[j][0];
-      r0[1] = o[j][1];
-      r0[8 * HD] = o[j][2];
-      r0[8 * HD + 1] = o[j][3];
+      for (int q = 0; q < HD / 16; ++q) {
+        float* r0 = red_o + (warp * kRows + g) * HD + q * 16 + 4 * tq;
+        r0[0] = o[2 * q][0];
+        r0[1] = o[2 * q + 1][0];
+        r0[2] = o[2 * q][1];
+        r0[3] = o[2 * q + 1][1];
+        r0[8 * HD + 0] = o[2 * q][2];
+        r0[8 * HD + 1] = o[2 * q + 1][2];
+        r0[8 * HD + 2] = o[2 * q][3];
+        r0[8 * HD + 3] = o[2 * q + 1][3];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < HD / 8; ++j) {
+        float* r0 = red_o + (warp * kRows + g) * HD + j * 8 + 2 * tq;
+        r0[0] = o[j][0];
+        r0[1] = o[j][1];
+        r0[8 * HD] = o[j][2];
+        r0[8 * HD + 1] = o[j][3];
+      }
     }
     __syncthreads();
     merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
@@ -154,6 +183,15 @@ struct GqaDecode {
     return true;
   }
 
+  // Where head dim d sits in the Q operand. The direct fp8 path reads K with
+  // ldmatrix as bytes, which hands lane quad t dims 4t..4t+3 of each 16; the MMA
+  // expects 2t, 2t+1, 2t+8, 2t+9, so Q takes the same permutation.
+  __device__ static constexpr int q_col(int d) {
+    if (!Tr::kDirectFp8) return d;
+    int p = d % 16, t = p / 4, e = p % 4;
+    return d - p + (e < 2 ? 2 * t + e : 8 + 2 * t + e - 2);
+  }
+
   // Q rows -> shared memory as MMA operands (zero rows past the valid ones).
   __device__ static void load_q(const DecodeParams& p, const Work& w, MT* q_s, float* freq_s) {
     if (Tr::kPos == pos_mode::kRope) {
@@ -180,8 +218,8 @@ struct GqaDecode {
           x1 = y1;
         }
       }
-      q_s[r * kRowElems + c] = from_float<MT>(x0);
-      q_s[r * kRowElems + c + kPairs] = from_float<MT>(x1);
+      q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
+      q_s[r * kRowElems + q_col(c + kPairs)] = from_float<MT>(x1);
     }
   }
 
@@ -266,10 +304,27 @@ struct GqaDecode {
     return true;
   }
 
+  // The A operand of k-step ks: from registers when Q fits there, else shared memory.
+  template <class QF>
+  __device__ static void q_frag(const QF& qf, const MT* q_s, int ks, int lane, u32 (&a)[4]) {
+    if constexpr (Tr::kQInRegs) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = qf[ks][i];
+    } else {
+      ldmatrix_x4(a, q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + ks * 16 + (lane / 16) * 8);
+    }
+  }
+
   __device__ static void warp_loop(const DecodeParams& p, const Work& w, const MT* q_s,
                                    const float* freq_s, unsigned char* loop_s, int warp, int lane,
                                    float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
     unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
+    u32 qf[Tr::kQInRegs ? HD / 16 : 1][4];
+    if constexpr (Tr::kQInRegs) {
+#pragma unroll
+      for (int ks = 0; ks < HD / 16; ++ks)
+        ldmatrix_x4(qf[ks], q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + ks * 16 + (lane / 16) * 8);
+    }
     MT* conv = reinterpret_cast<MT*>(loop_s + Tr::kRingBytes) + warp * 2 * kTile * kRowElems;
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     const int g = lane / 4, tq = lane % 4;
@@ -304,7 +359,7 @@ struct GqaDecode {
       unsigned char* stage = ring + (it % S) * Tr::kStageBytes;
       const MT* kt;
       const MT* vt;
-      if constexpr (Tr::kFp8Kv) {
+      if constexpr (Tr::kFp8Kv && !Tr::kDirectFp8) {
         widen_tile(stage, conv, lane);
         widen_tile(stage + kTile * Tr::kRawRowBytes, conv + kTile * kRowElems, lane);
         kt = conv;
@@ -313,6 +368,8 @@ struct GqaDecode {
         kt = reinterpret_cast<const MT*>(stage);
         vt = reinterpret_cast<const MT*>(stage + kTile * Tr::kRawRowBytes);
       }
+      const unsigned char* k_raw = stage;
+      const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
       if constexpr (Tr::kPos == pos_mode::kRope) {
         __syncwarp();
         rope_tile(const_cast<MT*>(kt), freq_s, tok0, lane);
@@ -321,13 +378,27 @@ struct GqaDecode {
 
       // S = Q K^T over this tile: 16 rows x 16 tokens.
       float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      if constexpr (Tr::kDirectFp8) {
 #pragma unroll
-      for (int k0 = 0; k0 < HD; k0 += 16) {
-        u32 a[4], bk[4];
-        ldmatrix_x4(a, q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + k0 + (lane / 16) * 8);
-        ldmatrix_x4(bk, kt + ((lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
-        mma_16816<MT>(s[0], a, bk[0], bk[1]);
-        mma_16816<MT>(s[1], a, bk[2], bk[3]);
+        for (int k0 = 0; k0 < HD; k0 += 32) {
+          u32 r[4], a0[4], a1[4];
+          ldmatrix_x4(r, k_raw + ((lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + k0 + (lane / 16) * 16);
+          q_frag(qf, q_s, k0 / 16, lane, a0);
+          q_frag(qf, q_s, k0 / 16 + 1, lane, a1);
+          mma_16816<MT>(s[0], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
+          mma_16816<MT>(s[1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
+          mma_16816<MT>(s[0], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
+          mma_16816<MT>(s[1], a1, fp8x2_to_half2(KVT{}, r[3] & 0xffffu), fp8x2_to_half2(KVT{}, r[3] >> 16));
+        }
+      } else {
+#pragma unroll
+        for (int k0 = 0; k0 < HD; k0 += 16) {
+          u32 a[4], bk[4];
+          q_frag(qf, q_s, k0 / 16, lane, a);
+          ldmatrix_x4(bk, kt + ((lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
+          mma_16816<MT>(s[0], a, bk[0], bk[1]);
+          mma_16816<MT>(s[1], a, bk[2], bk[3]);
+        }
       }
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
@@ -371,12 +442,31 @@ struct GqaDecode {
       // O += P V: the S accumulators are already in the A-operand layout.
       u32 a[4] = {pack2<MT>(s[0][0], s[0][1]), pack2<MT>(s[0][2], s[0][3]),
                   pack2<MT>(s[1][0], s[1][1]), pack2<MT>(s[1][2], s[1][3])};
+      if constexpr (Tr::kDirectFp8) {
+        // ldmatrix.trans on byte pairs: lane (g, t) gets tokens 2t, 2t+1 of dims 2g
+        // and 2g+1; split them into an even-dim and an odd-dim n tile.
 #pragma unroll
-      for (int n0 = 0; n0 < HD; n0 += 16) {
-        u32 bv[4];
-        ldmatrix_x4_trans(bv, vt + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + n0 + (lane / 16) * 8);
-        mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
-        mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
+        for (int c0 = 0; c0 < HD; c0 += 32) {
+          u32 r[4];
+          ldmatrix_x4_trans(r, v_raw + ((lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + c0 + (lane / 16) * 16);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = (c0 / 16 + h) * 2;
+            u32 lo = r[2 * h], hi = r[2 * h + 1];
+            mma_16816<MT>(o[j], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0020)),
+                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0020)));
+            mma_16816<MT>(o[j + 1], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0031)),
+                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0031)));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int n0 = 0; n0 < HD; n0 += 16) {
+          u32 bv[4];
+          ldmatrix_x4_trans(bv, vt + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + n0 + (lane / 16) * 8);
+          mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
+          mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
+        }
       }
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
@@ -410,7 +500,7 @@ struct GqaDecode {
           l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
   }
 
-  __device__ static void merge_and_store(const DecodeParams& p, const Work& w, const float* red_o,
+  __device__ static void merge_and_store(const DecodeParams& p, const Work& w, float* red_o,
                                          const float* red_m, const float* red_l, unsigned* flag_s) {
     constexpr int kChunks = kRows * HD / 8;
     const bool split = w.n_splits > 1;
@@ -460,24 +550,51 @@ struct GqaDecode {
     __syncthreads();
     if (flag_s[0] == 0u) return;
     __threadfence();
-    for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
-      int row = c / (HD / 8), d0 = (c % (HD / 8)) * 8;
-      if (row >= w.rows_valid) continue;
+    // Per-row merge weights first (8 threads per row reduce over the splits),
+    // then every output chunk is a weighted sum whose loads are independent.
+    float* weight = reinterpret_cast<float*>(red_o);  // [kRows][kMaxSplits]; the warp partials are dead
+    __syncthreads();
+    const int n = w.n_splits, stride = decode_partial_floats(HD);
+    {
+      const int row = threadIdx.x / 8, sub = threadIdx.x % 8;
       float m_tot = kNegInf;
-      for (int s = 0; s < w.n_splits; ++s)
-        m_tot = fmaxf(m_tot, __ldcg(ws + s * decode_partial_floats(HD) + kRows * HD + row));
-      float l_tot = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (int s = 0; s < w.n_splits; ++s) {
-        const float* part = ws + s * decode_partial_floats(HD);
-        float ls = __ldcg(part + kRows * HD + kRows + row);
-        float e = merge_weight(__ldcg(part + kRows * HD + row), m_tot) * ls;
-        l_tot += e;
+      if (row < w.rows_valid)
+        for (int s = sub; s < n; s += 8) m_tot = fmaxf(m_tot, __ldcg(ws + s * stride + kRows * HD + row));
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[j] += e * __ldcg(part + row * HD + d0 + j);
+      for (int off = 1; off < 8; off *= 2) m_tot = fmaxf(m_tot, __shfl_xor_sync(0xffffffffu, m_tot, off));
+      float l_tot = 0.f;
+      if (row < w.rows_valid)
+        for (int s = sub; s < n; s += 8) {
+          const float* part = ws + s * stride + kRows * HD;
+          float e = merge_weight(__ldcg(part + row), m_tot) * __ldcg(part + kRows + row);
+          weight[row * Tr::kMaxSplits + s] = e;
+          l_tot += e;
+        }
+#pragma unroll
+      for (int off = 1; off < 8; off *= 2) l_tot += __shfl_xor_sync(0xffffffffu, l_tot, off);
+      if (row < kRows && sub == 0) {
+        red_m_final(flag_s)[row] = m_tot;
+        red_m_final(flag_s)[kRows + row] = l_tot;
       }
-      finish_row(p, w, row, d0, m_tot, l_tot, acc);
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < w.rows_valid * (HD / 8); c += blockDim.x) {
+      int row = c / (HD / 8), d0 = (c % (HD / 8)) * 8;
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+      for (int s = 0; s < n; ++s) {
+        const float e = weight[row * Tr::kMaxSplits + s];
+        const float4* src = reinterpret_cast<const float4*>(ws + s * stride + row * HD + d0);
+        float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
+        acc[0] += e * x0.x; acc[1] += e * x0.y; acc[2] += e * x0.z; acc[3] += e * x0.w;
+        acc[4] += e * x1.x; acc[5] += e * x1.y; acc[6] += e * x1.z; acc[7] += e * x1.w;
+      }
+      finish_row(p, w, row, d0, red_m_final(flag_s)[row], red_m_final(flag_s)[kRows + row], acc);
     }
   }
+
+  // Final per-row (max, sum) of the split merge, kept past the flag word.
+  __device__ static float* red_m_final(unsigned* flag_s) { return reinterpret_cast<float*>(flag_s + 4); }
 };
 
 }  // namespace attnjit

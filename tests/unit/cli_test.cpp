@@ -1,0 +1,233 @@
+// Tests of tools/ (the attnjit CLI), run as a child process against a fresh
+// cache folder per test: doctor, prewarm, inspect, cache, and the error paths.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#ifndef ATTNJIT_CLI_PATH
+#define ATTNJIT_CLI_PATH ""
+#endif
+
+namespace attnjit::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Three variants of one small model: two xqa page sizes and one decode.
+constexpr const char* kSmallConfig = R"({
+  "name": "cli-test-model",
+  "num_attention_heads": 8,
+  "num_key_value_heads": 2,
+  "head_dim": 64,
+  "dtype": "bf16",
+  "ops": [
+    {"op": "decode"},
+    {"op": "xqa", "page_sizes": [16, 32]},
+    {"op": "mla", "kv_lora_rank": 512}
+  ]
+})";
+
+struct CliResult {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+  std::string all() const { return out + err; }
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(ATTNJIT_CLI_PATH).empty()) GTEST_SKIP() << "the attnjit-cli target is not built";
+    char tmpl[] = "/tmp/attnjit-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    cache_ = dir_ + "/cache";
+    config_ = dir_ + "/model.json";
+    std::ofstream(config_) << kSmallConfig;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  // Runs `attnjit <args>` with ATTNJIT_CACHE_DIR set to this test's cache.
+  CliResult run(const std::string& args) const {
+    const std::string err_file = dir_ + "/stderr.txt";
+    const std::string cmd = "ATTNJIT_CACHE_DIR='" + cache_ + "' ATTNJIT_LOG_LEVEL=warn '" +
+                            std::string(ATTNJIT_CLI_PATH) + "' " + args + " 2>'" + err_file + "'";
+    CliResult r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+    const int status = pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream in(err_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    r.err = ss.str();
+    return r;
+  }
+
+  json run_json(const std::string& args, int expected_code = 0) const {
+    CliResult r = run(args);
+    EXPECT_EQ(r.code, expected_code) << args << "\n" << r.all();
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << args << " printed no JSON:\n" << r.all();
+    return j;
+  }
+
+  std::set<std::string> stored_names() const {
+    std::set<std::string> names;
+    json j = run_json("cache ls --json");
+    if (j.contains("entries"))
+      for (const auto& e : j["entries"]) names.insert(e["name"].get<std::string>());
+    return names;
+  }
+
+  std::string dir_, cache_, config_;
+};
+
+TEST_F(CliTest, DoctorJsonHasTheKeys) {
+  json j = run_json("doctor --json");
+  for (const char* key : {"library_version", "nvrtc_version", "template_hash", "gpu", "cache", "default_arch"})
+    EXPECT_TRUE(j.contains(key)) << key << " missing in " << j.dump(2);
+  EXPECT_TRUE(j["gpu"].contains("available"));
+  EXPECT_TRUE(j["gpu"].contains("devices"));
+  if (!j["gpu"]["available"].get<bool>()) EXPECT_FALSE(j["gpu"]["reason"].get<std::string>().empty());
+  EXPECT_EQ(j["cache"]["dir"], cache_);
+  EXPECT_EQ(j["cache"]["health"], "ok");
+  EXPECT_EQ(j["cache"]["entries"], 0);
+  EXPECT_FALSE(j["nvrtc_version"].get<std::string>().empty());
+}
+
+TEST_F(CliTest, DoctorWithoutJsonSaysWhatItFound) {
+  CliResult r = run("doctor");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("nvrtc:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("health:     ok"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, PrewarmTwiceCompilesOnceThenFindsEverything) {
+  json first = run_json("prewarm --config '" + config_ + "' --arch sm_90a -j 2 --json");
+  EXPECT_EQ(first["total"], 3) << first.dump(2);
+  EXPECT_EQ(first["compiled"], 3);
+  EXPECT_EQ(first["failed"], 0);
+  ASSERT_EQ(first["skipped"].size(), 1u);
+  EXPECT_EQ(first["skipped"][0]["op"], "mla");
+
+  CliResult second = run("prewarm --config '" + config_ + "' --arch sm_90a -j 2");
+  EXPECT_EQ(second.code, 0) << second.all();
+  EXPECT_NE(second.out.find("0 compiled, 3 already present, 0 failed"), std::string::npos) << second.all();
+  EXPECT_NE(second.out.find("skipping op 'mla': family not implemented yet"), std::string::npos) << second.all();
+  EXPECT_EQ(stored_names().size(), 3u);
+}
+
+TEST_F(CliTest, InspectSourcePrintsTheEntry) {
+  json pre = run_json("prewarm --spec decode.bf16.hd64.g4.contig.nhd.sm90a --json -q");
+  EXPECT_EQ(pre["compiled"], 1) << pre.dump(2);
+
+  CliResult r = run("inspect decode.bf16.hd64.g4.contig.nhd.sm90a --source");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("extern \"C\" __global__"), std::string::npos) << r.out;
+
+  json j = run_json("inspect decode.bf16.hd64.g4.contig.nhd.sm90a --json --resources");
+  EXPECT_EQ(j["name"], "decode.bf16.hd64.g4.contig.nhd.sm90a");
+  EXPECT_EQ(j["origin"], "store");  // compiled by the prewarm above
+  EXPECT_EQ(j["arch"], "sm_90a");
+  EXPECT_GT(j["resources"]["registers"].get<int>(), 0);
+  EXPECT_NE(j["ptxas"].get<std::string>().find("ptxas"), std::string::npos);
+}
+
+TEST_F(CliTest, InspectTakesASpecJson) {
+  json j = run_json(R"(inspect '{"family": "xqa", "head_dim": 64, "group_size": 4, "page_size": 16}' --arch sm_80 --json)");
+  EXPECT_EQ(j["name"], "xqa.bf16.hd64.g4.p16.nhd.sm80");
+  EXPECT_EQ(j["origin"], "compiled");
+}
+
+TEST_F(CliTest, InspectOfAnUnknownNameFailsClearly) {
+  CliResult r = run("inspect attention.bf16.hd64.g4.contig.nhd.sm90a");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("unknown op family 'attention'"), std::string::npos) << r.err;
+
+  r = run("inspect xqa.bf16.hd64.g4.p16.nhd.bogus.sm90a");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("unknown token 'bogus'"), std::string::npos) << r.err;
+  EXPECT_TRUE(stored_names().empty());
+}
+
+TEST_F(CliTest, CacheLsExportClearImportVerify) {
+  ASSERT_EQ(run("prewarm --config '" + config_ + "' --arch sm_90a -j 2 -q").code, 0);
+  const std::set<std::string> names = stored_names();
+  EXPECT_EQ(names, (std::set<std::string>{"decode.bf16.hd64.g4.contig.nhd.sm90a",
+                                          "xqa.bf16.hd64.g4.p16.nhd.sm90a", "xqa.bf16.hd64.g4.p32.nhd.sm90a"}));
+
+  const std::string bundle = dir_ + "/bundle.sqlite3";
+  CliResult r = run("cache export '" + bundle + "'");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("exported 3 entries"), std::string::npos) << r.out;
+  EXPECT_EQ(run("cache clear").code, 0);
+  EXPECT_TRUE(stored_names().empty());
+  r = run("cache import '" + bundle + "'");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(stored_names(), names);
+
+  json v = run_json("cache verify --json");
+  EXPECT_EQ(v["checked"], 3);
+  EXPECT_EQ(v["bad"], 0);
+  EXPECT_EQ(v["ok"], true);
+
+  // The imported kernels are served from the store: nothing recompiles.
+  json again = run_json("prewarm --config '" + config_ + "' --arch sm_90a --json -q");
+  EXPECT_EQ(again["present"], 3);
+  EXPECT_EQ(again["compiled"], 0);
+
+  json stats = run_json("cache stats --json");
+  EXPECT_EQ(stats["entries"], 3);
+  json gc = run_json("cache gc --max-size 0 --json");
+  EXPECT_EQ(gc["entries"], 0);
+}
+
+TEST_F(CliTest, AnUnsupportedArchFailsClearly) {
+  CliResult r = run("prewarm --config '" + config_ + "' --arch sm_70");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("sm_70"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sm_80 or newer"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(run("no-such-command").code, 2);
+  EXPECT_EQ(run("cache gc --max-size 12X").code, 2);
+  EXPECT_EQ(run("prewarm").code, 2);  // --config is required
+}
+
+TEST_F(CliTest, ABadConfigNamesTheField) {
+  std::ofstream(config_) << R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2,
+                                "head_dim": 64, "ops": [{"op": "xqa", "page_sizes": [24]}]})";
+  CliResult r = run("prewarm --config '" + config_ + "'");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].page_sizes"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, BundledConfigsExpand) {
+  for (const char* name : {"llama-3-8b", "llama-3-70b", "qwen2.5-72b", "mistral-7b", "deepseek-v3"}) {
+    json j = run_json(std::string("prewarm --config ") + name + " --arch sm_90a --list --json");
+    EXPECT_EQ(j["model"], name);
+    if (std::string(name) == "deepseek-v3") EXPECT_TRUE(j["specs"].empty());
+    else EXPECT_FALSE(j["specs"].empty()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace attnjit::cli_test

@@ -1,0 +1,166 @@
+// `attnjit cache ls|stats|gc|verify|export|import|clear`: operate on the cubin
+// store directly (no compiling): the fleet path is prewarm, export, ship, import.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "cli/context.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+nlohmann::json stats_json(const store::StoreStats& st) {
+  return {{"path", st.path},         {"entries", st.entries},     {"total_bytes", st.total_bytes},
+          {"hits", st.hits},         {"misses", st.misses},       {"puts", st.puts},
+          {"evictions", st.evictions}, {"compile_ms_total", st.compile_ms_total},
+          {"in_memory", st.in_memory}, {"note", st.note}};
+}
+
+int cache_ls(Context& ctx, bool json) {
+  auto st = ctx.open_store();
+  auto entries = st->list();
+  std::sort(entries.begin(), entries.end(), [](const store::EntryInfo& a, const store::EntryInfo& b) {
+    return a.name != b.name ? a.name < b.name : a.arch < b.arch;
+  });
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : entries)
+      j.push_back({{"name", e.name},
+                   {"key", e.key},
+                   {"arch", e.arch},
+                   {"cubin_bytes", e.cubin_bytes},
+                   {"ptx_bytes", e.ptx_bytes},
+                   {"bytes", e.cubin_bytes + e.ptx_bytes},
+                   {"hits", e.hits},
+                   {"compile_ms", e.compile_ms},
+                   {"created_unix", e.created_unix},
+                   {"last_used_unix", e.last_used_unix}});
+    print_json({{"path", st->path()}, {"entries", j}});
+    return kExitOk;
+  }
+  size_t width = 4;
+  for (const auto& e : entries) width = std::max(width, e.name.size());
+  std::cout << fmt::format("{:<{}}  {:<7}  {:>10}  {:>6}  {:>10}  {}\n", "NAME", width, "ARCH", "SIZE", "HITS",
+                           "COMPILE", "LAST USED");
+  int64_t total = 0;
+  for (const auto& e : entries) {
+    total += e.cubin_bytes + e.ptx_bytes;
+    std::cout << fmt::format("{:<{}}  {:<7}  {:>10}  {:>6}  {:>7.0f} ms  {}\n", e.name, width, e.arch,
+                             human_bytes(e.cubin_bytes + e.ptx_bytes), e.hits, e.compile_ms,
+                             format_unix_time(e.last_used_unix));
+  }
+  std::cout << fmt::format("{} entries, {} in {}\n", entries.size(), human_bytes(total), st->path());
+  return kExitOk;
+}
+
+int cache_stats(Context& ctx, bool json) {
+  auto st = ctx.open_store();
+  const auto s = st->stats();
+  if (json) {
+    print_json(stats_json(s));
+    return kExitOk;
+  }
+  std::cout << fmt::format("path:        {}{}\n", s.path, s.in_memory ? " (in memory)" : "")
+            << fmt::format("entries:     {}\n", s.entries)
+            << fmt::format("size:        {}\n", human_bytes(s.total_bytes))
+            << fmt::format("hits:        {}\n", s.hits) << fmt::format("misses:      {}\n", s.misses)
+            << fmt::format("puts:        {}\n", s.puts) << fmt::format("evictions:   {}\n", s.evictions)
+            << fmt::format("compile:     {:.1f} s in total for the stored entries\n", s.compile_ms_total / 1000);
+  if (!s.note.empty()) std::cout << "note:        " << s.note << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_cache_command(CLI::App& app, Context& ctx) {
+  CLI::App* cache = app.add_subcommand("cache", "Inspect and maintain the cubin store");
+
+  auto json = std::make_shared<bool>(false);
+  CLI::App* ls = cache->add_subcommand("ls", "List the stored kernels (name, arch, size, hits, last used)");
+  ls->add_flag("--json", *json, "Print JSON");
+  ls->callback([&ctx, json] { ctx.action = [&ctx, json] { return cache_ls(ctx, *json); }; });
+
+  CLI::App* stats = cache->add_subcommand("stats", "Store size and hit/miss/compile statistics");
+  stats->add_flag("--json", *json, "Print JSON");
+  stats->callback([&ctx, json] { ctx.action = [&ctx, json] { return cache_stats(ctx, *json); }; });
+
+  auto max_size = std::make_shared<std::string>();
+  CLI::App* gc = cache->add_subcommand("gc", "Evict least-recently-used kernels until the store fits");
+  gc->add_option("--max-size", *max_size, "Size to shrink to, e.g. 512M or 2G")->required();
+  gc->add_flag("--json", *json, "Print JSON");
+  gc->callback([&ctx, max_size, json] {
+    ctx.action = [&ctx, max_size, json] {
+      const int64_t bytes = parse_size(*max_size);
+      auto st = ctx.open_store();
+      const int64_t evicted = st->gc(bytes);
+      const auto s = st->stats();
+      if (*json) print_json({{"evicted", evicted}, {"entries", s.entries}, {"total_bytes", s.total_bytes}});
+      else
+        std::cout << fmt::format("evicted {} entries; {} entries, {} left (limit {})\n", evicted, s.entries,
+                                 human_bytes(s.total_bytes), human_bytes(bytes));
+      return kExitOk;
+    };
+  });
+
+  auto repair = std::make_shared<bool>(false);
+  CLI::App* verify = cache->add_subcommand("verify", "Check every blob's checksum and the database's integrity");
+  verify->add_flag("--repair", *repair, "Remove the entries that fail (they recompile on next use)");
+  verify->add_flag("--json", *json, "Print JSON");
+  verify->callback([&ctx, repair, json] {
+    ctx.action = [&ctx, repair, json] {
+      auto st = ctx.open_store();
+      const auto r = st->verify(*repair);
+      const bool ok = r.integrity_ok && (r.bad == 0 || *repair);
+      if (*json) {
+        print_json({{"checked", r.checked}, {"bad", r.bad}, {"bad_keys", r.bad_keys},
+                    {"integrity_ok", r.integrity_ok}, {"repaired", *repair}, {"ok", ok}});
+      } else {
+        std::cout << fmt::format("checked {} entries: {} bad{}; integrity {}\n", r.checked, r.bad,
+                                 r.bad && *repair ? " (removed)" : "", r.integrity_ok ? "ok" : "FAILED");
+        for (const auto& k : r.bad_keys) std::cout << "  bad: " << k << "\n";
+        if (!ok && r.bad && !*repair) std::cout << "run `attnjit cache verify --repair` to remove them\n";
+      }
+      return ok ? kExitOk : kExitFailure;
+    };
+  });
+
+  auto file = std::make_shared<std::string>();
+  CLI::App* exp = cache->add_subcommand("export", "Write every verified entry to a bundle file (a store database)");
+  exp->add_option("file", *file, "Bundle file to write")->required();
+  exp->callback([&ctx, file] {
+    ctx.action = [&ctx, file] {
+      auto st = ctx.open_store();
+      const int64_t n = st->export_to(*file);
+      std::cout << fmt::format("exported {} entries to {}\n", n, *file);
+      return kExitOk;
+    };
+  });
+
+  CLI::App* imp = cache->add_subcommand("import", "Add the verified entries of a bundle file to the store");
+  imp->add_option("file", *file, "Bundle file written by `attnjit cache export`")->required()->check(CLI::ExistingFile);
+  imp->callback([&ctx, file] {
+    ctx.action = [&ctx, file] {
+      auto st = ctx.open_store();
+      const int64_t n = st->import_from(*file);
+      const auto s = st->stats();
+      std::cout << fmt::format("imported {} entries from {}; the store holds {}\n", n, *file, s.entries);
+      if (s.in_memory) std::cout << "note: the store is in memory (" << s.note << "): the import will not persist\n";
+      return kExitOk;
+    };
+  });
+
+  CLI::App* clear = cache->add_subcommand("clear", "Remove every entry from the store");
+  clear->callback([&ctx] {
+    ctx.action = [&ctx] {
+      auto st = ctx.open_store();
+      const int64_t n = st->stats().entries;
+      st->clear();
+      std::cout << fmt::format("removed {} entries from {}\n", n, st->path());
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace attnjit::cli

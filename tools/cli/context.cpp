@@ -1,0 +1,202 @@
+// Helpers shared by the attnjit CLI subcommands (see context.hpp).
+#include "cli/context.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "driver/cuda_driver.hpp"
+#include "util/log.hpp"
+
+#ifndef ATTNJIT_CUDA_BIN_DIR
+#define ATTNJIT_CUDA_BIN_DIR ""
+#endif
+
+namespace attnjit::cli {
+
+Runtime& Context::runtime() { return Runtime::global(); }
+
+std::unique_ptr<store::CubinStore> Context::open_store(int64_t max_bytes) const {
+  store::StoreOptions options;
+  // dir stays empty: resolve_cache_dir(), which sees --cache-dir through ATTNJIT_CACHE_DIR.
+  if (max_bytes > 0) options.max_bytes = max_bytes;
+  return store::CubinStore::open(options);
+}
+
+std::string Context::resolved_cache_dir() const {
+  return store::resolve_cache_dir();
+}
+
+void apply_global_options(const Context& ctx) {
+  if (!ctx.cache_dir.empty()) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(ctx.cache_dir, ec);
+    setenv("ATTNJIT_CACHE_DIR", (ec ? ctx.cache_dir : abs.lexically_normal().string()).c_str(), 1);
+  }
+  if (ctx.verbose > 0) {
+    const auto level = ctx.verbose == 1   ? spdlog::level::info
+                       : ctx.verbose == 2 ? spdlog::level::debug
+                                          : spdlog::level::trace;
+    util::log().set_level(level);
+  }
+}
+
+int64_t parse_size(const std::string& text) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("size '{}': expected a number with an optional K/M/G/T suffix, e.g. 512M or 2G", text));
+  }
+  std::string unit = text.substr(pos);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();  // "MB" -> "M"
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();  // "MiB" -> "M"
+  double scale = 1;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  else throw UsageError(fmt::format("size '{}': unknown unit '{}' (use K, M, G or T)", text, text.substr(pos)));
+  if (!(value >= 0) || !std::isfinite(value))
+    throw UsageError(fmt::format("size '{}': must be >= 0", text));
+  return static_cast<int64_t>(value * scale);
+}
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string format_unix_time(int64_t unix_s) {
+  if (unix_s <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+spec::Arch default_arch(std::string* why) {
+  std::string reason;
+  if (driver::is_available(&reason) && driver::device_count() > 0) {
+    const auto info = driver::device_info(0);
+    spec::Arch a = spec::arch_for_device(info.sm_major, info.sm_minor);
+    if (why) *why = fmt::format("GPU 0 ({})", info.name);
+    return a;
+  }
+  if (why) *why = "the default without a GPU";
+  return spec::Arch::parse("sm_90a");
+}
+
+std::vector<spec::Arch> parse_archs(const std::vector<std::string>& values) {
+  std::vector<spec::Arch> archs;
+  for (const auto& v : values) {
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t comma = v.find(',', start);
+      std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!item.empty()) {
+        spec::Arch a = spec::Arch::parse(item);  // throws Error(kInvalidArgument)
+        bool dup = false;
+        for (const auto& b : archs) dup = dup || b == a;
+        if (!dup) archs.push_back(a);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (archs.empty()) archs.push_back(default_arch());
+  return archs;
+}
+
+bool is_tty(int fd) { return isatty(fd) == 1; }
+
+std::string find_program(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    size_t start = 0;
+    while (true) {
+      size_t colon = p.find(':', start);
+      dirs.push_back(p.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  if (*ATTNJIT_CUDA_BIN_DIR) dirs.push_back(ATTNJIT_CUDA_BIN_DIR);
+  for (const auto& d : dirs) {
+    if (d.empty()) continue;
+    const std::string candidate = d + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0 && fs::is_regular_file(candidate)) return candidate;
+  }
+  return "";
+}
+
+int run_capture(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output->append(buf, n);
+  const int status = pclose(pipe);
+  if (status == -1) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+TempFile::TempFile(const std::string& suffix, const std::string& contents) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/attnjit-XXXXXX" + suffix;
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  const int fd = mkstemps(buf.data(), static_cast<int>(suffix.size()));
+  if (fd < 0)
+    throw std::runtime_error(fmt::format("cannot create a temp file {}: {}", pattern, std::strerror(errno)));
+  path_ = buf.data();
+  size_t off = 0;
+  while (off < contents.size()) {
+    ssize_t w = write(fd, contents.data() + off, contents.size() - off);
+    if (w <= 0) {
+      close(fd);
+      throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+    }
+    off += static_cast<size_t>(w);
+  }
+  close(fd);
+}
+
+TempFile::~TempFile() {
+  if (!path_.empty()) unlink(path_.c_str());
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+}  // namespace attnjit::cli

@@ -1,0 +1,91 @@
+// Shared state and small helpers of the attnjit CLI subcommands: global options,
+// the runtime and store they act on, sizes, times, archs and external tools.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnjit/runtime.hpp"
+#include "spec/kernel_spec.hpp"
+#include "store/cubin_store.hpp"
+
+namespace attnjit::cli {
+
+// Exit codes: 0 ok, 1 an attnjit error or a failed operation, 2 a usage error.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+// A usage problem found after parsing (bad size, conflicting flags): exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Context {
+  std::string cache_dir;  // --cache-dir (applied to ATTNJIT_CACHE_DIR before any use)
+  int verbose = 0;        // -v: info, -vv: debug, -vvv: trace
+  // The chosen subcommand's action, set by its CLI11 callback and run by main()
+  // outside the parser, so that its exceptions and exit code are ours.
+  std::function<int()> action;
+
+  // The process runtime (Runtime::global(), which honours ATTNJIT_CACHE_DIR).
+  Runtime& runtime();
+  // The store opened directly (cache subcommands): never compiles anything.
+  // Both follow ATTNJIT_CACHE_DIR, so they need apply_global_options() first.
+  std::unique_ptr<store::CubinStore> open_store(int64_t max_bytes = 0) const;
+  std::string resolved_cache_dir() const;
+};
+
+// Applies --cache-dir and -v; called once after parsing, before any action.
+void apply_global_options(const Context& ctx);
+
+// "512M", "2G", "1.5GiB", "4096" -> bytes. Throws UsageError.
+int64_t parse_size(const std::string& text);
+std::string human_bytes(int64_t bytes);        // "1.2 MiB"
+std::string format_unix_time(int64_t unix_s);  // "2025-01-31 12:00:00", "-" for 0
+
+// The GPU's arch when one is present, else sm_90a. `why` (optional) says which.
+spec::Arch default_arch(std::string* why = nullptr);
+// --arch values (each may be comma-separated); empty -> {default_arch()}.
+std::vector<spec::Arch> parse_archs(const std::vector<std::string>& values);
+
+bool is_tty(int fd);
+
+// `name` on PATH, in $CUDA_HOME/bin, /usr/local/cuda/bin or the toolkit found at
+// build time. "" when absent.
+std::string find_program(const std::string& name);
+// Runs a command, capturing stdout+stderr. Returns the exit status (-1: could not start).
+int run_capture(const std::string& command, std::string* output);
+// Single-quotes a string for /bin/sh.
+std::string shell_quote(const std::string& s);
+
+// A private temp file (mkstemp under $TMPDIR) holding `contents`; removed on destruction.
+class TempFile {
+ public:
+  TempFile(const std::string& suffix, const std::string& contents);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Prints JSON (indented) to stdout.
+void print_json(const nlohmann::json& j);
+
+// Subcommand registration, one per file under tools/cli/.
+void add_doctor_command(CLI::App& app, Context& ctx);
+void add_prewarm_command(CLI::App& app, Context& ctx);
+void add_inspect_command(CLI::App& app, Context& ctx);
+void add_cache_command(CLI::App& app, Context& ctx);
+void add_demo_command(CLI::App& app, Context& ctx);
+
+}  // namespace attnjit::cli

@@ -1,0 +1,143 @@
+// `attnjit inspect NAME|SPEC`: resolve a kernel, fetch or compile it, and show
+// its identity, resources, rendered source, PTX, SASS or ptxas report.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "attnjit/error.hpp"
+#include "cli/context.hpp"
+#include "cli/spec_parse.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "runtime/kernel_registry.hpp"
+
+namespace attnjit::cli {
+
+namespace {
+
+const char* origin_name(runtime::Origin o) {
+  switch (o) {
+    case runtime::Origin::kMemory: return "memory";
+    case runtime::Origin::kStore: return "store";
+    case runtime::Origin::kCompiled: return "compiled";
+  }
+  return "?";
+}
+
+// The ptxas lines of an NVRTC log (the `-Xptxas -v` report).
+std::string ptxas_lines(const std::string& log) {
+  std::istringstream in(log);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.find("ptxas") != std::string::npos) out += line + "\n";
+  return out.empty() ? log : out;
+}
+
+std::string resources_text(const compile::Resources& r) {
+  if (r.registers < 0) return "unknown (no ptxas report)";
+  // ptxas leaves out the smem line when a kernel has no static shared memory.
+  return fmt::format("{} registers, {} B static smem, {} B stack, {} B spill stores, {} B spill loads",
+                     r.registers, std::max(r.shared_bytes, 0), r.stack_bytes, r.spill_stores, r.spill_loads);
+}
+
+constexpr const char* kNoSassTool =
+    "SASS needs cuobjdump or nvdisasm (CUDA toolkit); not found on PATH or in /usr/local/cuda/bin";
+
+// Disassembles a cubin with cuobjdump or nvdisasm. Throws Error(kUnsupported) when neither exists.
+std::string disassemble(const std::string& cubin) {
+  std::string tool = find_program("cuobjdump");
+  std::string args = " -sass ";
+  if (tool.empty()) {
+    tool = find_program("nvdisasm");
+    args = " ";
+  }
+  if (tool.empty()) throw Error(ErrorCode::kUnsupported, kNoSassTool);
+  TempFile file(".cubin", cubin);
+  std::string out;
+  const int rc = run_capture(shell_quote(tool) + args + shell_quote(file.path()), &out);
+  if (rc != 0) throw Error(ErrorCode::kInternal, fmt::format("{} failed (exit {}):\n{}", tool, rc, out));
+  return out;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, Context& ctx) {
+  struct Options {
+    std::string target, arch;
+    bool source = false, ptx = false, sass = false, resources = false, json = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "inspect", "Show one kernel: identity and resources, or its source, PTX, SASS or ptxas report");
+  sub->add_option("kernel", o->target,
+                  "A kernel name (decode.bf16.hd128.g4.contig.nhd.sm90a), a spec JSON object, or a .json file")
+      ->required();
+  sub->add_option("-a,--arch", o->arch, "Override the target arch (default: the name's, else the GPU's, else sm_90a)");
+  sub->add_flag("--source", o->source, "Print the rendered translation unit");
+  sub->add_flag("--ptx", o->ptx, "Print the PTX");
+  sub->add_flag("--sass", o->sass, "Print the SASS (needs cuobjdump or nvdisasm)");
+  sub->add_flag("--resources", o->resources, "Print the ptxas resource report");
+  sub->add_flag("--json", o->json, "Print everything asked for as one JSON object");
+  sub->callback([&ctx, o] {
+    ctx.action = [&ctx, o]() -> int {
+      std::optional<spec::Arch> arch;
+      if (!o->arch.empty()) arch = spec::Arch::parse(o->arch);
+      const spec::KernelSpec s = spec_from_text(o->target, arch, default_arch());
+      // Check for SASS tools before a possibly long compile.
+      if (o->sass && find_program("cuobjdump").empty() && find_program("nvdisasm").empty()) {
+        std::cerr << "attnjit: " << kNoSassTool << std::endl;
+        return kExitFailure;
+      }
+      runtime::Origin origin = runtime::Origin::kMemory;
+      const runtime::Artifact& a = ctx.runtime().registry().artifact(s, &origin);
+
+      if (o->json) {
+        nlohmann::json j = {{"name", a.name},
+                            {"key", a.key},
+                            {"arch", s.arch.str()},
+                            {"backend", spec::to_string(s.backend)},
+                            {"origin", origin_name(origin)},
+                            {"compile_ms", a.compile_ms},
+                            {"resources", a.resources.to_json()},
+                            {"entry", a.unit.entry},
+                            {"options", a.options},
+                            {"cubin_bytes", a.cubin.size()},
+                            {"ptx_bytes", a.ptx.size()},
+                            {"spec", s.to_json()}};
+        if (o->source) j["source"] = a.unit.source;
+        if (o->ptx) j["ptx"] = a.ptx;
+        if (o->resources) j["ptxas"] = ptxas_lines(a.log);
+        if (o->sass) j["sass"] = disassemble(a.cubin);
+        print_json(j);
+        return kExitOk;
+      }
+      const bool any = o->source || o->ptx || o->sass || o->resources;
+      if (!any) {
+        std::cout << fmt::format("name:       {}\n", a.name)
+                  << fmt::format("key:        {}\n", a.key)
+                  << fmt::format("arch:       {}\n", s.arch.str())
+                  << fmt::format("backend:    {}\n", spec::to_string(s.backend))
+                  << fmt::format("origin:     {}\n", origin_name(origin))
+                  << fmt::format("compile:    {:.1f} ms{}\n", a.compile_ms,
+                                 origin == runtime::Origin::kCompiled ? "" : " (when it was compiled)")
+                  << fmt::format("resources:  {}\n", resources_text(a.resources))
+                  << fmt::format("cubin:      {} (PTX {})\n", human_bytes(static_cast<int64_t>(a.cubin.size())),
+                                 human_bytes(static_cast<int64_t>(a.ptx.size())))
+                  << fmt::format("entry:      {}\n", a.unit.entry)
+                  << fmt::format("options:    {}\n", a.options)
+                  << fmt::format("spec:       {}\n", s.to_json().dump());
+        return kExitOk;
+      }
+      if (o->source) std::cout << a.unit.source;
+      if (o->ptx) std::cout << a.ptx;
+      if (o->resources) std::cout << ptxas_lines(a.log);
+      if (o->sass) std::cout << disassemble(a.cubin);
+      std::cout << std::flush;
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace attnjit::cli

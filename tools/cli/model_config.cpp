@@ -1,0 +1,309 @@
+// Model config loading, validation and expansion into KernelSpecs (see model_config.hpp).
+#include "cli/model_config.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "attnjit/error.hpp"
+#include "runtime/backend.hpp"
+
+#ifndef ATTNJIT_INSTALL_CONFIG_DIR
+#define ATTNJIT_INSTALL_CONFIG_DIR "share/attnjit/configs"
+#endif
+#ifndef ATTNJIT_SOURCE_CONFIG_DIR
+#define ATTNJIT_SOURCE_CONFIG_DIR ""
+#endif
+
+namespace attnjit::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("model config: {}: {}", field, what));
+}
+
+std::vector<std::string> config_dirs() {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path().parent_path() / ATTNJIT_INSTALL_CONFIG_DIR).string());
+  if (*ATTNJIT_SOURCE_CONFIG_DIR) dirs.push_back(ATTNJIT_SOURCE_CONFIG_DIR);
+  return dirs;
+}
+
+const std::set<std::string> kTopLevelFields = {
+    "name", "description", "source", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "dtype", "kv_cache_dtypes", "page_sizes", "kv_layouts", "sliding_window", "ops"};
+const std::set<std::string> kDecodeFields = {"op", "kv_cache_dtypes", "kv_layouts", "backend",
+                                             "pos_encodings", "return_lse", "logits_soft_cap",
+                                             "sliding_window"};
+const std::set<std::string> kXqaFields = {"op", "kv_cache_dtypes", "page_sizes", "kv_layouts",
+                                          "backend", "spec_decode", "sinks", "sliding_window",
+                                          "scale_pointers", "fp8_output"};
+
+void check_fields(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!allowed.count(it.key())) {
+      std::string list;
+      for (const auto& f : allowed) list += (list.empty() ? "" : ", ") + f;
+      bad(where + "." + it.key(), fmt::format("unknown field (known: {})", list));
+    }
+}
+
+int get_int(const json& obj, const char* key, const std::string& where) {
+  if (!obj.contains(key)) bad(where + key, "missing (an integer)");
+  if (!obj[key].is_number_integer() || obj[key].get<int64_t>() <= 0)
+    bad(where + key, fmt::format("expected a positive integer, got {}", obj[key].dump()));
+  return obj[key].get<int>();
+}
+
+bool get_bool(const json& op, const char* key, bool fallback, const std::string& where) {
+  if (!op.contains(key)) return fallback;
+  if (!op[key].is_boolean()) bad(where + "." + key, fmt::format("expected true or false, got {}", op[key].dump()));
+  return op[key].get<bool>();
+}
+
+// A list field from the op, else from the top level, else `fallback`.
+json list_field(const json& config, const json& op, const char* key, const json& fallback,
+                const std::string& where, std::string* field_name) {
+  const json* src = op.contains(key) ? &op : config.contains(key) ? &config : nullptr;
+  *field_name = src == &op ? where + "." + key : key;
+  json v = src ? (*src)[key] : fallback;
+  if (!v.is_array() || v.empty()) bad(*field_name, fmt::format("expected a non-empty list, got {}", v.dump()));
+  return v;
+}
+
+std::vector<DType> dtype_list(const json& v, const std::string& field, const std::vector<DType>& allowed) {
+  std::vector<DType> out;
+  for (const auto& item : v) {
+    if (!item.is_string()) bad(field, fmt::format("expected dtype names, got {}", item.dump()));
+    DType d;
+    try {
+      d = spec::parse_dtype(item.get<std::string>());
+    } catch (const Error& e) {
+      bad(field, e.what());
+    }
+    if (std::find(allowed.begin(), allowed.end(), d) == allowed.end()) {
+      std::string names;
+      for (DType a : allowed) names += (names.empty() ? "" : ", ") + std::string(dtype_name(a));
+      bad(field, fmt::format("{} is not served here (expected one of: {})", item.get<std::string>(), names));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+std::vector<spec::KvLayout> layout_list(const json& v, const std::string& field) {
+  std::vector<spec::KvLayout> out;
+  for (const auto& item : v) {
+    std::string s = item.is_string() ? item.get<std::string>() : "";
+    std::transform(s.begin(), s.end(), s.begin(), ::toupper);
+    if (s == "NHD") out.push_back(spec::KvLayout::kNHD);
+    else if (s == "HND") out.push_back(spec::KvLayout::kHND);
+    else bad(field, fmt::format("expected \"NHD\" or \"HND\", got {}", item.dump()));
+  }
+  return out;
+}
+
+std::vector<int> page_size_list(const json& v, const std::string& field) {
+  std::vector<int> out;
+  for (const auto& item : v) {
+    const int p = item.is_number_integer() ? item.get<int>() : -1;
+    if (p != 16 && p != 32 && p != 64 && p != 128)
+      bad(field, fmt::format("page sizes are 16, 32, 64 or 128, got {}", item.dump()));
+    out.push_back(p);
+  }
+  return out;
+}
+
+struct ModelShape {
+  DType dtype = DType::kBFloat16;
+  int head_dim = 0, group = 0;
+  bool window = false;
+};
+
+ModelShape model_shape(const json& c) {
+  ModelShape m;
+  const int heads = get_int(c, "num_attention_heads", "");
+  const int kv_heads = get_int(c, "num_key_value_heads", "");
+  m.head_dim = get_int(c, "head_dim", "");
+  if (heads % kv_heads != 0)
+    bad("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", kv_heads, heads));
+  m.group = heads / kv_heads;
+  if (m.group > 64) bad("num_key_value_heads", fmt::format("a group of {} query heads per KV head is above 64", m.group));
+  const std::string dt = c.value("dtype", std::string("bf16"));
+  m.dtype = spec::parse_dtype(dt);
+  if (m.dtype != DType::kBFloat16 && m.dtype != DType::kFloat16)
+    bad("dtype", fmt::format("expected \"bf16\" or \"fp16\" (the query/output dtype), got \"{}\"", dt));
+  if (c.contains("sliding_window") && !c["sliding_window"].is_null()) {
+    if (!c["sliding_window"].is_number_integer() || c["sliding_window"].get<int64_t>() < 0)
+      bad("sliding_window", fmt::format("expected a window length in tokens (or null), got {}", c["sliding_window"].dump()));
+    m.window = c["sliding_window"].get<int64_t>() > 0;
+  }
+  return m;
+}
+
+}  // namespace
+
+const std::vector<std::string>& planned_ops() {
+  static const std::vector<std::string> ops = {"mla", "batch_decode_mla", "fused_infer_attention_score",
+                                               "prefill"};
+  return ops;
+}
+
+std::vector<std::string> bundled_config_names() {
+  std::set<std::string> names;
+  for (const auto& dir : config_dirs()) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ".json") names.insert(it->path().stem().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+std::string resolve_config_path(const std::string& path_or_name) {
+  std::error_code ec;
+  if (fs::is_regular_file(path_or_name, ec)) return path_or_name;
+  if (path_or_name.find('/') == std::string::npos) {
+    std::string stem = path_or_name;
+    if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
+    for (const auto& dir : config_dirs()) {
+      fs::path p = fs::path(dir) / (stem + ".json");
+      if (fs::is_regular_file(p, ec)) return p.string();
+    }
+  }
+  std::string names;
+  for (const auto& n : bundled_config_names()) names += (names.empty() ? "" : ", ") + n;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("config '{}': no such file, and no bundled config of that name (bundled: {})",
+                          path_or_name, names.empty() ? "none found" : names));
+}
+
+json load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': cannot be read", path));
+  json j = json::parse(in, nullptr, false, /*ignore_comments=*/true);
+  if (j.is_discarded()) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': not valid JSON", path));
+  if (!j.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': expected a JSON object", path));
+  return j;
+}
+
+ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& archs) {
+  ModelPlan plan;
+  check_fields(c, kTopLevelFields, "config");
+  if (!c.contains("name") || !c["name"].is_string()) bad("name", "missing (a string)");
+  plan.model = c["name"].get<std::string>();
+  if (!c.contains("ops") || !c["ops"].is_array() || c["ops"].empty())
+    bad("ops", "missing or empty (a list of {\"op\": \"decode\" | \"xqa\" | ...})");
+
+  std::set<std::string> seen;  // canonical JSON of every spec, to keep them unique
+  auto add = [&](spec::KernelSpec s, runtime::BackendChoice backend) {
+    for (const auto& arch : archs) {
+      s.arch = arch;
+      runtime::select_backend(backend, s);  // as the op does at run time
+      if (seen.insert(s.to_json().dump()).second) plan.specs.push_back(s);
+    }
+  };
+
+  for (size_t i = 0; i < c["ops"].size(); ++i) {
+    const json& op = c["ops"][i];
+    const std::string where = fmt::format("ops[{}]", i);
+    if (!op.is_object() || !op.contains("op") || !op["op"].is_string())
+      bad(where, "expected an object with \"op\": \"decode\" | \"xqa\" | ...");
+    const std::string name = op["op"].get<std::string>();
+    const auto& planned = planned_ops();
+    if (std::find(planned.begin(), planned.end(), name) != planned.end()) {
+      plan.skipped.push_back({name, "family not implemented yet"});
+      continue;
+    }
+    if (name != "decode" && name != "xqa")
+      bad(where + ".op", fmt::format("unknown op '{}' (known: decode, xqa; planned: mla, "
+                                     "fused_infer_attention_score)", name));
+    const ModelShape m = model_shape(c);
+    const std::string backend_text = op.value("backend", std::string("auto"));
+    runtime::BackendChoice backend;
+    try {
+      backend = runtime::parse_backend_choice(backend_text);
+    } catch (const Error& e) {
+      bad(where + ".backend", e.what());
+    }
+    const bool window = get_bool(op, "sliding_window", m.window, where);
+    std::string field;
+    const json layouts_json = list_field(c, op, "kv_layouts", json::array({"NHD"}), where, &field);
+    const auto layouts = layout_list(layouts_json, field);
+
+    spec::KernelSpec base;
+    base.q_dtype = base.out_dtype = m.dtype;
+    base.head_dim = m.head_dim;
+    base.group_size = m.group;
+    if (window) base.features |= spec::feature::kSlidingWindow;
+
+    if (name == "decode") {
+      check_fields(op, kDecodeFields, where);
+      base.family = spec::OpFamily::kDecode;
+      const auto kv_dtypes = dtype_list(
+          list_field(c, op, "kv_cache_dtypes", json::array({dtype_name(m.dtype)}), where, &field), field,
+          {m.dtype, DType::kFloat8E4M3, DType::kFloat8E5M2});
+      std::vector<spec::PosEncoding> pos = {spec::PosEncoding::kNone};
+      if (op.contains("pos_encodings")) {
+        pos.clear();
+        for (const auto& p : list_field(c, op, "pos_encodings", json(), where, &field)) {
+          const std::string t = p.is_string() ? p.get<std::string>() : "";
+          if (t == "none") pos.push_back(spec::PosEncoding::kNone);
+          else if (t == "rope_llama") pos.push_back(spec::PosEncoding::kRopeLlama);
+          else if (t == "alibi") pos.push_back(spec::PosEncoding::kAlibi);
+          else bad(field, fmt::format("expected \"none\", \"rope_llama\" or \"alibi\", got {}", p.dump()));
+        }
+      }
+      if (get_bool(op, "return_lse", false, where)) base.features |= spec::feature::kReturnLse;
+      if (get_bool(op, "logits_soft_cap", false, where)) base.features |= spec::feature::kSoftCap;
+      for (DType kv : kv_dtypes)
+        for (auto layout : layouts)
+          for (auto pe : pos) {
+            spec::KernelSpec s = base;
+            s.kv_dtype = kv;
+            s.layout = layout;
+            s.pos_encoding = pe;
+            add(s, backend);
+          }
+    } else {
+      check_fields(op, kXqaFields, where);
+      base.family = spec::OpFamily::kXqa;
+      const auto kv_dtypes = dtype_list(
+          list_field(c, op, "kv_cache_dtypes", json::array({dtype_name(m.dtype)}), where, &field), field,
+          {m.dtype, DType::kFloat8E4M3});
+      const auto pages = page_size_list(list_field(c, op, "page_sizes", json::array({32}), where, &field), field);
+      if (get_bool(op, "sinks", false, where)) base.features |= spec::feature::kSinks;
+      if (get_bool(op, "scale_pointers", false, where)) base.features |= spec::feature::kScalePointers;
+      const bool fp8_out = get_bool(op, "fp8_output", false, where);
+      std::vector<spec::MaskMode> masks = {spec::MaskMode::kNone};
+      if (get_bool(op, "spec_decode", false, where)) masks.push_back(spec::MaskMode::kCustom);
+      for (DType kv : kv_dtypes)
+        for (int page : pages)
+          for (auto layout : layouts)
+            for (auto mask : masks) {
+              spec::KernelSpec s = base;
+              s.kv_dtype = kv;
+              s.page_size = page;
+              s.layout = layout;
+              s.mask = mask;
+              add(s, backend);
+              if (fp8_out && kv == DType::kFloat8E4M3) {
+                s.out_dtype = DType::kFloat8E4M3;
+                add(s, backend);
+              }
+            }
+    }
+  }
+  return plan;
+}
+
+}  // namespace attnjit::cli

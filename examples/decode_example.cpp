@@ -4,6 +4,7 @@
 #include <attnjit/decode.hpp>
 #include <attnjit/error.hpp>
 #include <attnjit/runtime.hpp>
+#include <attnjit/version.hpp>
 #include <attnjit/xqa.hpp>
 #include <cuda_runtime_api.h>
 
@@ -51,6 +52,26 @@ int main() {
                                                  head_dim, /*max_seq_len=*/32768, /*sm_count=*/132);
   const size_t sems = attnjit::xqa_semaphore_count(64, kv_heads, heads / kv_heads, 1);
   std::printf("xqa scratch for batch 64, 32k tokens: %zu workspace bytes, %zu semaphores\n", ws, sems);
+
+  // Prewarm before serving (or before CUDA-graph capture): shapes and dtypes only,
+  // no data and no GPU needed when the arch is named.
+  attnjit::TensorView pq, pk, pv, pout;
+  pq.dtype = pk.dtype = pv.dtype = pout.dtype = attnjit::DType::kBFloat16;
+  pq.rank = pout.rank = 2;
+  pq.shape[0] = pout.shape[0] = heads;
+  pq.shape[1] = pout.shape[1] = head_dim;
+  pq.stride[0] = pout.stride[0] = head_dim;
+  pq.stride[1] = pout.stride[1] = 1;
+  pk.rank = pv.rank = 3;
+  pk.shape[0] = pv.shape[0] = kv_len;
+  pk.shape[1] = pv.shape[1] = kv_heads;
+  pk.shape[2] = pv.shape[2] = head_dim;
+  pk.stride[0] = pv.stride[0] = int64_t(kv_heads) * head_dim;
+  pk.stride[1] = pv.stride[1] = head_dim;
+  pk.stride[2] = pv.stride[2] = 1;
+  std::printf("prewarmed %s\n",
+              attnjit::prewarm_single_decode_with_kv_cache(pq, pk, pv, pout, {}, nullptr, "sm_90a").c_str());
+  std::printf("attnjit %s\n", attnjit::version());
 
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);

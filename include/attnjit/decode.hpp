@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "attnjit/runtime.hpp"
 #include "attnjit/tensor.hpp"
@@ -35,5 +36,14 @@ void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const
                                  const TensorView& out, const SingleDecodeOptions& options = {},
                                  Stream stream = nullptr, const TensorView* lse = nullptr,
                                  Runtime* runtime = nullptr);
+
+// Compiles, or finds in the store, the kernel this call would launch on `arch`
+// ("sm_90a"; empty: the current GPU's). Tensor data may be null. Returns the
+// kernel's readable name; with an arch it needs no GPU.
+std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const TensorView& k,
+                                                const TensorView& v, const TensorView& out,
+                                                const SingleDecodeOptions& options = {},
+                                                const TensorView* lse = nullptr,
+                                                const std::string& arch = "", Runtime* runtime = nullptr);
 
 }  // namespace attnjit

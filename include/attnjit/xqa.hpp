@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include "attnjit/runtime.hpp"
 #include "attnjit/tensor.hpp"
@@ -47,5 +48,11 @@ size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, in
 size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len);
 
 void xqa(const XqaArgs& args, Stream stream = nullptr, Runtime* runtime = nullptr);
+
+// Compiles, or finds in the store, the kernel this call would launch on `arch`
+// ("sm_90a"; empty: the current GPU's). Only shapes, dtypes and options matter:
+// tensor data may be null. Returns the kernel's readable name. With an arch it
+// needs no GPU. Run it before CUDA-graph capture, or at start-up.
+std::string prewarm_xqa(const XqaArgs& args, const std::string& arch = "", Runtime* runtime = nullptr);
 
 }  // namespace attnjit

@@ -82,6 +82,7 @@ Resources parse_ptxas_log(const std::string& log) {
   static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   if (std::regex_search(log, m, regs)) r.registers = std::stoi(m[1]);
   if (std::regex_search(log, m, smem)) r.shared_bytes = std::stoi(m[1]);
+  else if (r.registers >= 0) r.shared_bytes = 0;  // ptxas omits the smem note when it is 0
   if (std::regex_search(log, m, frame)) {
     r.stack_bytes = std::stoi(m[1]);
     r.spill_stores = std::stoi(m[2]);

@@ -1,6 +1,9 @@
 #include "attnjit/error.hpp"
+#include "attnjit/version.hpp"
 
 namespace attnjit {
+
+const char* version() noexcept { return ATTNJIT_VERSION_STRING; }
 
 const char* to_string(ErrorCode code) noexcept {
   switch (code) {

@@ -13,7 +13,20 @@ void invalid(const std::string& arg, const std::string& expected, const std::str
               fmt::format("argument '{}': expected {}, got {}", arg, expected, given));
 }
 
+namespace {
+thread_local bool t_shapes_only = false;
+}
+
+ShapesOnlyScope::ShapesOnlyScope() : previous_(t_shapes_only) { t_shapes_only = true; }
+ShapesOnlyScope::~ShapesOnlyScope() { t_shapes_only = previous_; }
+bool shapes_only() { return t_shapes_only; }
+bool present(const TensorView& t) { return t.data != nullptr || (t_shapes_only && t.rank > 0); }
+
 void require_defined(const TensorView& t, const char* name) {
+  if (t_shapes_only) {
+    if (t.rank <= 0) invalid(name, "a tensor (shape and dtype; data may be null when prewarming)", "none");
+    return;
+  }
   if (!t.data) invalid(name, "a device pointer", "null");
 }
 
@@ -48,7 +61,7 @@ void require_contiguous(const TensorView& t, const char* name) {
 }
 
 void require_aligned(const TensorView& t, const char* name, int bytes) {
-  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0)
+  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0)  // null (prewarm) passes
     invalid(name, fmt::format("a {}-byte aligned pointer", bytes), fmt::format("{}", t.data));
   const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
   for (int d = 0; d + 1 < t.rank; ++d)

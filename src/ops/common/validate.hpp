@@ -11,6 +11,22 @@ namespace attnjit::ops {
 
 [[noreturn]] void invalid(const std::string& arg, const std::string& expected, const std::string& given);
 
+// Prewarming validates shapes and dtypes only: inside this scope (one thread)
+// tensors may have null data, and a tensor counts as present when it has a rank.
+class ShapesOnlyScope {
+ public:
+  ShapesOnlyScope();
+  ~ShapesOnlyScope();
+  ShapesOnlyScope(const ShapesOnlyScope&) = delete;
+  ShapesOnlyScope& operator=(const ShapesOnlyScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool shapes_only();
+// An optional tensor argument was given.
+bool present(const TensorView& t);
+
 void require_defined(const TensorView& t, const char* name);
 void require_rank(const TensorView& t, const char* name, int rank, const char* layout);
 void require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed);

@@ -9,6 +9,7 @@
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/kernel_registry.hpp"
 
 namespace attnjit {
 
@@ -130,6 +131,27 @@ void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const
   l.use_runtime_scratch = true;
   l.pdl = options.enable_pdl && info.sm_major >= 9;
   ops::launch_decode(runtime ? *runtime : Runtime::global(), l, plan.params, stream);
+}
+
+spec::Arch ops::prewarm_arch(const std::string& arch) {
+  if (!arch.empty()) return spec::Arch::parse(arch);
+  std::string why;
+  if (!driver::is_available(&why))
+    throw Error(ErrorCode::kNoDevice, "prewarm without an arch needs a GPU to take it from (" + why +
+                                          "); pass arch, e.g. \"sm_90a\"");
+  const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
+  return spec::arch_for_device(caps.sm_major, caps.sm_minor);
+}
+
+std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const TensorView& k,
+                                                const TensorView& v, const TensorView& out,
+                                                const SingleDecodeOptions& options, const TensorView* lse,
+                                                const std::string& arch, Runtime* runtime) {
+  const spec::Arch target = ops::prewarm_arch(arch);
+  ops::ShapesOnlyScope shapes_only;
+  ops::SingleDecodePlan plan = ops::plan_single_decode(q, k, v, out, options, lse, target);
+  Runtime& rt = runtime ? *runtime : Runtime::global();
+  return rt.registry().artifact(plan.spec).name;
 }
 
 }  // namespace attnjit

@@ -10,6 +10,7 @@
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/kernel_registry.hpp"
 
 namespace attnjit {
 
@@ -18,7 +19,7 @@ constexpr int kMaxGroup = 64;
 }
 
 ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
-  const bool ragged = a.q_cu_seq_lens.defined();
+  const bool ragged = present(a.q_cu_seq_lens);
   const bool spec_dec = a.q_seq_len > 1 || ragged;
   ATTNJIT_REQUIRE(a.q_seq_len >= 1, "q_seq_len", ">= 1", std::to_string(a.q_seq_len));
   // q: [batch, beam, (q_seq_len,) heads, head_dim] or ragged [tokens, heads, head_dim].
@@ -98,7 +99,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_inner_contiguous(*t, n);
     require_aligned(*t, n, t == &a.output && fp8_kv ? 8 : 16);
   }
-  if (a.sinks.defined()) {
+  if (present(a.sinks)) {
     require_dtype(a.sinks, "sinks", {DType::kFloat32});
     ATTNJIT_REQUIRE(a.sinks.numel() == num_q_heads, "sinks",
                   fmt::format("[num_kv_heads, head_group_ratio] = [{}, {}]", a.num_kv_heads, group),
@@ -117,7 +118,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_contiguous(a.mask, "mask");
     require_aligned(a.mask, "mask", 4);
   } else {
-    ATTNJIT_REQUIRE(!a.mask.defined(), "mask", "none when q_seq_len == 1", "a mask");
+    ATTNJIT_REQUIRE(!present(a.mask), "mask", "none when q_seq_len == 1", "a mask");
   }
   if (a.sm_count) ATTNJIT_REQUIRE(*a.sm_count >= 1, "sm_count", ">= 1", std::to_string(*a.sm_count));
 
@@ -132,7 +133,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   s.page_size = a.page_size;
   s.layout = nhd ? spec::KvLayout::kNHD : spec::KvLayout::kHND;
   s.mask = spec_dec ? spec::MaskMode::kCustom : spec::MaskMode::kNone;
-  if (a.sinks.defined()) s.features |= spec::feature::kSinks;
+  if (present(a.sinks)) s.features |= spec::feature::kSinks;
   if (a.sliding_win_size > 0) s.features |= spec::feature::kSlidingWindow;
   if (a.q_scale.device_ptr || a.kv_scale.device_ptr) s.features |= spec::feature::kScalePointers;
   if (ragged) s.features |= spec::feature::kRaggedQ;
@@ -149,7 +150,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   p.seq_lens = static_cast<const unsigned*>(a.seq_lens.data);
   p.q_cu_seq_lens = ragged ? static_cast<const unsigned*>(a.q_cu_seq_lens.data) : nullptr;
   p.mask = spec_dec ? static_cast<const unsigned*>(a.mask.data) : nullptr;
-  p.sinks = a.sinks.defined() ? static_cast<const float*>(a.sinks.data) : nullptr;
+  p.sinks = present(a.sinks) ? static_cast<const float*>(a.sinks.data) : nullptr;
   p.q_scale_ptr = a.q_scale.device_ptr;
   p.kv_scale_ptr = a.kv_scale.device_ptr;
   const TensorView& q = a.q;
@@ -194,12 +195,12 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   plan.shape.q_seq_len = a.q_seq_len;
   plan.shape.head_dim = static_cast<int>(hd);
   plan.shape.max_seq_len = p.pages_per_seq * a.page_size;
-  plan.workspace_bytes = a.workspace_buffer.defined()
+  plan.workspace_bytes = present(a.workspace_buffer)
                              ? static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype)
                              : 0;
-  plan.semaphore_count = a.semaphores.defined() ? static_cast<size_t>(a.semaphores.numel()) : 0;
-  if (a.semaphores.defined()) require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
-  if (a.workspace_buffer.defined()) require_aligned(a.workspace_buffer, "workspace_buffer", 16);
+  plan.semaphore_count = present(a.semaphores) ? static_cast<size_t>(a.semaphores.numel()) : 0;
+  if (present(a.semaphores)) require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
+  if (present(a.workspace_buffer)) require_aligned(a.workspace_buffer, "workspace_buffer", 16);
   return plan;
 }
 
@@ -212,6 +213,14 @@ size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, in
 size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len) {
   ops::DecodeShape s{batch, num_kv_heads, head_group_ratio, q_seq_len, 128, 1};
   return ops::decode_semaphore_count(s);
+}
+
+std::string prewarm_xqa(const XqaArgs& args, const std::string& arch, Runtime* runtime) {
+  const spec::Arch target = ops::prewarm_arch(arch);
+  ops::ShapesOnlyScope shapes_only;
+  ops::XqaPlan plan = ops::plan_xqa(args, target);
+  Runtime& rt = runtime ? *runtime : Runtime::global();
+  return rt.registry().artifact(plan.spec).name;
 }
 
 void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {

@@ -1,0 +1,133 @@
+// KernelRegistry: single-flight compiles, store hits across runtimes, the
+// in-memory mode, and clear errors where a GPU is needed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "attnjit/runtime.hpp"
+#include "runtime/kernel_registry.hpp"
+
+namespace attnjit {
+namespace {
+
+std::string fresh_dir(const char* tag) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("attnjit-runtime-" + std::string(tag) + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  return dir.string();
+}
+
+spec::KernelSpec small_spec(int group = 4) {
+  spec::KernelSpec s;
+  s.family = spec::OpFamily::kDecode;
+  s.head_dim = 64;
+  s.group_size = group;
+  s.arch = spec::Arch::parse("sm_90a");
+  return s;
+}
+
+TEST(RuntimeTest, ConcurrentRequestsForOneSpecCompileOnce) {
+  RuntimeOptions o;
+  o.cache_dir = fresh_dir("single-flight");
+  Runtime rt(o);
+  const spec::KernelSpec s = small_spec();
+  std::atomic<int> compiled{0};
+  std::vector<std::thread> threads;
+  std::vector<const runtime::Artifact*> seen(8, nullptr);
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      runtime::Origin origin;
+      seen[i] = &rt.registry().artifact(s, &origin);
+      if (origin == runtime::Origin::kCompiled) ++compiled;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(compiled.load(), 1);
+  EXPECT_EQ(rt.stats().compiles, 1);
+  for (auto* a : seen) EXPECT_EQ(a, seen[0]);  // one artifact, shared
+  EXPECT_FALSE(seen[0]->cubin.empty());
+}
+
+TEST(RuntimeTest, SecondRuntimeReadsTheStoreWithoutCompiling) {
+  RuntimeOptions o;
+  o.cache_dir = fresh_dir("store-hit");
+  std::string cubin, key;
+  {
+    Runtime first(o);
+    const auto& a = first.registry().artifact(small_spec(8));
+    cubin = a.cubin;
+    key = a.key;
+    EXPECT_EQ(first.stats().compiles, 1);
+  }
+  Runtime second(o);
+  runtime::Origin origin;
+  const auto& b = second.registry().artifact(small_spec(8), &origin);
+  EXPECT_EQ(origin, runtime::Origin::kStore);
+  EXPECT_EQ(second.stats().compiles, 0);
+  EXPECT_EQ(second.stats().store_hits, 1);
+  EXPECT_EQ(b.key, key);
+  EXPECT_EQ(b.cubin, cubin);  // byte-identical
+  EXPECT_GT(b.resources.registers, 0);
+}
+
+TEST(RuntimeTest, WithoutStoreCompilesInMemory) {
+  RuntimeOptions o;
+  o.use_store = false;
+  Runtime rt(o);
+  runtime::Origin origin;
+  rt.registry().artifact(small_spec(2), &origin);
+  EXPECT_EQ(origin, runtime::Origin::kCompiled);
+  rt.registry().artifact(small_spec(2), &origin);
+  EXPECT_EQ(origin, runtime::Origin::kMemory);
+  EXPECT_EQ(rt.stats().cache_path, ":memory:");
+}
+
+TEST(RuntimeTest, KeyDependsOnArchAndSpec) {
+  RuntimeOptions o;
+  o.use_store = false;
+  Runtime rt(o);
+  spec::KernelSpec a = small_spec(), b = small_spec();
+  b.arch = spec::Arch::parse("sm_90");
+  EXPECT_NE(rt.registry().key_of(a), rt.registry().key_of(b));
+  EXPECT_EQ(rt.registry().key_of(a), rt.registry().key_of(small_spec()));
+  b = small_spec(8);
+  EXPECT_NE(rt.registry().key_of(a), rt.registry().key_of(b));
+}
+
+TEST(RuntimeTest, LaunchPathWithoutGpuSaysSo) {
+  if (driver::is_available()) GTEST_SKIP() << "a GPU is present";
+  RuntimeOptions o;
+  o.use_store = false;
+  Runtime rt(o);
+  try {
+    rt.registry().kernel(small_spec(), 0, nullptr);
+    FAIL() << "expected Error(kNoDevice)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNoDevice);
+    EXPECT_NE(std::string(e.what()).find("libcuda"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RuntimeTest, CompileErrorsCarryLogOptionsAndSource) {
+  RuntimeOptions o;
+  o.use_store = false;
+  Runtime rt(o);
+  spec::KernelSpec s = small_spec();
+  s.head_dim = 72;  // not a multiple of 16: rejected before NVRTC, naming the problem
+  try {
+    rt.registry().artifact(s);
+    FAIL() << "expected Error(kUnsupported)";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("head_dim 72"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnjit

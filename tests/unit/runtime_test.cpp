@@ -10,19 +10,12 @@
 
 #include "attnjit/error.hpp"
 #include "attnjit/runtime.hpp"
+#include "common/temp_dir.hpp"
 #include "runtime/kernel_registry.hpp"
 
 namespace attnjit {
 namespace {
 
-std::string fresh_dir(const char* tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("attnjit-runtime-" + std::string(tag) + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
-  return dir.string();
-}
 
 spec::KernelSpec small_spec(int group = 4) {
   spec::KernelSpec s;
@@ -35,7 +28,8 @@ spec::KernelSpec small_spec(int group = 4) {
 
 TEST(RuntimeTest, ConcurrentRequestsForOneSpecCompileOnce) {
   RuntimeOptions o;
-  o.cache_dir = fresh_dir("single-flight");
+  testing::TempDir dir("runtime");
+  o.cache_dir = dir.path();
   Runtime rt(o);
   const spec::KernelSpec s = small_spec();
   std::atomic<int> compiled{0};
@@ -56,7 +50,8 @@ TEST(RuntimeTest, ConcurrentRequestsForOneSpecCompileOnce) {
 
 TEST(RuntimeTest, SecondRuntimeReadsTheStoreWithoutCompiling) {
   RuntimeOptions o;
-  o.cache_dir = fresh_dir("store-hit");
+  testing::TempDir dir("runtime");
+  o.cache_dir = dir.path();
   std::string cubin, key;
   {
     Runtime first(o);

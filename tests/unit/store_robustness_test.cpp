@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir.hpp"
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
 #include "util/log.hpp"
@@ -32,25 +33,7 @@ namespace fs = std::filesystem;
 
 const std::string kWorker = std::string(ATTNJIT_TEST_TOOLS_DIR) + "/store_worker";
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/attnjit-store-robust-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    for (auto& p : fs::recursive_directory_iterator(path_, ec)) {
-      fs::permissions(p.path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    }
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::attnjit::testing::TempDir;
 
 Entry make_entry(const std::string& key, size_t cubin_bytes) {
   Entry e;

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/temp_dir.hpp"
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
 #include "store/schema.hpp"
@@ -23,25 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/attnjit-store-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    for (auto& p : fs::recursive_directory_iterator(path_, ec)) {
-      fs::permissions(p.path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    }
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::attnjit::testing::TempDir;
 
 class RawDb {
  public:

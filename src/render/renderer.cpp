@@ -110,7 +110,7 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   DecodeTiling t;
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
-  const bool widen = fp8 && s.pos_encoding == spec::PosEncoding::kRopeLlama;
+  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || s.head_dim % 32 != 0);  // Traits::kDirectFp8
   const int per_stage = t.warps * 2 * 16 * (s.head_dim * kv_bytes + 16);
   const int conv = widen ? t.warps * 2 * 16 * (s.head_dim + 8) * 2 : 0;
   // Ring budget per CTA: ~105 KB lets two 16-bit CTAs share an SM at head_dim

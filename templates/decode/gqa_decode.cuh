@@ -46,8 +46,9 @@ struct DecodeTraits {
   static constexpr int kStageBytes = 2 * kTile * kRawRowBytes;  // K + V
   static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
   // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
-  // dims interleaved); only RoPE, which rewrites K in shared memory, widens first.
-  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope;
+  // dims interleaved). RoPE, which rewrites K in shared memory, and head dims
+  // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
+  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0;
   static constexpr bool kQInRegs = kHeadDim <= 128;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? kWarps * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
@@ -57,11 +58,14 @@ struct DecodeTraits {
   static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
   static constexpr int kSmemBytes =
       kQBytes + kFreqBytes + (kLoopBytes > kTailBytes ? kLoopBytes : kTailBytes);
-  // CTAs per SM that shared memory allows; the register cap follows it so that
-  // registers never become the tighter limit.
-  static constexpr int kMinBlocksRaw = (227 * 1024) / (kSmemBytes + 1024);
+  // CTAs per SM that shared memory allows, capped where the register cap that
+  // __launch_bounds__ derives from it would force spills (estimate: O
+  // accumulators + Q fragments + ~64 working registers per thread).
+  static constexpr int kRegEstimate = kHeadDim / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64;
+  static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
+  static constexpr int kBlocksBySmem = (227 * 1024) / (kSmemBytes + 1024);
+  static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
   static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > 3 ? 3 : kMinBlocksRaw);
-  static_assert(kHeadDim % 32 == 0 || !kDirectFp8, "the direct fp8 path reads 32 dims per ldmatrix");
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of 16");

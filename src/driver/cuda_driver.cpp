@@ -50,6 +50,14 @@ constexpr int kMaxDevices = 64;
   X(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)             \
   X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000)       \
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)        \
+  X(cuStreamCreate, PFN_cuStreamCreate_v2000)                  \
+  X(cuStreamDestroy, PFN_cuStreamDestroy_v4000)                \
+  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010)     \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)         \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040) \
+  X(cuGraphLaunch, PFN_cuGraphLaunch_v10000)                   \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)         \
+  X(cuGraphDestroy, PFN_cuGraphDestroy_v10000)                 \
   X(cuMemAlloc, PFN_cuMemAlloc_v3020)                          \
   X(cuMemFree, PFN_cuMemFree_v3020)                            \
   X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020)                      \
@@ -537,6 +545,43 @@ void stream_sync(CUstream stream) {
   ensure();
   if (!stream) ensure_context();  // the legacy stream belongs to the current context
   check(g_api.cuStreamSynchronize(stream), "cuStreamSynchronize");
+}
+
+CUstream stream_create() {
+  ensure_context();
+  CUstream s = nullptr;
+  check(g_api.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  return s;
+}
+
+void stream_destroy(CUstream stream) noexcept {
+  if (stream && g_ready.load(std::memory_order_acquire) && !g_exiting.load()) (void)g_api.cuStreamDestroy(stream);
+}
+
+void begin_capture(CUstream stream) {
+  ensure();
+  check(g_api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+}
+
+CapturedGraph end_capture(CUstream stream) {
+  ensure();
+  CUgraph graph = nullptr;
+  check(g_api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  CapturedGraph g;
+  g.graph = graph;
+  return g;
+}
+
+CapturedGraph::~CapturedGraph() {
+  if (g_exiting.load() || !g_ready.load(std::memory_order_acquire)) return;
+  if (exec) (void)g_api.cuGraphExecDestroy(exec);
+  if (graph) (void)g_api.cuGraphDestroy(graph);
+}
+
+void CapturedGraph::launch(CUstream stream) {
+  ensure();
+  if (!exec) check(g_api.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  check(g_api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
 }
 
 void ctx_sync() {

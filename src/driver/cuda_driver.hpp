@@ -91,6 +91,22 @@ void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
 void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
 void memset_d32(CUdeviceptr dst, unsigned value, size_t count);
 void stream_sync(CUstream stream);
+
+// Streams and graph capture, for tests and the benchmark.
+CUstream stream_create();  // non-blocking stream in the current context
+void stream_destroy(CUstream stream) noexcept;
+struct CapturedGraph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CapturedGraph() = default;
+  CapturedGraph(CapturedGraph&& o) noexcept : graph(o.graph), exec(o.exec) { o.graph = nullptr; o.exec = nullptr; }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph();
+  void launch(CUstream stream);  // instantiates on first use
+};
+void begin_capture(CUstream stream);  // thread-local capture mode
+CapturedGraph end_capture(CUstream stream);
 void ctx_sync();
 
 // RAII device allocation.

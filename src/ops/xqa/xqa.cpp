@@ -195,6 +195,13 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   plan.shape.q_seq_len = a.q_seq_len;
   plan.shape.head_dim = static_cast<int>(hd);
   plan.shape.max_seq_len = p.pages_per_seq * a.page_size;
+  // CUDA grid limits: batch is gridDim.z, heads x row blocks gridDim.y (65535 each).
+  ATTNJIT_REQUIRE(batch <= 65535, "q", "batch <= 65535", std::to_string(batch));
+  ATTNJIT_REQUIRE(int64_t(a.num_kv_heads) * ops::decode_row_blocks(group, a.q_seq_len) <= 65535, "q",
+                  "num_kv_heads * ceil(q_seq_len * head_group_ratio / 16) <= 65535",
+                  std::to_string(int64_t(a.num_kv_heads) * ops::decode_row_blocks(group, a.q_seq_len)));
+  ATTNJIT_REQUIRE(int64_t(p.pages_per_seq) * a.page_size < (int64_t(1) << 31), "page_table",
+                  "pages_per_seq * page_size < 2^31", std::to_string(int64_t(p.pages_per_seq) * a.page_size));
   plan.workspace_bytes = present(a.workspace_buffer)
                              ? static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype)
                              : 0;

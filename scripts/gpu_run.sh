@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine over a build made elsewhere: GPU tests, sanitizer
-# subset, then the benchmark; prints a short table last.
-# Usage: scripts/gpu_run.sh BUILD_DIR [gtest filter] [bench args...]
+# The whole GPU cycle in one call on the GPU machine, over a build staged with
+# scripts/stage_gpu.sh: GPU tests, a compute-sanitizer subset, the benchmark
+# (with start-up costs) and the PyTorch SDPA peers; short table last.
+# Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
+#   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 skip a part.
 set -uo pipefail
-BUILD=${1:-build}
+STAGE=${1:-gpu-stage}
 FILTER=${2:-*}
-shift 2 || true
-export LD_LIBRARY_PATH="$PWD/$BUILD:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/$STAGE:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
 mkdir -p "$ATTNJIT_CACHE_DIR" && chmod 700 "$ATTNJIT_CACHE_DIR"
 OUTDIR=${OUT:-/tmp/attnjit-out}
 mkdir -p "$OUTDIR"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 status=0
-"$BUILD/tests/attnjit_gpu_tests" --gtest_filter="$FILTER" 2>&1 | tee "$OUTDIR/gpu_tests.log" | grep -vE "^\[ +(RUN|OK) +\]" | tail -60
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-if [ -x "$BUILD/tools/bench/attnjit-bench" ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
-  "$BUILD/tools/bench/attnjit-bench" "$@" 2>&1 | tee "$OUTDIR/bench.log" | tail -40
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  "$STAGE/tests/attnjit_gpu_tests" --gtest_filter="$FILTER" >"$OUTDIR/gpu_tests.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|tests? from .* ran" "$OUTDIR/gpu_tests.log" | tail -30
 fi
+if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
+  subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*'
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 "$STAGE/tests/attnjit_gpu_tests" \
+      --gtest_filter="$subset" >"$OUTDIR/sanitizer_$tool.log" 2>&1 || status=1
+    echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer_$tool.log" | tail -1)"
+  done
+fi
+if [ "${SKIP_PEERS:-0}" != 1 ] && command -v python3 >/dev/null; then
+  PYTHONUNBUFFERED=1 python3 scripts/peer_sdpa.py >"$OUTDIR/peers.log" 2>&1 || true
+fi
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
+  "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
+fi
+[ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
+[ -f "$OUTDIR/bench.log" ] && tail -22 "$OUTDIR/bench.log"
 exit $status

@@ -15,6 +15,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kMinTokensPerSplit = 128;
 constexpr int kMaxSplits = 256;  // templates/decode: Traits::kMaxSplits
 constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge, in token-equivalents
+constexpr int kMaxWaves = 4;  // splitting past ~4 waves only adds merge traffic
 }  // namespace
 
 int decode_row_blocks(int group, int q_seq_len) {
@@ -27,8 +28,11 @@ int64_t decode_base_ctas(const DecodeShape& s) {
 
 int choose_splits(int64_t base, int max_seq_len, int slots) {
   if (base <= 0 || slots <= 0 || max_seq_len <= 0) return 1;
+  // Splitting also pays when the grid is already a wave or more: 512 CTAs on 396
+  // slots is two waves, the second a third full; three splits make four full ones.
   const int64_t cap = std::max<int64_t>(
-      1, std::min<int64_t>({ceil_div(max_seq_len, kMinTokensPerSplit), ceil_div(slots, base), kMaxSplits}));
+      1, std::min<int64_t>({ceil_div(max_seq_len, kMinTokensPerSplit), ceil_div(kMaxWaves * int64_t(slots), base),
+                            kMaxSplits}));
   int best = 1;
   int64_t best_cost = INT64_MAX;
   for (int64_t s = 1; s <= cap; ++s) {
@@ -46,7 +50,8 @@ int max_splits(const DecodeShape& s, int sm_count) {
   const int64_t base = decode_base_ctas(s);
   return static_cast<int>(std::max<int64_t>(
       1, std::min<int64_t>({ceil_div(s.max_seq_len, kMinTokensPerSplit),
-                            ceil_div(int64_t(sm_count) * kMaxBlocksPerSmForSplit, base), kMaxSplits})));
+                            ceil_div(kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit, base),
+                            kMaxSplits})));
 }
 
 size_t decode_workspace_bytes(const DecodeShape& s, int splits) {

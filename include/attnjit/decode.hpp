@@ -32,6 +32,11 @@ struct SingleDecodeOptions {
 // out: q's shape and dtype, written in place. lse (optional, return_lse):
 // fp32 [num_qo_heads], base-2 log-sum-exp of the scaled logits (FlashInfer's convention).
 // Long kv_len is split across SMs automatically (scratch lives in the Runtime).
+// Conventions: logits = q.k * sm_scale (times q_scale * k_scale); with a soft cap,
+// cap * tanh(logits / cap); ALiBi then adds slope_h * (kv_pos - q_pos), q at
+// kv_len - 1 (FlashInfer adds the bias before the cap and measures it from 0, which
+// gives the same output and an LSE offset by a per-head constant). With fp8 k/v the
+// tensor cores run in fp16: q elements must stay within fp16 range (|q| < 65504).
 void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const TensorView& v,
                                  const TensorView& out, const SingleDecodeOptions& options = {},
                                  Stream stream = nullptr, const TensorView* lse = nullptr,

@@ -17,6 +17,7 @@ struct XqaArgs {
   // [batch, beam_width, q_seq_len, num_q_heads, head_dim]; ragged drafts
   // (q_cu_seq_lens set): [total_q_tokens, num_q_heads, head_dim]. fp16/bf16.
   TensorView q;
+  // fp8 KV runs the tensor cores in fp16 (exact for e4m3): q must stay within fp16 range.
   TensorView k_cache;    // [num_pages, page_size, num_kv_heads, head_dim] (NHD) or
   TensorView v_cache;    // [num_pages, num_kv_heads, page_size, head_dim] (HND)
   TensorView page_table; // int32 [batch, pages_per_seq], shared by K and V
@@ -34,15 +35,18 @@ struct XqaArgs {
   std::optional<int> sm_count;  // inferred when absent
   std::optional<bool> enable_pdl;  // default: on where supported (sm_90+)
   float rcp_out_scale = 1.0f;   // fp8 output: out = o * rcp_out_scale
-  int q_seq_len = 1;            // > 1: speculative decoding, needs mask
-  TensorView mask;              // uint16 [batch, q_seq_len, ((q_seq_len + 31) / 32) * 2]
-  TensorView q_cu_seq_lens;     // optional uint32 [batch + 1]: ragged draft lengths
+  int q_seq_len = 1;            // > 1: speculative decoding, needs mask (the longest draft when ragged)
+  TensorView mask;              // uint16 [batch, q_seq_len, ((q_seq_len + 31) / 32) * 2]; ragged:
+                                // [total_q_tokens, ...], row q_cu_seq_lens[b] + t (XQA's packing)
+  TensorView q_cu_seq_lens;     // optional uint32 [batch + 1]: ragged draft lengths, each <= q_seq_len
   Backend backend = Backend::kAuto;
 };
 
-// Workspace and semaphores a call with these sizes may need (an upper bound over
-// the split choices the op can make). Semaphores are zeroed once by the caller
-// and stay reusable: every launch leaves them at zero.
+// Workspace and semaphores that any call with at most this batch, these head
+// counts, q_seq_len, head_dim and max_seq_len (= pages_per_seq * page_size) may
+// need on a GPU with sm_count SMs: an upper bound over the op's split choices,
+// so one buffer sized for the largest batch serves every call. Semaphores are
+// zeroed once by the caller and stay reusable: every launch leaves them at zero.
 size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
                            int head_dim, int max_seq_len, int sm_count);
 size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len);

@@ -117,7 +117,11 @@ CompileResult compile(const std::string& kernel_name, const render::RenderedUnit
   while (!log.empty() && log.back() == '\0') log.pop_back();
   CompileResult res;
   res.options = join_options(opts);
-  if (r != NVRTC_SUCCESS) throw CompileError(kernel_name, log, res.options, unit.source);
+  if (r != NVRTC_SUCCESS) {
+    // NVRTC writes no log for some failures (a bad option): say what it returned.
+    std::string why = std::string(nvrtcGetErrorString(r)) + (log.empty() ? " (NVRTC wrote no log)" : "\n" + log);
+    throw CompileError(kernel_name, why, res.options, unit.source);
+  }
 
   size_t n = 0;
   check_nvrtc(nvrtcGetCUBINSize(g.prog, &n), "nvrtcGetCUBINSize");

@@ -51,6 +51,7 @@ constexpr int kMaxDevices = 64;
   X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000)       \
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)        \
   X(cuStreamCreate, PFN_cuStreamCreate_v2000)                  \
+  X(cuStreamGetId, PFN_cuStreamGetId_v12000)                   \
   X(cuStreamDestroy, PFN_cuStreamDestroy_v4000)                \
   X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010)     \
   X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)         \
@@ -545,6 +546,14 @@ void stream_sync(CUstream stream) {
   ensure();
   if (!stream) ensure_context();  // the legacy stream belongs to the current context
   check(g_api.cuStreamSynchronize(stream), "cuStreamSynchronize");
+}
+
+unsigned long long stream_id(CUstream stream) {
+  ensure();
+  if (!stream) ensure_context();
+  unsigned long long id = 0;
+  check(g_api.cuStreamGetId(stream, &id), "cuStreamGetId");
+  return id;
 }
 
 CUstream stream_create() {

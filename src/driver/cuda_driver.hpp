@@ -92,6 +92,10 @@ void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
 void memset_d32(CUdeviceptr dst, unsigned value, size_t count);
 void stream_sync(CUstream stream);
 
+// A stream's process-unique id: the per-thread default stream has one handle
+// but a different id in every thread.
+unsigned long long stream_id(CUstream stream);
+
 // Streams and graph capture, for tests and the benchmark.
 CUstream stream_create();  // non-blocking stream in the current context
 void stream_destroy(CUstream stream) noexcept;

@@ -61,14 +61,19 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("{}: only the xqa backend has decode templates", s.name()));
   const DecodeTiling t = decode_tiling(s);
+  if (t.smem_bytes > t.smem_limit)
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("{}: needs {} bytes of shared memory per block, {} allows {}", s.name(), t.smem_bytes,
+                            s.arch.str(), t.smem_limit));
   RenderedUnit u;
+  u.expected_smem_bytes = t.smem_bytes;
   u.entry = "attnjit_decode";
   u.smem_symbol = "attnjit_smem_bytes";
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"decode/gqa_decode.cuh\"\n"
       "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
-      "{feat}u, {warps}, {stages}>;\n"
+      "{feat}u, {warps}, {stages}, {smem_limit}>;\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
@@ -81,6 +86,7 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
       fmt::arg("hnd", s.layout == spec::KvLayout::kHND ? "true" : "false"),
       fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("pos", static_cast<int>(s.pos_encoding)),
       fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
+      fmt::arg("smem_limit", t.smem_limit),
       fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;
 }
@@ -106,20 +112,40 @@ const std::string& template_hash() {
   return h;
 }
 
+int max_smem_per_block(const spec::Arch& arch) {
+  switch (arch.sm) {
+    case 80:
+    case 87: return 163 * 1024;
+    case 90:
+    case 100:
+    case 101:
+    case 103:
+    case 110: return 227 * 1024;
+    default: return 99 * 1024;  // sm_86, sm_89, sm_120, sm_121 and anything unknown
+  }
+}
+
 DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   DecodeTiling t;
+  const int hd = s.head_dim;
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
-  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || s.head_dim % 32 != 0);  // Traits::kDirectFp8
-  const int per_stage = t.warps * 2 * 16 * (s.head_dim * kv_bytes + 16);
-  const int conv = widen ? t.warps * 2 * 16 * (s.head_dim + 8) * 2 : 0;
+  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
+  const int per_stage = t.warps * 2 * 16 * (hd * kv_bytes + 16);
+  const int conv = widen ? t.warps * 2 * 16 * (hd + 8) * 2 : 0;
+  const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
+  const int tail = std::max(t.warps * 16 * (hd + 2) * 4, 16 * 256 * 4);  // warp merge / split weights
+  t.smem_limit = max_smem_per_block(s.arch);
   // Ring budget per CTA: ~105 KB lets two 16-bit CTAs share an SM at head_dim
   // 128; fp8 tiles are half the bytes, so ~66 KB fits three CTAs (more warps to
-  // hide the per-tile latency). ATTNJIT_DECODE_RING_KB overrides it for tuning;
-  // the stage count lands in the rendered source, so the cache key follows.
+  // hide the per-tile latency). Never more than the arch allows per block.
+  // ATTNJIT_DECODE_RING_KB overrides it for tuning; the stage count lands in
+  // the rendered source, so the cache key follows.
   int budget = (fp8 ? 66 : 105) * 1024;
   if (const char* env = std::getenv("ATTNJIT_DECODE_RING_KB"); env && *env) budget = std::atoi(env) * 1024;
-  t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
+  budget = std::min(budget, t.smem_limit - fixed - 1024);
+  t.stages = std::clamp((budget - conv) / per_stage, 1, 4);
+  t.smem_bytes = fixed + std::max(t.stages * per_stage + conv, tail);
   return t;
 }
 

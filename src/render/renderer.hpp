@@ -24,6 +24,7 @@ struct RenderedUnit {
   std::string source;
   std::string entry;        // the extern "C" kernel symbol
   std::string smem_symbol;  // __constant__ int holding the dynamic smem bytes
+  int expected_smem_bytes = 0;  // the host's figure; checked against smem_symbol at load
 };
 
 // Throws Error(kUnsupported) when the spec names a variant the templates lack.
@@ -33,7 +34,10 @@ RenderedUnit render(const spec::KernelSpec& spec);
 struct DecodeTiling {
   int warps = 4;
   int stages = 3;
+  int smem_bytes = 0;  // dynamic shared memory per CTA (mirrors DecodeTraits::kSmemBytes)
+  int smem_limit = 0;  // the arch's opt-in maximum per block
 };
+int max_smem_per_block(const spec::Arch& arch);
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 
 }  // namespace attnjit::render

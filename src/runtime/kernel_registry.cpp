@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "attnjit/error.hpp"
 #include "util/log.hpp"
@@ -144,6 +145,10 @@ const LoadedKernel& KernelRegistry::load(Slot& slot, int device) {
   LoadedKernel k;
   k.function = module.function(a.unit.entry.c_str());
   k.smem_bytes = module.global_int(a.unit.smem_symbol.c_str());
+  if (a.unit.expected_smem_bytes && k.smem_bytes != a.unit.expected_smem_bytes)
+    throw Error(ErrorCode::kInternal,
+                fmt::format("{}: the kernel declares {} bytes of shared memory, the renderer planned {}", a.name,
+                            k.smem_bytes, a.unit.expected_smem_bytes));
   driver::set_max_dynamic_smem(k.function, k.smem_bytes);
   k.threads = driver::func_attributes(k.function).max_threads;
   k.num_sms = driver::device_caps(device).sm_count;
@@ -173,10 +178,11 @@ struct KernelRegistry::ScratchEntry {
   driver::DeviceBuffer workspace;
   driver::DeviceBuffer semaphores;
   size_t semaphore_count = 0;
+  std::vector<driver::DeviceBuffer> retired;  // outgrown, kept for graphs that captured them
 };
 
 Scratch KernelRegistry::scratch(int device, size_t ws_bytes, size_t sem_count, CUstream stream) {
-  const ScratchKey key{device, stream};
+  const ScratchKey key{device, driver::stream_id(stream)};
   {
     std::shared_lock lock(scratch_mutex_);
     auto it = scratch_.find(key);
@@ -193,9 +199,11 @@ Scratch KernelRegistry::scratch(int device, size_t ws_bytes, size_t sem_count, C
   auto& entry = scratch_[key];
   if (!entry) entry = std::make_unique<ScratchEntry>();
   if (entry->workspace.bytes() < ws_bytes || entry->semaphore_count < sem_count) {
-    driver::ctx_sync();  // the old buffers may still be in use by queued kernels
     size_t ws = std::max(ws_bytes + ws_bytes / 2, entry->workspace.bytes());
     size_t sc = std::max(sem_count * 2, entry->semaphore_count);
+    // Queued kernels or captured graphs may still use the old buffers: keep them.
+    if (entry->workspace.bytes()) entry->retired.push_back(std::move(entry->workspace));
+    if (entry->semaphores.bytes()) entry->retired.push_back(std::move(entry->semaphores));
     entry->workspace = driver::DeviceBuffer(ws);
     entry->semaphores = driver::DeviceBuffer(sc * sizeof(unsigned));
     driver::memset_d32(entry->semaphores.get(), 0u, sc);

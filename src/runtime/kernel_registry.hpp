@@ -66,7 +66,8 @@ class KernelRegistry {
   const LoadedKernel& kernel(const spec::KernelSpec& spec, int device, CUstream stream);
 
   // One scratch per (device, stream), so concurrent streams never share partials.
-  // Growing it during stream capture throws Error(kNotPrewarmed).
+  // Growing it during stream capture throws Error(kNotPrewarmed). Outgrown
+  // buffers are kept, never freed: a captured graph may still point at them.
   Scratch scratch(int device, size_t workspace_bytes, size_t semaphore_count, CUstream stream);
 
   store::CubinStore* store() { return store_.get(); }
@@ -87,12 +88,12 @@ class KernelRegistry {
   struct ScratchEntry;
   struct ScratchKey {
     int device;
-    CUstream stream;
-    bool operator==(const ScratchKey& o) const { return device == o.device && stream == o.stream; }
+    unsigned long long stream_id;  // not the handle: see driver::stream_id
+    bool operator==(const ScratchKey& o) const { return device == o.device && stream_id == o.stream_id; }
   };
   struct ScratchKeyHash {
     size_t operator()(const ScratchKey& k) const noexcept {
-      return std::hash<const void*>()(k.stream) ^ static_cast<size_t>(k.device);
+      return std::hash<unsigned long long>()(k.stream_id) ^ static_cast<size_t>(k.device);
     }
   };
   std::shared_mutex scratch_mutex_;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <tuple>
 
 #include "attnjit/error.hpp"
@@ -104,7 +106,12 @@ Arch Arch::parse(const std::string& text) {
   }
   if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
     bad(fmt::format("arch '{}': expected sm_XY or sm_XYa, e.g. sm_90a", text));
+  if (t.size() > 4) bad(fmt::format("arch '{}': expected sm_XY or sm_XYa, e.g. sm_90a", text));
   a.sm = std::stoi(t);
+  // Arch-specific targets exist only where the hardware has arch-specific features.
+  static constexpr int kArchSpecific[] = {90, 100, 101, 103, 110, 120, 121};
+  if (a.arch_specific && std::find(std::begin(kArchSpecific), std::end(kArchSpecific), a.sm) == std::end(kArchSpecific))
+    bad(fmt::format("arch '{}': sm_{} has no arch-specific ('a') target; use sm_{}", text, a.sm, a.sm));
   if (a.sm < 80)
     bad(fmt::format("arch '{}': attnjit needs sm_80 or newer (mma.sync bf16, cp.async)", text));
   return a;

@@ -86,8 +86,8 @@ __device__ __forceinline__ u8 float_to_e4m3(float f) {
 #else
   u32 bits = __float_as_uint(f);
   u32 sign = (bits >> 24) & 0x80u;
+  if (f != f) return u8(sign | 0x7fu);  // NaN stays NaN (fminf would make it 448)
   float a = fminf(fabsf(f), 448.0f);
-  if (a != a) return u8(sign | 0x7fu);
   if (a < 0.015625f) {  // subnormal range of e4m3: multiples of 2^-9
     u32 m = u32(__float2int_rn(a * 512.0f));
     return u8(sign | m);

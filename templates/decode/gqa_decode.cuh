@@ -24,7 +24,7 @@ constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse
 }
 
 template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
-          int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_>
+          int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_>
 struct DecodeTraits {
   using QT = QT_;
   using KVT = KVT_;
@@ -63,7 +63,7 @@ struct DecodeTraits {
   // accumulators + Q fragments + ~64 working registers per thread).
   static constexpr int kRegEstimate = kHeadDim / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64;
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
-  static constexpr int kBlocksBySmem = (227 * 1024) / (kSmemBytes + 1024);
+  static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
   static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > 3 ? 3 : kMinBlocksRaw);
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
@@ -160,9 +160,12 @@ struct GqaDecode {
     w.b = blockIdx.z;
     pdl_wait_prior_grid();
     w.seq_len = p.seq_lens ? int(p.seq_lens[w.b]) : p.kv_len;
+    // Never read past the request's row of the page table, whatever seq_lens says.
+    if constexpr (Tr::kPaged) w.seq_len = min(w.seq_len, p.pages_per_seq * Tr::kPageSize);
     if (has(feat::kRaggedQ)) {
       w.q_tok0 = int(p.q_cu_seq_lens[w.b]);
-      w.q_len = int(p.q_cu_seq_lens[w.b + 1]) - w.q_tok0;
+      // q_seq_len is the longest draft: rows and mask rows exist for no more.
+      w.q_len = min(int(p.q_cu_seq_lens[w.b + 1]) - w.q_tok0, p.q_seq_len);
     } else {
       w.q_tok0 = 0;
       w.q_len = p.q_seq_len;
@@ -231,7 +234,7 @@ struct GqaDecode {
                                                    const void* base, long long s_page,
                                                    long long s_tok, long long s_head, int tok0) {
     long long off = w.kvh * s_head;
-    if (Tr::kPaged) {
+    if constexpr (Tr::kPaged) {
       int page = p.page_table[(long long)w.b * p.pages_per_seq + tok0 / Tr::kPageSize];
       off += (long long)page * s_page + (tok0 % Tr::kPageSize) * s_tok;
     } else {
@@ -301,7 +304,8 @@ struct GqaDecode {
     if (Tr::kMask == mask_mode::kCustom && tok >= first_draft) {
       // Draft tokens: bit (tok - first_draft) of this query's mask row decides.
       int j = tok - first_draft;
-      const unsigned* mrow = p.mask + w.b * p.mask_stride_b + qt * p.mask_stride_t;
+      // Rows follow the query tokens: [b][t] when uniform, [q_cu_seq_lens[b] + t] when ragged.
+      const unsigned* mrow = p.mask + w.b * p.mask_stride_b + (w.q_tok0 + qt) * p.mask_stride_t;
       if (!((mrow[j >> 5] >> (j & 31)) & 1u)) return false;
     }
     if (has(feat::kWindow) && p.window_left >= 0 && tok < q_pos - p.window_left) return false;

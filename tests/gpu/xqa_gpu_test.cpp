@@ -127,16 +127,20 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
     a.q_scale = c.q_scale;
     a.kv_scale = c.kv_scale;
   }
-  // Spec-decode mask: uint16 [B, q_seq_len, words * 2], bit j of row t = draft token j visible.
+  // Spec-decode mask: uint16 [B, q_seq_len, words * 2], bit j of row t = draft token j
+  // visible; ragged drafts pack rows by query token, [total_q, words * 2] (XQA's layout).
   const int words = (c.q_seq_len + 31) / 32;
-  std::vector<uint32_t> mask_words(size_t(B) * c.q_seq_len * words, 0);
-  DeviceTensor mask(DType::kUInt16, {B, c.q_seq_len, words * 2});
+  auto mask_row = [&](int b, int t) -> size_t { return (c.ragged ? size_t(cu[b]) + t : size_t(b) * c.q_seq_len + t) * words; };
+  const size_t mask_rows = c.ragged ? size_t(total_q) : size_t(B) * c.q_seq_len;
+  std::vector<uint32_t> mask_words(mask_rows * words, 0);
+  DeviceTensor mask = c.ragged ? DeviceTensor(DType::kUInt16, {total_q, words * 2})
+                               : DeviceTensor(DType::kUInt16, {B, c.q_seq_len, words * 2});
   if (c.q_seq_len > 1 || c.ragged) {
     for (int b = 0; b < B; ++b)
-      for (int t = 0; t < c.q_seq_len; ++t)
+      for (int t = 0; t < (c.ragged ? q_lens[b] : c.q_seq_len); ++t)
         for (int j = 0; j < c.q_seq_len; ++j) {
           bool vis = c.mask_kind == 0 ? j <= t : (j == t || rng() % 2);
-          if (vis) mask_words[(size_t(b) * c.q_seq_len + t) * words + j / 32] |= 1u << (j % 32);
+          if (vis) mask_words[mask_row(b, t) + j / 32] |= 1u << (j % 32);
         }
     mask.upload_pod(mask_words);
     a.mask = mask.view;
@@ -180,7 +184,7 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
   if (c.sinks) pr.sinks.assign(sinks_host.begin(), sinks_host.end());
   if (c.q_seq_len > 1 || c.ragged)
     pr.custom_mask = [&](int b, int t, int j) {
-      return ((mask_words[(size_t(b) * c.q_seq_len + t) * words + j / 32] >> (j % 32)) & 1u) != 0;
+      return ((mask_words[mask_row(b, t) + j / 32] >> (j % 32)) & 1u) != 0;
     };
   auto ref = testing::reference_decode(pr);
 

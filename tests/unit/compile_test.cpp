@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -61,7 +60,9 @@ std::vector<Compiled> compile_all(const std::vector<KernelSpec>& specs, int thre
   return out;
 }
 
-// Every compile: ok, a cubin, no local memory, no spills; prints a register table.
+// Every compile: ok, a cubin, no spills, no stack frame (RoPE aside: precise sincosf
+// keeps a small local array for its rarely taken large-argument reduction); prints a
+// register table.
 void check_and_print(const std::vector<Compiled>& all, const char* title) {
   std::printf("%s\n  %-88s %5s %6s %6s %8s\n", title, "variant", "regs", "stack", "spill", "ms");
   for (const auto& c : all) {
@@ -77,7 +78,10 @@ void check_and_print(const std::vector<Compiled>& all, const char* title) {
     EXPECT_GT(r.registers, 0) << c.spec.name() << "\n" << c.result.log;
     EXPECT_EQ(r.spill_stores, 0) << c.spec.name() << "\n" << c.result.log;
     EXPECT_EQ(r.spill_loads, 0) << c.spec.name() << "\n" << c.result.log;
-    EXPECT_EQ(r.stack_bytes, 0) << c.spec.name() << "\n" << c.result.log;
+    if (c.spec.pos_encoding == spec::PosEncoding::kRopeLlama)
+      EXPECT_LE(r.stack_bytes, 32) << c.spec.name() << "\n" << c.result.log;
+    else
+      EXPECT_EQ(r.stack_bytes, 0) << c.spec.name() << "\n" << c.result.log;
   }
   std::fflush(stdout);
 }
@@ -249,6 +253,14 @@ TEST(VariantMatrix, Fp8KvHeadDimNotMultipleOf32IsRejectedBeforeNvrtc) {
   }
 }
 
+// Contiguous variants must not instantiate the paged address math (`if constexpr`):
+// NVRTC used to warn "division by zero" on every contiguous decode compile.
+TEST(CompileLog, ContiguousDecodeCompilesWithoutWarnings) {
+  const KernelSpec s = proof_spec(Arch{90, true});
+  const CompileResult r = compile(s.name(), render::render(s), s.arch);
+  EXPECT_EQ(r.log.find("warning"), std::string::npos) << r.log;
+}
+
 TEST(CompileError, CarriesLogOptionsAndSource) {
   render::RenderedUnit unit;
   unit.entry = "broken";
@@ -267,6 +279,19 @@ TEST(CompileError, CarriesLogOptionsAndSource) {
     EXPECT_NE(what.find("broken.kernel"), std::string::npos) << what;
     EXPECT_NE(what.find("undeclared_identifier_xyz"), std::string::npos) << what;
     EXPECT_NE(what.find("--gpu-architecture=sm_90a"), std::string::npos) << what;
+  }
+}
+
+// NVRTC can fail with little or no log (a bad option such as the nonexistent
+// target sm_80a, which Arch::parse now refuses): the error still says what NVRTC returned.
+TEST(CompileError, FailureWithoutLogStillSaysWhy) {
+  const KernelSpec s = proof_spec(Arch{80, true});
+  try {
+    compile(s.name(), render::render(s), s.arch);
+    FAIL() << "sm_80a is not a real target";
+  } catch (const CompileError& e) {
+    EXPECT_FALSE(e.log().empty()) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NVRTC_ERROR"), std::string::npos) << e.what();
   }
 }
 

@@ -237,10 +237,9 @@ TEST(Templates, HashIsStableAnd32Hex) {
 
 constexpr const char* kProbeEnv = "ATTNJIT_RENDER_TEST_PROBE";
 
-TEST(TemplateDirProbe, ChildOnly) {
-  const char* mode = std::getenv(kProbeEnv);
-  if (!mode) GTEST_SKIP() << "runs only as the child of TemplateDirOverride tests";
-  const std::string m = mode;
+// The child's body; registered (below) only when kProbeEnv is set.
+void template_dir_probe() {
+  const std::string m = std::getenv(kProbeEnv);
   if (m == "good") {
     const auto& files = template_files();
     bool marked = false;
@@ -260,8 +259,30 @@ TEST(TemplateDirProbe, ChildOnly) {
   }
 }
 
-// Runs this test binary with the probe filter and extra environment; returns the exit status.
-int run_probe(const std::vector<std::string>& extra_env) {
+class TemplateDirProbe : public ::testing::Test {
+ public:
+  void TestBody() override {
+    template_dir_probe();
+    // Proof that the probe ran at all (a filter matching nothing also exits 0).
+    if (!HasFailure()) std::ofstream(std::getenv("ATTNJIT_RENDER_TEST_PROBE_OUT")) << "ok";
+  }
+};
+
+const bool kProbeRegistered = [] {
+  if (!std::getenv(kProbeEnv)) return false;
+  ::testing::RegisterTest("TemplateDirProbe", "ChildOnly", nullptr, nullptr, __FILE__, __LINE__,
+                          []() -> ::testing::Test* { return new TemplateDirProbe; });
+  return true;
+}();
+
+// Runs this test binary with the probe filter and extra environment; returns the exit
+// status, or -2 when the probe did not run.
+int run_probe(std::vector<std::string> extra_env) {
+  char out_tmpl[] = "/tmp/attnjit-render-probe-XXXXXX";
+  const int fd = mkstemp(out_tmpl);
+  if (fd < 0) return -1;
+  close(fd);
+  extra_env.push_back(std::string("ATTNJIT_RENDER_TEST_PROBE_OUT=") + out_tmpl);
   std::vector<std::string> env_store;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -284,7 +305,11 @@ int run_probe(const std::vector<std::string>& extra_env) {
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const bool ran = read_file(out_tmpl) == "ok";
+  unlink(out_tmpl);
+  if (!WIFEXITED(status)) return 128 + WTERMSIG(status);
+  if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status);
+  return ran ? 0 : -2;  // -2: the child ran no probe
 }
 
 TEST(TemplateDirOverride, ReadsCuhFilesFromTheDirectory) {

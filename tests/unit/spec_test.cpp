@@ -216,9 +216,15 @@ TEST(Arch, ParseRejectsOldAndGarbage) {
     expect_error([&] { Arch::parse(g); }, ErrorCode::kInvalidArgument, {std::string("'") + g + "'", "sm_90a"});
 }
 
+// An over-long number is an Error naming the text, not std::out_of_range from stoi.
 TEST(Arch, ParseRejectsOutOfRangeNumberWithError) {
-  // std::stoi overflows on this; it must still be attnjit::Error, not std::out_of_range.
   expect_error([] { Arch::parse("sm_99999999999999"); }, ErrorCode::kInvalidArgument, {"sm_99999999999999"});
+}
+
+// Arch-specific ('a') targets exist only for sm_90 and newer; sm_80a is refused at parse.
+TEST(Arch, ParseRejectsArchSpecificSuffixWhereNoneExists) {
+  for (const char* t : {"sm_80a", "sm_86a", "sm_89a"})
+    expect_error([&] { Arch::parse(t); }, ErrorCode::kInvalidArgument, {t});
 }
 
 TEST(Arch, ForDevice) {
@@ -240,7 +246,7 @@ TEST(CacheKey, GoldenValue) {
   const std::string key = cache_key(xqa_spec(), fixed_inputs());
   EXPECT_EQ(key.size(), 32u);
   EXPECT_EQ(key.find_first_not_of("0123456789abcdef"), std::string::npos);
-  EXPECT_EQ(key, "GOLDEN_PLACEHOLDER");
+  EXPECT_EQ(key, "fd57e17c7d7c607a0f400583dd0e7d4d");
   EXPECT_EQ(cache_key(xqa_spec(), fixed_inputs()), key);  // deterministic
 }
 

@@ -37,11 +37,10 @@ void require_rank(const TensorView& t, const char* name, int rank, const char* l
 }
 
 void require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed) {
-  std::string list;
-  for (DType d : allowed) {
+  for (DType d : allowed)
     if (d == t.dtype) return;
-    list += (list.empty() ? "" : " or ") + std::string(dtype_name(d));
-  }
+  std::string list;  // built only on failure: this runs on every launch
+  for (DType d : allowed) list += (list.empty() ? "" : " or ") + std::string(dtype_name(d));
   invalid(name, "dtype " + list, std::string("dtype ") + dtype_name(t.dtype));
 }
 

@@ -34,7 +34,7 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
                 "head_dim a multiple of 16 in [16, 256]", fmt::format("head_dim {}", hd));
   require_dim(k, "k", 2, hd, "head_dim, as q");
   for (int d = 0; d < 3; ++d) require_dim(v, "v", d, k.shape[d], "as k");
-  ATTNJIT_REQUIRE(kv_len >= 1, "k", "kv_len >= 1", fmt::format("kv_len {}", kv_len));
+  ATTNJIT_REQUIRE(kv_len >= 1 && kv_len < (int64_t(1) << 31), "k", "1 <= kv_len < 2^31", fmt::format("kv_len {}", kv_len));
   ATTNJIT_REQUIRE(kv_heads >= 1 && heads % kv_heads == 0, "q",
                 fmt::format("num_qo_heads a multiple of num_kv_heads ({})", kv_heads),
                 fmt::format("{} heads", heads));
@@ -52,6 +52,13 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
     require_dim(*lse, "lse", 0, heads, "num_qo_heads");
     require_contiguous(*lse, "lse");
   }
+  if (!o.use_tensor_cores)
+    throw Error(ErrorCode::kUnsupported,
+                "argument 'use_tensor_cores': false (the CUDA-core decode path) is not implemented yet; pass true");
+  for (auto [value, name] : {std::pair{o.q_scale, "q_scale"}, {o.k_scale, "k_scale"}, {o.v_scale, "v_scale"}})
+    ATTNJIT_REQUIRE(value > 0.f && std::isfinite(value), name, "a finite value > 0", std::to_string(value));
+  ATTNJIT_REQUIRE(kv_heads * ops::decode_row_blocks(static_cast<int>(heads / kv_heads), 1) <= 65535, "k",
+                  "num_kv_heads <= 65535", std::to_string(kv_heads));
   ATTNJIT_REQUIRE(o.window_left >= -1, "window_left", "-1 or >= 0", std::to_string(o.window_left));
   ATTNJIT_REQUIRE(o.logits_soft_cap >= 0.f, "logits_soft_cap", ">= 0", std::to_string(o.logits_soft_cap));
   ATTNJIT_REQUIRE(!o.sm_scale || *o.sm_scale > 0.f, "sm_scale", "> 0", o.sm_scale ? std::to_string(*o.sm_scale) : "");

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "attnjit/error.hpp"
@@ -107,9 +108,22 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_contiguous(a.sinks, "sinks");
   }
   ATTNJIT_REQUIRE(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
-  ATTNJIT_REQUIRE(a.rcp_out_scale > 0.f, "rcp_out_scale", "> 0", std::to_string(a.rcp_out_scale));
+  ATTNJIT_REQUIRE(a.rcp_out_scale > 0.f && std::isfinite(a.rcp_out_scale), "rcp_out_scale", "a finite value > 0",
+                  std::to_string(a.rcp_out_scale));
+  ATTNJIT_REQUIRE(a.q_scale.device_ptr || (a.q_scale.value > 0.f && std::isfinite(a.q_scale.value)), "q_scale",
+                  "a finite value > 0 or a device pointer", std::to_string(a.q_scale.value));
+  ATTNJIT_REQUIRE(a.kv_scale.device_ptr || (a.kv_scale.value > 0.f && std::isfinite(a.kv_scale.value)), "kv_scale",
+                  "a finite value > 0 or a device pointer", std::to_string(a.kv_scale.value));
   const int words = (a.q_seq_len + 31) / 32;
-  if (spec_dec) {
+  if (spec_dec && ragged) {
+    // XQA packs ragged masks by query token: row q_cu_seq_lens[b] + t.
+    require_rank(a.mask, "mask", 2, "[total_q_tokens, ((q_seq_len + 31) / 32) * 2] uint16 (ragged q_cu_seq_lens)");
+    require_dtype(a.mask, "mask", {DType::kUInt16});
+    require_dim(a.mask, "mask", 0, a.q.shape[0], "total_q_tokens, as q");
+    require_dim(a.mask, "mask", 1, int64_t(words) * 2, "((q_seq_len + 31) / 32) * 2");
+    require_contiguous(a.mask, "mask");
+    require_aligned(a.mask, "mask", 4);
+  } else if (spec_dec) {
     require_rank(a.mask, "mask", 3, "[batch, q_seq_len, ((q_seq_len + 31) / 32) * 2] uint16");
     require_dtype(a.mask, "mask", {DType::kUInt16});
     require_dim(a.mask, "mask", 0, batch, "batch");
@@ -175,7 +189,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   p.v_stride_tok = nhd ? vc.stride[1] : vc.stride[2];
   p.k_stride_head = nhd ? kc.stride[2] : kc.stride[1];
   p.v_stride_head = nhd ? vc.stride[2] : vc.stride[1];
-  p.mask_stride_b = spec_dec ? int64_t(a.q_seq_len) * words : 0;  // in 32-bit words
+  p.mask_stride_b = spec_dec && !ragged ? int64_t(a.q_seq_len) * words : 0;  // in 32-bit words
   p.mask_stride_t = spec_dec ? words : 0;
   p.batch = batch;
   p.num_kv_heads = a.num_kv_heads;
@@ -206,15 +220,30 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
                              ? static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype)
                              : 0;
   plan.semaphore_count = present(a.semaphores) ? static_cast<size_t>(a.semaphores.numel()) : 0;
-  if (present(a.semaphores)) require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
-  if (present(a.workspace_buffer)) require_aligned(a.workspace_buffer, "workspace_buffer", 16);
+  if (present(a.semaphores)) {
+    require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
+    require_contiguous(a.semaphores, "semaphores");
+    require_aligned(a.semaphores, "semaphores", 4);
+  }
+  if (present(a.workspace_buffer)) {
+    require_contiguous(a.workspace_buffer, "workspace_buffer");
+    require_aligned(a.workspace_buffer, "workspace_buffer", 16);
+  }
   return plan;
 }
 
 size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
                            int head_dim, int max_seq_len, int sm_count) {
-  ops::DecodeShape s{batch, num_kv_heads, head_group_ratio, q_seq_len, head_dim, max_seq_len};
-  return ops::decode_workspace_bytes(s, ops::max_splits(s, sm_count));
+  ATTNJIT_REQUIRE(sm_count >= 1, "sm_count", ">= 1 (the GPU's multiprocessor count)", std::to_string(sm_count));
+  ATTNJIT_REQUIRE(batch >= 1, "batch", ">= 1", std::to_string(batch));
+  // A smaller batch may split more: size for every batch up to this one, so one
+  // buffer sized for the largest batch serves all calls.
+  size_t bytes = 0;
+  for (int b = 1; b <= batch; ++b) {
+    ops::DecodeShape s{b, num_kv_heads, head_group_ratio, q_seq_len, head_dim, max_seq_len};
+    bytes = std::max(bytes, ops::decode_workspace_bytes(s, ops::max_splits(s, sm_count)));
+  }
+  return bytes;
 }
 
 size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len) {

@@ -1,0 +1,173 @@
+// Tests of src/ops/decode/decode_launch: split-KV choice and workspace sizing (pure CPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "attnjit/xqa.hpp"
+#include "decode/decode_params.cuh"
+#include "ops/decode/decode_launch.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Splitting may pay past one wave (it evens out the last one: 265 CTAs on 264 slots
+// split 4 ways fill 5 waves), but a grid of whole waves never gains from it.
+TEST(ChooseSplits, OneWhenTheBaseGridIsWholeWaves) {
+  for (int64_t k : {1, 2, 3, 8})
+    for (int slots : {108, 264, 528})
+      for (int len : {1, 128, 4096, 1 << 20})
+        EXPECT_EQ(choose_splits(k * slots, len, slots), 1) << k << " waves of " << slots << ", len " << len;
+  for (int len : {4096, 1 << 20}) EXPECT_EQ(choose_splits(100000, len, 264), 1);
+}
+
+TEST(ChooseSplits, DegenerateInputsGiveOne) {
+  EXPECT_EQ(choose_splits(0, 4096, 264), 1);
+  EXPECT_EQ(choose_splits(8, 0, 264), 1);
+  EXPECT_EQ(choose_splits(8, 4096, 0), 1);
+  EXPECT_EQ(choose_splits(-1, 4096, 264), 1);
+}
+
+TEST(ChooseSplits, ShortSequencesDoNotSplit) {
+  EXPECT_EQ(choose_splits(8, 100, 264), 1);
+  EXPECT_EQ(choose_splits(1, 128, 528), 1);
+  EXPECT_EQ(choose_splits(1, 1, 528), 1);
+}
+
+TEST(ChooseSplits, LongSequenceSmallBatchFillsOneWave) {
+  const int s = choose_splits(8, 32768, 264);
+  EXPECT_GT(s, 1);
+  EXPECT_LE(8 * s, 264) << "one wave";
+  EXPECT_GE(32768 / s, 128) << "at least 128 tokens per split";
+  EXPECT_GE(8 * s, 264 / 2) << "uses most of the machine: " << s;
+  std::printf("  choose_splits(8, 32768, 264) = %d\n", s);
+}
+
+TEST(ChooseSplits, PropertiesOverAGrid) {
+  for (int64_t base : {1, 2, 3, 7, 8, 16, 31, 64, 100, 131, 132, 200, 263, 264, 265, 528, 1000, 5000})
+    for (int len : {1, 100, 127, 128, 129, 255, 256, 1000, 4096, 8191, 32768, 131072, 1 << 20})
+      for (int slots : {1, 4, 108, 132, 264, 396, 528, 1024}) {
+        const int s = choose_splits(base, len, slots);
+        SCOPED_TRACE(::testing::Message() << "base " << base << " len " << len << " slots " << slots << " -> " << s);
+        ASSERT_GE(s, 1);
+        ASSERT_LE(s, 256);
+        ASSERT_LE(s, ceil_div(len, 128)) << "never fewer than ~128 tokens per split";
+        if (s > 1) {
+          ASSERT_LT(base * (s - 1), 4 * int64_t(slots)) << "at most ~4 waves' worth";
+          ASSERT_GE(ceil_div(len, s), 64) << "splits stay long enough to amortise the merge";
+        }
+        if (base >= 4 * int64_t(slots)) ASSERT_EQ(s, 1) << "4 waves or more already";
+        if (base % slots == 0) ASSERT_EQ(s, 1) << "whole waves";
+      }
+}
+
+TEST(ChooseSplits, NeverSlowerThanNotSplitting) {
+  // The cost model the choice minimises: waves x (tokens per split + fixed cost).
+  auto cost = [](int64_t base, int len, int slots, int s) {
+    return ceil_div(base * s, slots) * (ceil_div(len, s) + 64);
+  };
+  for (int64_t base : {1, 8, 33, 132})
+    for (int len : {256, 2048, 65536})
+      for (int slots : {132, 528}) {
+        const int s = choose_splits(base, len, slots);
+        EXPECT_LE(cost(base, len, slots, s), cost(base, len, slots, 1)) << base << " " << len << " " << slots;
+      }
+}
+
+TEST(DecodeShape, BaseCtasAndRowBlocks) {
+  EXPECT_EQ(decode_row_blocks(8, 1), 1);
+  EXPECT_EQ(decode_row_blocks(16, 1), 1);
+  EXPECT_EQ(decode_row_blocks(17, 1), 2);
+  EXPECT_EQ(decode_row_blocks(64, 1), 4);
+  EXPECT_EQ(decode_row_blocks(8, 3), 2);
+  EXPECT_EQ(decode_row_blocks(5, 4), 2);
+  DecodeShape s{4, 8, 8, 1, 128, 4096};
+  EXPECT_EQ(decode_base_ctas(s), 32);
+  s.q_seq_len = 4;  // 32 rows -> 2 blocks
+  EXPECT_EQ(decode_base_ctas(s), 64);
+  EXPECT_EQ(decode_semaphore_count(s), 64u);
+}
+
+TEST(MaxSplits, BoundsWhatTheOpCanChoose) {
+  for (int batch : {1, 2, 3, 8, 32, 128})
+    for (int kv_heads : {1, 2, 8, 32})
+      for (int group : {1, 4, 8, 16, 64})
+        for (int q_len : {1, 4})
+          for (int len : {1, 64, 128, 1000, 4096, 32768, 1 << 20})
+            for (int sms : {1, 78, 108, 132, 170}) {
+              const DecodeShape s{batch, kv_heads, group, q_len, 128, len};
+              const int m = max_splits(s, sms);
+              const int64_t base = decode_base_ctas(s);
+              SCOPED_TRACE(::testing::Message() << "batch " << batch << " kvh " << kv_heads << " g " << group
+                                                << " qlen " << q_len << " len " << len << " sms " << sms);
+              ASSERT_GE(m, 1);
+              ASSERT_LE(m, 256);
+              // The launch uses slots = sms x min(occupancy, 4).
+              for (int per_sm = 1; per_sm <= kMaxBlocksPerSmForSplit; ++per_sm)
+                ASSERT_GE(m, choose_splits(base, len, sms * per_sm));
+            }
+}
+
+TEST(Workspace, NoneWithoutSplits) {
+  const DecodeShape s{4, 8, 8, 1, 128, 32768};
+  EXPECT_EQ(decode_workspace_bytes(s, 1), 0u);
+  EXPECT_EQ(decode_workspace_bytes(s, 0), 0u);
+  EXPECT_EQ(decode_workspace_bytes(s, 2), size_t(decode_base_ctas(s)) * 2 * decode_partial_floats(128) * 4);
+  EXPECT_LT(decode_workspace_bytes(s, 2), decode_workspace_bytes(s, 3));
+  EXPECT_LT(decode_workspace_bytes(s, 4), decode_workspace_bytes({4, 8, 8, 1, 256, 32768}, 4));
+}
+
+TEST(Workspace, XqaWorkspaceCoversEveryChoice) {
+  for (int batch : {1, 2, 5, 16, 64})
+    for (int len : {128, 4096, 65536})
+      for (int sms : {108, 132}) {
+        const size_t ws = xqa_workspace_bytes(batch, 8, 8, 1, 128, len, sms);
+        const DecodeShape s{batch, 8, 8, 1, 128, len};
+        for (int per_sm = 1; per_sm <= kMaxBlocksPerSmForSplit; ++per_sm) {
+          const int chosen = choose_splits(decode_base_ctas(s), len, sms * per_sm);
+          EXPECT_GE(ws, decode_workspace_bytes(s, chosen)) << batch << " " << len << " " << sms;
+        }
+        EXPECT_EQ(xqa_semaphore_count(batch, 8, 8, 1), size_t(decode_base_ctas(s)));
+      }
+}
+
+// A host sizes the workspace once, for its largest batch (FlashInfer's usage), and
+// then calls with smaller batches; that only works if the bound grows with batch.
+// One buffer sized for the largest batch must serve every smaller batch, which
+// may split more (batch 264 once needed 0 bytes while batch 263 needed 35 MB).
+TEST(Workspace, XqaWorkspaceIsMonotoneInBatch) {
+  EXPECT_GE(xqa_workspace_bytes(264, 8, 8, 1, 128, 32768, 132), xqa_workspace_bytes(263, 8, 8, 1, 128, 32768, 132));
+  EXPECT_GE(xqa_workspace_bytes(66, 8, 8, 1, 128, 32768, 132), xqa_workspace_bytes(65, 8, 8, 1, 128, 32768, 132));
+  for (int kv_heads : {1, 8})
+    for (int len : {4096, 32768, 1 << 20})
+      for (int sms : {108, 132}) {
+        size_t prev = 0;
+        for (int batch = 1; batch <= 512; ++batch) {
+          const size_t ws = xqa_workspace_bytes(batch, kv_heads, 8, 1, 128, len, sms);
+          ASSERT_GE(ws, prev) << "batch " << batch << " kv_heads " << kv_heads << " len " << len << " sms " << sms;
+          prev = ws;
+        }
+      }
+}
+
+// What does hold: for a fixed batch, more KV never needs less workspace, and a
+// larger head_dim never needs less.
+TEST(Workspace, XqaWorkspaceMonotoneInSeqLenAndHeadDim) {
+  for (int batch : {1, 4, 32})
+    for (int sms : {108, 132}) {
+      size_t prev = 0;
+      for (int len = 1; len <= (1 << 18); len = len * 3 / 2 + 1) {
+        const size_t ws = xqa_workspace_bytes(batch, 8, 8, 1, 128, len, sms);
+        EXPECT_GE(ws, prev) << batch << " " << len;
+        prev = ws;
+      }
+      EXPECT_LE(xqa_workspace_bytes(batch, 8, 8, 1, 64, 32768, sms),
+                xqa_workspace_bytes(batch, 8, 8, 1, 256, 32768, sms));
+    }
+}
+
+}  // namespace
+}  // namespace attnjit::ops

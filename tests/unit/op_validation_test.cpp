@@ -1,0 +1,463 @@
+// Tests of src/ops/ argument validation (plan_xqa, plan_single_decode) with fake device pointers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnjit/decode.hpp"
+#include "attnjit/error.hpp"
+#include "attnjit/xqa.hpp"
+#include "driver/cuda_driver.hpp"
+#include "ops/decode/decode_spec.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+namespace feature = spec::feature;
+const spec::Arch kArch{90, true};
+
+// Never dereferenced: planning only looks at the addresses (alignment, null).
+void* fake(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+
+void expect_error(const std::function<void()>& f, ErrorCode code, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected attnjit::Error(" << to_string(code) << "), nothing thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
+  }
+}
+
+// Expects Error(kInvalidArgument) naming `arg` (plus any extra needles).
+void expect_invalid(const std::function<void()>& f, const std::string& arg, std::vector<std::string> more = {}) {
+  more.insert(more.begin(), "argument '" + arg + "'");
+  expect_error(f, ErrorCode::kInvalidArgument, more);
+}
+
+// batch 2, 2 KV heads x group 4, head_dim 128, pages of 32, 4 pages per sequence.
+constexpr int kBatch = 2, kKvHeads = 2, kGroup = 4, kHeads = kKvHeads * kGroup, kHd = 128, kPage = 32,
+              kPagesPerSeq = 4, kPages = kBatch * kPagesPerSeq;
+
+XqaArgs valid_xqa(KvLayout layout = KvLayout::kNHD, int q_seq_len = 1) {
+  XqaArgs a;
+  const DType dt = DType::kBFloat16;
+  if (q_seq_len > 1) {
+    a.q = TensorView::contiguous(fake(0x10000), dt, {kBatch, 1, q_seq_len, kHeads, kHd});
+    a.output = TensorView::contiguous(fake(0x400000), dt, {kBatch, 1, q_seq_len, kHeads, kHd});
+    const int64_t words = (q_seq_len + 31) / 32;
+    a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, q_seq_len, words * 2});
+  } else {
+    a.q = TensorView::contiguous(fake(0x10000), dt, {kBatch, 1, kHeads, kHd});
+    a.output = TensorView::contiguous(fake(0x400000), dt, {kBatch, 1, kHeads, kHd});
+  }
+  a.q_seq_len = q_seq_len;
+  if (layout == KvLayout::kNHD) {
+    a.k_cache = TensorView::contiguous(fake(0x100000), dt, {kPages, kPage, kKvHeads, kHd});
+    a.v_cache = TensorView::contiguous(fake(0x200000), dt, {kPages, kPage, kKvHeads, kHd});
+  } else {
+    a.k_cache = TensorView::contiguous(fake(0x100000), dt, {kPages, kKvHeads, kPage, kHd});
+    a.v_cache = TensorView::contiguous(fake(0x200000), dt, {kPages, kKvHeads, kPage, kHd});
+  }
+  a.kv_layout = layout;
+  a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {kBatch, kPagesPerSeq});
+  a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kUInt32, {kBatch, 1});
+  a.num_kv_heads = kKvHeads;
+  a.page_size = kPage;
+  return a;
+}
+
+XqaPlan plan(const XqaArgs& a) { return plan_xqa(a, kArch); }
+
+TEST(PlanXqa, ValidNhdSucceeds) {
+  const XqaPlan p = plan(valid_xqa());
+  const spec::KernelSpec& s = p.spec;
+  EXPECT_EQ(s.family, spec::OpFamily::kXqa);
+  EXPECT_EQ(s.backend, spec::Backend::kXqa);
+  EXPECT_EQ(s.q_dtype, DType::kBFloat16);
+  EXPECT_EQ(s.kv_dtype, DType::kBFloat16);
+  EXPECT_EQ(s.out_dtype, DType::kBFloat16);
+  EXPECT_EQ(s.head_dim, kHd);
+  EXPECT_EQ(s.group_size, kGroup);
+  EXPECT_EQ(s.page_size, kPage);
+  EXPECT_EQ(s.layout, spec::KvLayout::kNHD);
+  EXPECT_EQ(s.mask, spec::MaskMode::kNone);
+  EXPECT_EQ(s.features, 0u);
+  EXPECT_EQ(s.arch, kArch);
+  EXPECT_EQ(s.name(), "xqa.bf16.hd128.g4.p32.nhd.sm90a");
+  EXPECT_EQ(p.params.k_stride_page, kPage * kKvHeads * kHd);
+  EXPECT_EQ(p.params.k_stride_tok, kKvHeads * kHd);
+  EXPECT_EQ(p.params.k_stride_head, kHd);
+  EXPECT_EQ(p.params.v_stride_tok, kKvHeads * kHd);
+  EXPECT_EQ(p.params.q_stride_b, kHeads * kHd);
+  EXPECT_EQ(p.params.q_stride_t, 0);
+  EXPECT_EQ(p.params.q_stride_h, kHd);
+  EXPECT_EQ(p.params.o_stride_h, kHd);
+  EXPECT_EQ(p.params.batch, kBatch);
+  EXPECT_EQ(p.params.num_kv_heads, kKvHeads);
+  EXPECT_EQ(p.params.pages_per_seq, kPagesPerSeq);
+  EXPECT_EQ(p.params.window_left, -1);
+  EXPECT_EQ(p.params.mask, nullptr);
+  EXPECT_FLOAT_EQ(p.params.sm_scale, 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(p.params.q, fake(0x10000));
+  EXPECT_EQ(p.params.out, fake(0x400000));
+  EXPECT_EQ(p.shape.batch, kBatch);
+  EXPECT_EQ(p.shape.group, kGroup);
+  EXPECT_EQ(p.shape.max_seq_len, kPagesPerSeq * kPage);
+  EXPECT_EQ(p.workspace_bytes, 0u);
+}
+
+TEST(PlanXqa, ValidHndStrides) {
+  const XqaPlan p = plan(valid_xqa(KvLayout::kHND));
+  EXPECT_EQ(p.spec.layout, spec::KvLayout::kHND);
+  EXPECT_EQ(p.params.k_stride_page, kKvHeads * kPage * kHd);
+  EXPECT_EQ(p.params.k_stride_tok, kHd);
+  EXPECT_EQ(p.params.k_stride_head, kPage * kHd);
+  EXPECT_EQ(p.params.v_stride_tok, kHd);
+  EXPECT_EQ(p.params.v_stride_head, kPage * kHd);
+}
+
+TEST(PlanXqa, SpecDecodeFeaturesAndScales) {
+  XqaArgs a = valid_xqa(KvLayout::kNHD, 3);
+  a.sinks = TensorView::contiguous(fake(0x600000), DType::kFloat32, {kKvHeads, kGroup});
+  a.sliding_win_size = 100;
+  static const float scale = 0.5f;
+  a.kv_scale = &scale;
+  XqaPlan p = plan(a);
+  EXPECT_EQ(p.spec.mask, spec::MaskMode::kCustom);
+  EXPECT_EQ(p.spec.features, feature::kSinks | feature::kSlidingWindow | feature::kScalePointers);
+  EXPECT_EQ(p.params.window_left, 99);
+  EXPECT_EQ(p.params.kv_scale_ptr, &scale);
+  EXPECT_EQ(p.params.q_stride_t, kHeads * kHd);
+  EXPECT_EQ(p.params.mask_stride_b, 3);  // in 32-bit words
+  EXPECT_EQ(p.params.mask_stride_t, 1);
+  EXPECT_EQ(p.params.q_seq_len, 3);
+  EXPECT_EQ(p.shape.q_seq_len, 3);
+
+  // fp8 KV with fp8 output; q_scale as a pointer too.
+  XqaArgs f = valid_xqa(KvLayout::kHND);
+  f.k_cache.dtype = f.v_cache.dtype = DType::kFloat8E4M3;
+  f.output.dtype = DType::kFloat8E4M3;
+  f.rcp_out_scale = 2.0f;
+  f.q_scale = &scale;
+  p = plan(f);
+  EXPECT_EQ(p.spec.kv_dtype, DType::kFloat8E4M3);
+  EXPECT_EQ(p.spec.out_dtype, DType::kFloat8E4M3);
+  EXPECT_EQ(p.spec.features, feature::kScalePointers);
+  EXPECT_EQ(p.params.rcp_out_scale, 2.0f);
+  EXPECT_EQ(p.spec.name(), "xqa.bf16.kve4m3.oe4m3.hd128.g4.p32.hnd.scaleptr.sm90a");
+}
+
+TEST(PlanXqa, RaggedQ) {
+  XqaArgs a = valid_xqa(KvLayout::kNHD, 4);
+  a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {6, kHeads, kHd});
+  a.output = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {6, kHeads, kHd});
+  a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kUInt32, {kBatch + 1});
+  // Ragged masks are packed by query token (XQA): [total_q_tokens, words * 2].
+  a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {6, 2});
+  const XqaPlan p = plan(a);
+  EXPECT_EQ(p.params.mask_stride_b, 0);
+  EXPECT_EQ(p.params.mask_stride_t, 1);
+  EXPECT_EQ(p.spec.features, feature::kRaggedQ);
+  EXPECT_EQ(p.spec.mask, spec::MaskMode::kCustom);
+  EXPECT_EQ(p.params.batch, kBatch);
+  EXPECT_EQ(p.params.q_stride_b, 0);
+  EXPECT_EQ(p.params.q_stride_t, kHeads * kHd);
+  EXPECT_EQ(p.params.q_cu_seq_lens, fake(0x700000));
+}
+
+TEST(PlanXqa, ExplicitTrtllmGenIsUnsupported) {
+  XqaArgs a = valid_xqa();
+  a.backend = Backend::kTrtllmGen;
+  expect_error([&] { plan(a); }, ErrorCode::kUnsupported, {"trtllm-gen"});
+}
+
+// Each case: an edit that breaks one argument, and the argument the error must name.
+struct BadXqa {
+  const char* what;
+  std::function<void(XqaArgs&)> edit;
+  std::string arg;
+  std::vector<std::string> more;
+  int q_seq_len = 1;
+};
+
+TEST(PlanXqa, EachBadInputNamesTheArgument) {
+  const std::vector<BadXqa> cases = {
+      {"q rank 3", [](XqaArgs& a) { a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, kHeads, kHd}); },
+       "q", {"rank 4"}},
+      {"q fp32", [](XqaArgs& a) { a.q.dtype = DType::kFloat32; }, "q", {"fp32"}},
+      {"q null", [](XqaArgs& a) { a.q.data = nullptr; }, "q", {"null"}},
+      {"k_cache fp16 vs q bf16", [](XqaArgs& a) { a.k_cache.dtype = DType::kFloat16; }, "k_cache", {"fp16"}},
+      {"v_cache dtype differs", [](XqaArgs& a) { a.v_cache.dtype = DType::kFloat8E4M3; }, "v_cache", {"fp8_e4m3"}},
+      {"page_size 24", [](XqaArgs& a) { a.page_size = 24; }, "page_size", {"24"}},
+      {"k_cache page dim vs page_size", [](XqaArgs& a) { a.page_size = 64; }, "k_cache", {"page_size"}},
+      {"null k_cache", [](XqaArgs& a) { a.k_cache.data = nullptr; }, "k_cache", {"null"}},
+      {"null v_cache", [](XqaArgs& a) { a.v_cache.data = nullptr; }, "v_cache", {"null"}},
+      {"num_kv_heads 3", [](XqaArgs& a) { a.num_kv_heads = 3; }, "num_kv_heads", {"3"}},
+      {"num_kv_heads 0", [](XqaArgs& a) { a.num_kv_heads = 0; }, "num_kv_heads", {">= 1"}},
+      {"group 128", [](XqaArgs& a) {
+         a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, 1, kKvHeads * 128, kHd});
+       }, "num_kv_heads", {"64", "128"}},
+      {"head_dim 64 in k_cache", [](XqaArgs& a) {
+         a.k_cache = TensorView::contiguous(fake(0x100000), DType::kBFloat16, {kPages, kPage, kKvHeads, 64});
+       }, "k_cache", {"head_dim"}},
+      {"head_dim 72 in q", [](XqaArgs& a) {
+         a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, 1, kHeads, 72});
+       }, "q", {"head_dim 72"}},
+      {"beam_width 2", [](XqaArgs& a) {
+         a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, 2, kHeads, kHd});
+       }, "q", {"beam_width"}},
+      {"seq_lens batch 3", [](XqaArgs& a) { a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kUInt32, {3, 1}); },
+       "seq_lens", {"batch"}},
+      {"seq_lens beam 2", [](XqaArgs& a) { a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kUInt32, {kBatch, 2}); },
+       "seq_lens"},
+      {"seq_lens fp32", [](XqaArgs& a) { a.seq_lens.dtype = DType::kFloat32; }, "seq_lens", {"fp32"}},
+      {"page_table int64", [](XqaArgs& a) { a.page_table.dtype = DType::kInt64; }, "page_table", {"int32"}},
+      {"page_table batch 1", [](XqaArgs& a) {
+         a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {1, kPagesPerSeq});
+       }, "page_table", {"batch"}},
+      {"output head_dim 64", [](XqaArgs& a) {
+         a.output = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {kBatch, 1, kHeads, 64});
+       }, "output", {"as q"}},
+      {"output rank 3", [](XqaArgs& a) {
+         a.output = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {kBatch, kHeads, kHd});
+       }, "output"},
+      {"output null", [](XqaArgs& a) { a.output.data = nullptr; }, "output", {"null"}},
+      {"output fp8 with bf16 KV", [](XqaArgs& a) { a.output.dtype = DType::kFloat8E4M3; }, "output", {"fp8_e4m3"}},
+      {"output fp16 with bf16 q", [](XqaArgs& a) { a.output.dtype = DType::kFloat16; }, "output", {"fp16"}},
+      {"mask with q_seq_len 1", [](XqaArgs& a) {
+         a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, 1, 2});
+       }, "mask"},
+      {"sinks numel 6", [](XqaArgs& a) { a.sinks = TensorView::contiguous(fake(0x600000), DType::kFloat32, {2, 3}); },
+       "sinks", {"[2, 4]"}},
+      {"sinks bf16", [](XqaArgs& a) { a.sinks = TensorView::contiguous(fake(0x600000), DType::kBFloat16, {kHeads}); },
+       "sinks", {"fp32"}},
+      {"sliding_win_size -1", [](XqaArgs& a) { a.sliding_win_size = -1; }, "sliding_win_size", {"-1"}},
+      {"rcp_out_scale 0", [](XqaArgs& a) { a.rcp_out_scale = 0.f; }, "rcp_out_scale"},
+      {"sm_count 0", [](XqaArgs& a) { a.sm_count = 0; }, "sm_count"},
+      {"q_seq_len 0", [](XqaArgs& a) { a.q_seq_len = 0; }, "q_seq_len"},
+      {"q inner stride 2", [](XqaArgs& a) { a.q.stride[3] = 2; }, "q", {"stride"}},
+      {"k_cache inner stride 2", [](XqaArgs& a) { a.k_cache.stride[3] = 2; }, "k_cache", {"stride"}},
+      {"q misaligned", [](XqaArgs& a) { a.q.data = fake(0x10008); }, "q", {"aligned"}},
+      {"k_cache misaligned", [](XqaArgs& a) { a.k_cache.data = fake(0x100002); }, "k_cache", {"aligned"}},
+      {"v_cache misaligned", [](XqaArgs& a) { a.v_cache.data = fake(0x200004); }, "v_cache", {"aligned"}},
+      {"output misaligned", [](XqaArgs& a) { a.output.data = fake(0x400008); }, "output", {"aligned"}},
+      {"q head stride misaligned", [](XqaArgs& a) { a.q.stride[2] = 132; a.q.stride[1] = a.q.stride[0] = 132 * kHeads; },
+       "q", {"multiples of 16 bytes"}},
+      {"semaphores fp32", [](XqaArgs& a) { a.semaphores = TensorView::contiguous(fake(0x800000), DType::kFloat32, {64}); },
+       "semaphores"},
+      {"workspace misaligned", [](XqaArgs& a) {
+         a.workspace_buffer = TensorView::contiguous(fake(0x900001), DType::kUInt8, {1024});
+       }, "workspace_buffer", {"aligned"}},
+      // Speculative decoding (q_seq_len 3).
+      {"mask missing", [](XqaArgs& a) { a.mask = TensorView{}; }, "mask", {"null"}, 3},
+      {"mask last dim 4", [](XqaArgs& a) {
+         a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, 3, 4});
+       }, "mask", {"dim 2"}, 3},
+      {"mask uint32", [](XqaArgs& a) { a.mask.dtype = DType::kUInt32; }, "mask", {"uint16"}, 3},
+      {"mask batch 1", [](XqaArgs& a) {
+         a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {1, 3, 2});
+       }, "mask", {"batch"}, 3},
+      {"q rank 4 with q_seq_len 3", [](XqaArgs& a) {
+         a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, 1, kHeads, kHd});
+       }, "q", {"rank 5"}, 3},
+      {"q seq dim 2 vs q_seq_len 3", [](XqaArgs& a) {
+         a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, 1, 2, kHeads, kHd});
+       }, "q", {"q_seq_len"}, 3},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    XqaArgs a = valid_xqa(KvLayout::kNHD, c.q_seq_len);
+    ASSERT_NO_THROW(plan(a));
+    c.edit(a);
+    expect_invalid([&] { plan(a); }, c.arg, c.more);
+  }
+}
+
+TEST(PlanXqa, HndDimsAreCheckedInHndOrder) {
+  XqaArgs a = valid_xqa(KvLayout::kHND);
+  a.kv_layout = KvLayout::kNHD;  // the caches are HND-shaped: page_size lands in dim 2
+  expect_invalid([&] { plan(a); }, "k_cache", {"page_size"});
+}
+
+// --- single_decode_with_kv_cache
+
+constexpr int kSdHeads = 32, kSdKvHeads = 8, kSdLen = 1000;
+
+struct SingleDecodeCall {
+  TensorView q, k, v, out, lse;
+  SingleDecodeOptions o;
+  bool with_lse = false;
+  SingleDecodePlan plan() const { return plan_single_decode(q, k, v, out, o, with_lse ? &lse : nullptr, kArch); }
+};
+
+SingleDecodeCall valid_single(KvLayout layout = KvLayout::kNHD) {
+  SingleDecodeCall c;
+  const DType dt = DType::kFloat16;
+  c.q = TensorView::contiguous(fake(0x10000), dt, {kSdHeads, kHd});
+  c.out = TensorView::contiguous(fake(0x20000), dt, {kSdHeads, kHd});
+  if (layout == KvLayout::kNHD) {
+    c.k = TensorView::contiguous(fake(0x100000), dt, {kSdLen, kSdKvHeads, kHd});
+    c.v = TensorView::contiguous(fake(0x200000), dt, {kSdLen, kSdKvHeads, kHd});
+  } else {
+    c.k = TensorView::contiguous(fake(0x100000), dt, {kSdKvHeads, kSdLen, kHd});
+    c.v = TensorView::contiguous(fake(0x200000), dt, {kSdKvHeads, kSdLen, kHd});
+  }
+  c.o.kv_layout = layout;
+  c.lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {kSdHeads});
+  return c;
+}
+
+TEST(PlanSingleDecode, ValidNhdSucceeds) {
+  const SingleDecodePlan p = valid_single().plan();
+  EXPECT_EQ(p.spec.family, spec::OpFamily::kDecode);
+  EXPECT_EQ(p.spec.backend, spec::Backend::kXqa);
+  EXPECT_EQ(p.spec.q_dtype, DType::kFloat16);
+  EXPECT_EQ(p.spec.kv_dtype, DType::kFloat16);
+  EXPECT_EQ(p.spec.out_dtype, DType::kFloat16);
+  EXPECT_EQ(p.spec.group_size, kSdHeads / kSdKvHeads);
+  EXPECT_EQ(p.spec.page_size, 0);
+  EXPECT_EQ(p.spec.mask, spec::MaskMode::kNone);
+  EXPECT_EQ(p.spec.pos_encoding, spec::PosEncoding::kNone);
+  EXPECT_EQ(p.spec.features, 0u);
+  EXPECT_EQ(p.spec.name(), "decode.fp16.hd128.g4.contig.nhd.sm90a");
+  EXPECT_EQ(p.params.k_stride_tok, kSdKvHeads * kHd);
+  EXPECT_EQ(p.params.k_stride_head, kHd);
+  EXPECT_EQ(p.params.q_stride_h, kHd);
+  EXPECT_EQ(p.params.kv_len, kSdLen);
+  EXPECT_EQ(p.params.num_kv_heads, kSdKvHeads);
+  EXPECT_EQ(p.params.window_left, -1);
+  EXPECT_EQ(p.params.lse, nullptr);
+  EXPECT_FLOAT_EQ(p.params.sm_scale, 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(p.shape.max_seq_len, kSdLen);
+  EXPECT_EQ(p.shape.batch, 1);
+}
+
+TEST(PlanSingleDecode, ValidHndWithEveryOption) {
+  SingleDecodeCall c = valid_single(KvLayout::kHND);
+  c.k.dtype = c.v.dtype = DType::kFloat8E5M2;
+  c.with_lse = true;
+  c.o.pos_encoding_mode = PosEncodingMode::kRopeLlama;
+  c.o.logits_soft_cap = 30.f;
+  c.o.window_left = 50;
+  c.o.sm_scale = 0.25f;
+  c.o.rope_theta = 5e5f;
+  const SingleDecodePlan p = c.plan();
+  EXPECT_EQ(p.spec.layout, spec::KvLayout::kHND);
+  EXPECT_EQ(p.spec.kv_dtype, DType::kFloat8E5M2);
+  EXPECT_EQ(p.spec.pos_encoding, spec::PosEncoding::kRopeLlama);
+  EXPECT_EQ(p.spec.features, feature::kSoftCap | feature::kSlidingWindow | feature::kReturnLse);
+  EXPECT_EQ(p.params.k_stride_tok, kHd);
+  EXPECT_EQ(p.params.k_stride_head, kSdLen * kHd);
+  EXPECT_EQ(p.params.v_stride_head, kSdLen * kHd);
+  EXPECT_EQ(p.params.kv_len, kSdLen);
+  EXPECT_EQ(p.params.window_left, 50);
+  EXPECT_EQ(p.params.soft_cap, 30.f);
+  EXPECT_EQ(p.params.sm_scale, 0.25f);
+  EXPECT_FLOAT_EQ(p.params.rope_rcp_theta, 1.0f / 5e5f);
+  EXPECT_EQ(p.params.lse, fake(0x30000));
+  c.o.pos_encoding_mode = PosEncodingMode::kAlibi;
+  EXPECT_EQ(c.plan().spec.pos_encoding, spec::PosEncoding::kAlibi);
+  c.o.use_tensor_cores = false;  // the CUDA-core path is not built yet: a clear error naming the option
+  expect_error([&] { c.plan(); }, ErrorCode::kUnsupported, {"use_tensor_cores"});
+}
+
+struct BadSingle {
+  const char* what;
+  std::function<void(SingleDecodeCall&)> edit;
+  std::string arg;
+  std::vector<std::string> more;
+};
+
+TEST(PlanSingleDecode, EachBadInputNamesTheArgument) {
+  const DType f16 = DType::kFloat16;
+  const std::vector<BadSingle> cases = {
+      {"q rank 3", [&](SingleDecodeCall& c) { c.q = TensorView::contiguous(fake(0x10000), f16, {1, kSdHeads, kHd}); },
+       "q", {"rank 2"}},
+      {"q fp32", [](SingleDecodeCall& c) { c.q.dtype = DType::kFloat32; }, "q", {"fp32"}},
+      {"heads 30 vs 8 kv heads", [&](SingleDecodeCall& c) {
+         c.q = TensorView::contiguous(fake(0x10000), f16, {30, kHd});
+         c.out = TensorView::contiguous(fake(0x20000), f16, {30, kHd});
+       }, "q", {"num_kv_heads", "30"}},
+      {"k/v kv_len differ", [&](SingleDecodeCall& c) {
+         c.v = TensorView::contiguous(fake(0x200000), f16, {kSdLen + 1, kSdKvHeads, kHd});
+       }, "v", {"as k"}},
+      {"k/v heads differ", [&](SingleDecodeCall& c) {
+         c.v = TensorView::contiguous(fake(0x200000), f16, {kSdLen, 4, kHd});
+       }, "v", {"as k"}},
+      {"v dtype differs", [](SingleDecodeCall& c) { c.v.dtype = DType::kFloat8E4M3; }, "v", {"dtype"}},
+      {"k bf16 vs q fp16", [](SingleDecodeCall& c) { c.k.dtype = c.v.dtype = DType::kBFloat16; }, "k", {"bf16"}},
+      {"k head_dim 64", [&](SingleDecodeCall& c) {
+         c.k = TensorView::contiguous(fake(0x100000), f16, {kSdLen, kSdKvHeads, 64});
+         c.v = c.k;
+       }, "k", {"head_dim"}},
+      {"k null", [](SingleDecodeCall& c) { c.k.data = nullptr; }, "k", {"null"}},
+      {"kv_len 0", [&](SingleDecodeCall& c) {
+         c.k = TensorView::contiguous(fake(0x100000), f16, {0, kSdKvHeads, kHd});
+         c.v = TensorView::contiguous(fake(0x200000), f16, {0, kSdKvHeads, kHd});
+       }, "k", {"kv_len"}},
+      {"out bf16", [](SingleDecodeCall& c) { c.out.dtype = DType::kBFloat16; }, "out", {"bf16"}},
+      {"out heads 16", [&](SingleDecodeCall& c) { c.out = TensorView::contiguous(fake(0x20000), f16, {16, kHd}); },
+       "out", {"num_qo_heads"}},
+      {"lse bf16", [](SingleDecodeCall& c) { c.with_lse = true; c.lse.dtype = DType::kBFloat16; }, "lse", {"fp32"}},
+      {"lse heads 16", [](SingleDecodeCall& c) {
+         c.with_lse = true;
+         c.lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {16});
+       }, "lse", {"num_qo_heads"}},
+      {"window_left -2", [](SingleDecodeCall& c) { c.o.window_left = -2; }, "window_left", {"-2"}},
+      {"soft cap -1", [](SingleDecodeCall& c) { c.o.logits_soft_cap = -1.f; }, "logits_soft_cap"},
+      {"sm_scale 0", [](SingleDecodeCall& c) { c.o.sm_scale = 0.f; }, "sm_scale"},
+      {"rope_theta 0", [](SingleDecodeCall& c) { c.o.rope_theta = 0.f; }, "rope_theta/rope_scale"},
+      {"q inner stride 2", [](SingleDecodeCall& c) { c.q.stride[1] = 2; }, "q", {"stride"}},
+      {"k misaligned", [](SingleDecodeCall& c) { c.k.data = fake(0x100008); }, "k", {"aligned"}},
+      {"out misaligned", [](SingleDecodeCall& c) { c.out.data = fake(0x20002); }, "out", {"aligned"}},
+  };
+  for (const auto& bc : cases) {
+    SCOPED_TRACE(bc.what);
+    SingleDecodeCall c = valid_single();
+    ASSERT_NO_THROW(c.plan());
+    bc.edit(c);
+    expect_invalid([&] { c.plan(); }, bc.arg, bc.more);
+  }
+}
+
+TEST(PlanSingleDecode, ExplicitTrtllmGenIsUnsupported) {
+  SingleDecodeCall c = valid_single();
+  c.o.backend = Backend::kTrtllmGen;
+  expect_error([&] { c.plan(); }, ErrorCode::kUnsupported, {"trtllm-gen"});
+  c.o.backend = Backend::kXqa;
+  EXPECT_EQ(c.plan().spec.backend, spec::Backend::kXqa);
+}
+
+TEST(PlanXqa, RaggedArgumentsAreChecked) {
+  XqaArgs a = valid_xqa(KvLayout::kNHD, 4);
+  a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {6, kHeads, kHd});
+  a.output = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {6, kHeads, kHd});
+  a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kFloat32, {kBatch + 1});
+  expect_invalid([&] { plan(a); }, "q_cu_seq_lens", {"fp32"});
+  a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kUInt32, {1});
+  expect_invalid([&] { plan(a); }, "q_cu_seq_lens", {"at least 2"});
+  a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kUInt32, {kBatch + 1});
+  a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {1, 6, kHeads, kHd});
+  expect_invalid([&] { plan(a); }, "q", {"rank 3"});
+}
+
+// --- The public entry points: on a machine without a GPU they fail cleanly.
+
+TEST(PublicOps, NoDeviceIsAnErrorNotACrash) {
+  std::string reason;
+  if (driver::is_available(&reason)) GTEST_SKIP() << "a GPU is present; the GPU tests cover the launch";
+  const XqaArgs a = valid_xqa();
+  expect_error([&] { xqa(a); }, ErrorCode::kNoDevice, {});
+  const SingleDecodeCall c = valid_single();
+  expect_error([&] { single_decode_with_kv_cache(c.q, c.k, c.v, c.out); }, ErrorCode::kNoDevice, {});
+  // Even bad arguments report the missing device first: nothing can run anyway.
+  XqaArgs bad = a;
+  bad.page_size = 24;
+  EXPECT_THROW(xqa(bad), Error);
+}
+
+}  // namespace
+}  // namespace attnjit::ops

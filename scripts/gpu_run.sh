@@ -4,6 +4,8 @@
 # (with start-up costs) and the PyTorch SDPA peers; short table last.
 # Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 skip a part.
+#   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
+#   decode GPU tests and the benchmark with those tuning knobs set.
 set -uo pipefail
 STAGE=${1:-gpu-stage}
 FILTER=${2:-*}
@@ -32,6 +34,14 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
 fi
+if [ -n "${EXPERIMENT:-}" ]; then
+  env $EXPERIMENT "$STAGE/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' \
+    >"$OUTDIR/gpu_tests_experiment.log" 2>&1 || status=1
+  echo "experiment ($EXPERIMENT) tests: $(grep -E '^\[  (PASSED|FAILED)' "$OUTDIR/gpu_tests_experiment.log" | tr '\n' ' ')"
+  [ -x "$STAGE/tools/bench/attnjit-bench" ] && env $EXPERIMENT "$STAGE/tools/bench/attnjit-bench" \
+    >"$OUTDIR/bench_experiment.log" 2>&1 || true
+fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
 [ -f "$OUTDIR/bench.log" ] && tail -22 "$OUTDIR/bench.log"
+[ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"
 exit $status

@@ -67,13 +67,14 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
                             s.arch.str(), t.smem_limit));
   RenderedUnit u;
   u.expected_smem_bytes = t.smem_bytes;
+  u.tile_tokens = t.tile;
   u.entry = "attnjit_decode";
   u.smem_symbol = "attnjit_smem_bytes";
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"decode/gqa_decode.cuh\"\n"
       "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
-      "{feat}u, {warps}, {stages}, {smem_limit}>;\n"
+      "{feat}u, {warps}, {stages}, {smem_limit}, {tile}, {lazy}>;\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
@@ -86,7 +87,8 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
       fmt::arg("hnd", s.layout == spec::KvLayout::kHND ? "true" : "false"),
       fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("pos", static_cast<int>(s.pos_encoding)),
       fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
-      fmt::arg("smem_limit", t.smem_limit),
+      fmt::arg("smem_limit", t.smem_limit), fmt::arg("tile", t.tile),
+      fmt::arg("lazy", t.lazy_rescale ? "true" : "false"),
       fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;
 }
@@ -125,28 +127,54 @@ int max_smem_per_block(const spec::Arch& arch) {
   }
 }
 
-DecodeTiling decode_tiling(const spec::KernelSpec& s) {
+// Tuning knobs for experiments (defaults are the measured configuration): each
+// one lands in the rendered source, so the cache key follows it.
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+namespace {
+
+DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   DecodeTiling t;
+  t.tile = tile;
+  t.lazy_rescale = lazy;
   const int hd = s.head_dim;
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
-  const int per_stage = t.warps * 2 * 16 * (hd * kv_bytes + 16);
-  const int conv = widen ? t.warps * 2 * 16 * (hd + 8) * 2 : 0;
+  const int per_stage = t.warps * 2 * t.tile * (hd * kv_bytes + 16);
+  const int conv = widen ? t.warps * 2 * t.tile * (hd + 8) * 2 : 0;
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
   const int tail = std::max(t.warps * 16 * (hd + 2) * 4, 16 * 256 * 4);  // warp merge / split weights
   t.smem_limit = max_smem_per_block(s.arch);
   // Ring budget per CTA: ~105 KB lets two 16-bit CTAs share an SM at head_dim
   // 128; fp8 tiles are half the bytes, so ~66 KB fits three CTAs (more warps to
   // hide the per-tile latency). Never more than the arch allows per block.
-  // ATTNJIT_DECODE_RING_KB overrides it for tuning; the stage count lands in
-  // the rendered source, so the cache key follows.
-  int budget = (fp8 ? 66 : 105) * 1024;
-  if (const char* env = std::getenv("ATTNJIT_DECODE_RING_KB"); env && *env) budget = std::atoi(env) * 1024;
-  budget = std::min(budget, t.smem_limit - fixed - 1024);
-  t.stages = std::clamp((budget - conv) / per_stage, 1, 4);
-  t.smem_bytes = fixed + std::max(t.stages * per_stage + conv, tail);
+  int budget = env_int("ATTNJIT_DECODE_RING_KB", fp8 ? 66 : 105) * 1024;
+  if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
+  // At least two stages (one tile in flight while another is computed), fewer
+  // only where the arch's shared memory cannot hold two.
+  t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
+  auto smem = [&] { return fixed + std::max(t.stages * per_stage + conv, tail); };
+  while (t.stages > 1 && smem() > t.smem_limit) --t.stages;
+  t.smem_bytes = smem();
   return t;
+}
+
+}  // namespace
+
+DecodeTiling decode_tiling(const spec::KernelSpec& s) {
+  // ATTNJIT_DECODE_TILE=32: 32-token warp tiles (less softmax and address work
+  // per byte) where pages hold whole tiles and shared memory allows;
+  // ATTNJIT_DECODE_LAZY_RESCALE=1: skip the O rescale while no row max moves.
+  const bool lazy = env_int("ATTNJIT_DECODE_LAZY_RESCALE", 0) == 1;
+  if (env_int("ATTNJIT_DECODE_TILE", 16) == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
+    DecodeTiling t = tiling_for(s, 32, lazy);
+    if (t.smem_bytes <= t.smem_limit) return t;
+  }
+  return tiling_for(s, 16, lazy);
 }
 
 RenderedUnit render(const spec::KernelSpec& s) {

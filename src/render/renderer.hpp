@@ -25,6 +25,7 @@ struct RenderedUnit {
   std::string entry;        // the extern "C" kernel symbol
   std::string smem_symbol;  // __constant__ int holding the dynamic smem bytes
   int expected_smem_bytes = 0;  // the host's figure; checked against smem_symbol at load
+  int tile_tokens = 16;         // KV tokens per warp tile: split boundaries align to it
 };
 
 // Throws Error(kUnsupported) when the spec names a variant the templates lack.
@@ -36,6 +37,8 @@ struct DecodeTiling {
   int stages = 3;
   int smem_bytes = 0;  // dynamic shared memory per CTA (mirrors DecodeTraits::kSmemBytes)
   int smem_limit = 0;  // the arch's opt-in maximum per block
+  int tile = 16;       // tokens per warp tile
+  bool lazy_rescale = false;
 };
 int max_smem_per_block(const spec::Arch& arch);
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);

@@ -152,6 +152,7 @@ const LoadedKernel& KernelRegistry::load(Slot& slot, int device) {
   driver::set_max_dynamic_smem(k.function, k.smem_bytes);
   k.threads = driver::func_attributes(k.function).max_threads;
   k.num_sms = driver::device_caps(device).sm_count;
+  k.tile_tokens = a.unit.tile_tokens;
   k.blocks_per_sm = driver::max_active_blocks(k.function, k.threads, k.smem_bytes);
   slot.modules[device] = std::move(module);
   slot.kernels[device] = k;

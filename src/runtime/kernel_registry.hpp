@@ -40,6 +40,7 @@ struct LoadedKernel {
   int threads = 0;
   int blocks_per_sm = 0;
   int num_sms = 0;
+  int tile_tokens = 16;  // decode family: split boundaries must align to it
 };
 
 enum class Origin { kMemory, kStore, kCompiled };

@@ -9,6 +9,7 @@
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
 #include "decode/decode_params.cuh"
+#include "decode/decode_tile.cuh"
 
 namespace attnjit {
 
@@ -24,7 +25,8 @@ constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse
 }
 
 template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
-          int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_>
+          int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_,
+          int kTileTokens_ = 16, bool kLazyRescale_ = false>
 struct DecodeTraits {
   using QT = QT_;
   using KVT = KVT_;
@@ -37,7 +39,9 @@ struct DecodeTraits {
   static constexpr int kMask = kMask_, kPos = kPos_;
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr int kWarps = kWarps_, kStages = kStages_, kThreads = kWarps_ * 32;
-  static constexpr int kTile = 16;  // tokens per warp tile (a page never splits one)
+  static constexpr int kTile = kTileTokens_;  // tokens per warp tile (a page never splits one)
+  static constexpr bool kLazyRescale = kLazyRescale_;  // skip O *= alpha when no row max moved
+  static_assert(kTile == 16 || kTile == 32, "warp tiles are 16 or 32 tokens");
   static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
   static constexpr int kRowElems = kHeadDim + 8;             // padded MT row: no ldmatrix conflicts
   static constexpr int kRawRowBytes = kHeadDim * int(sizeof(KVT)) + 16;
@@ -61,14 +65,14 @@ struct DecodeTraits {
   // CTAs per SM that shared memory allows, capped where the register cap that
   // __launch_bounds__ derives from it would force spills (estimate: O
   // accumulators + Q fragments + ~64 working registers per thread).
-  static constexpr int kRegEstimate = kHeadDim / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64;
+  static constexpr int kRegEstimate = kHeadDim / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
   static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
   static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > 3 ? 3 : kMinBlocksRaw);
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
-  static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of 16");
+  static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");
 };
 
 template <class Tr>
@@ -79,6 +83,7 @@ struct GqaDecode {
   using MT = typename Tr::MT;
   static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
   static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
+  using Tile = DecodeTile<Tr>;
   static constexpr unsigned F = Tr::kFeatures;
   __device__ static constexpr bool has(unsigned f) { return (F & f) != 0; }
 
@@ -312,17 +317,6 @@ struct GqaDecode {
     return true;
   }
 
-  // The A operand of k-step ks: from registers when Q fits there, else shared memory.
-  template <class QF>
-  __device__ static void q_frag(const QF& qf, const MT* q_s, int ks, int lane, u32 (&a)[4]) {
-    if constexpr (Tr::kQInRegs) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = qf[ks][i];
-    } else {
-      ldmatrix_x4(a, q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + ks * 16 + (lane / 16) * 8);
-    }
-  }
-
   __device__ static void warp_loop(const DecodeParams& p, const Work& w, const MT* q_s,
                                    const float* freq_s, unsigned char* loop_s, int warp, int lane,
                                    float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
@@ -384,35 +378,14 @@ struct GqaDecode {
       }
       __syncwarp();
 
-      // S = Q K^T over this tile: 16 rows x 16 tokens.
-      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      if constexpr (Tr::kDirectFp8) {
-#pragma unroll
-        for (int k0 = 0; k0 < HD; k0 += 32) {
-          u32 r[4], a0[4], a1[4];
-          ldmatrix_x4(r, k_raw + ((lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + k0 + (lane / 16) * 16);
-          q_frag(qf, q_s, k0 / 16, lane, a0);
-          q_frag(qf, q_s, k0 / 16 + 1, lane, a1);
-          mma_16816<MT>(s[0], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
-          mma_16816<MT>(s[1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
-          mma_16816<MT>(s[0], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
-          mma_16816<MT>(s[1], a1, fp8x2_to_half2(KVT{}, r[3] & 0xffffu), fp8x2_to_half2(KVT{}, r[3] >> 16));
-        }
-      } else {
-#pragma unroll
-        for (int k0 = 0; k0 < HD; k0 += 16) {
-          u32 a[4], bk[4];
-          q_frag(qf, q_s, k0 / 16, lane, a);
-          ldmatrix_x4(bk, kt + ((lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
-          mma_16816<MT>(s[0], a, bk[0], bk[1]);
-          mma_16816<MT>(s[1], a, bk[2], bk[3]);
-        }
-      }
+      // S = Q K^T over this tile: 16 rows x kTile tokens.
+      float s[Tile::kN][4];
+      Tile::scores(qf, q_s, kt, k_raw, lane, s);
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
       float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < Tile::kN; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
@@ -424,22 +397,28 @@ struct GqaDecode {
           s[nt][e] = x;
           mx[h] = fmaxf(mx[h], x);
         }
-      float ref[2];
+      float ref[2], alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float m_new = fmaxf(m[h], quad_max(mx[h]));
         ref[h] = safe_ref(m_new);
-        float alpha = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
+        alpha[h] = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
         m[h] = m_new;
-        l[h] *= alpha;
+        l[h] *= alpha[h];
+      }
+      // Once the row maxima settle, alpha is exactly 1 for the whole warp: the lazy
+      // variant skips the HD/2 multiplies per tile then (a warp-uniform branch).
+      if (!Tr::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-        for (int j = 0; j < HD / 8; ++j) {
-          o[j][2 * h] *= alpha;
-          o[j][2 * h + 1] *= alpha;
-        }
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < HD / 8; ++j) {
+            o[j][2 * h] *= alpha[h];
+            o[j][2 * h + 1] *= alpha[h];
+          }
       }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < Tile::kN; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float pe = fast_exp2(s[nt][e] - ref[e / 2]);
@@ -448,34 +427,7 @@ struct GqaDecode {
         }
 
       // O += P V: the S accumulators are already in the A-operand layout.
-      u32 a[4] = {pack2<MT>(s[0][0], s[0][1]), pack2<MT>(s[0][2], s[0][3]),
-                  pack2<MT>(s[1][0], s[1][1]), pack2<MT>(s[1][2], s[1][3])};
-      if constexpr (Tr::kDirectFp8) {
-        // ldmatrix.trans on byte pairs: lane (g, t) gets tokens 2t, 2t+1 of dims 2g
-        // and 2g+1; split them into an even-dim and an odd-dim n tile.
-#pragma unroll
-        for (int c0 = 0; c0 < HD; c0 += 32) {
-          u32 r[4];
-          ldmatrix_x4_trans(r, v_raw + ((lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + c0 + (lane / 16) * 16);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int j = (c0 / 16 + h) * 2;
-            u32 lo = r[2 * h], hi = r[2 * h + 1];
-            mma_16816<MT>(o[j], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0020)),
-                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0020)));
-            mma_16816<MT>(o[j + 1], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0031)),
-                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0031)));
-          }
-        }
-      } else {
-#pragma unroll
-        for (int n0 = 0; n0 < HD; n0 += 16) {
-          u32 bv[4];
-          ldmatrix_x4_trans(bv, vt + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + n0 + (lane / 16) * 8);
-          mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
-          mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
-        }
-      }
+      Tile::accumulate_pv(s, vt, v_raw, lane, o);
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
   }

@@ -71,7 +71,9 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   const int64_t base = decode_base_ctas(l.shape);
 
   int splits = choose_splits(base, l.shape.max_seq_len, slots);
-  int tps = static_cast<int>(ceil_div(ceil_div(l.shape.max_seq_len, splits), kDecodeTile) * kDecodeTile);
+  // Split boundaries fall on warp-tile boundaries, so a tile never spans two pages.
+  const int tile = k.tile_tokens;
+  int tps = static_cast<int>(ceil_div(ceil_div(l.shape.max_seq_len, splits), tile) * tile);
   splits = static_cast<int>(ceil_div(l.shape.max_seq_len, tps));
 
   void* workspace = l.workspace;

@@ -21,7 +21,6 @@ struct DecodeShape {
   int max_seq_len = 1;
 };
 
-constexpr int kDecodeTile = 16;         // tokens per warp tile (templates/decode)
 constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA
 constexpr int kMaxBlocksPerSmForSplit = 4;
 

@@ -1,0 +1,107 @@
+// One warp's tensor-core work on one KV tile of the GQA decode kernel:
+// S = Q K^T (16 query rows x kTile tokens) and O += P V, for 16-bit KV read with
+// ldmatrix and for fp8 KV widened in registers straight from ldmatrix.
+#pragma once
+
+#include "common/dtype.cuh"
+#include "common/mma.cuh"
+
+namespace attnjit {
+
+template <class Tr>
+struct DecodeTile {
+  using KVT = typename Tr::KVT;
+  using MT = typename Tr::MT;
+  static constexpr int HD = Tr::kHeadDim, kTile = Tr::kTile, kRowElems = Tr::kRowElems;
+  static constexpr int kN = kTile / 8;  // n tiles of 8 tokens in S
+
+  // The A operand of k-step ks: from registers when Q fits there, else shared memory.
+  template <class QF>
+  __device__ static void q_frag(const QF& qf, const MT* q_s, int ks, int lane, u32 (&a)[4]) {
+    if constexpr (Tr::kQInRegs) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = qf[ks][i];
+    } else {
+      ldmatrix_x4(a, q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + ks * 16 + (lane / 16) * 8);
+    }
+  }
+
+  // S = Q K^T. kt: the tile as MMA operands; k_raw: the fp8 bytes (direct path).
+  template <class QF>
+  __device__ static void scores(const QF& qf, const MT* q_s, const MT* kt, const unsigned char* k_raw, int lane,
+                                float (&s)[kN][4]) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    if constexpr (Tr::kDirectFp8) {
+#pragma unroll
+      for (int k0 = 0; k0 < HD; k0 += 32) {
+        u32 a0[4], a1[4];
+        q_frag(qf, q_s, k0 / 16, lane, a0);
+        q_frag(qf, q_s, k0 / 16 + 1, lane, a1);
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 r[4];
+          ldmatrix_x4(r, k_raw + (tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + k0 + (lane / 16) * 16);
+          mma_16816<MT>(s[2 * tg], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
+          mma_16816<MT>(s[2 * tg + 1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
+          mma_16816<MT>(s[2 * tg], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
+          mma_16816<MT>(s[2 * tg + 1], a1, fp8x2_to_half2(KVT{}, r[3] & 0xffffu), fp8x2_to_half2(KVT{}, r[3] >> 16));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k0 = 0; k0 < HD; k0 += 16) {
+        u32 a[4];
+        q_frag(qf, q_s, k0 / 16, lane, a);
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 bk[4];
+          ldmatrix_x4(bk, kt + (tg * 16 + (lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
+          mma_16816<MT>(s[2 * tg], a, bk[0], bk[1]);
+          mma_16816<MT>(s[2 * tg + 1], a, bk[2], bk[3]);
+        }
+      }
+    }
+  }
+
+  // O += P V, P being the probabilities left in s (the accumulator layout of S
+  // is the A-operand layout of P). Direct fp8 leaves O's dims interleaved: see
+  // GqaDecode's warp merge.
+  __device__ static void accumulate_pv(const float (&s)[kN][4], const MT* vt, const unsigned char* v_raw, int lane,
+                                       float (&o)[HD / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      const u32 a[4] = {pack2<MT>(s[2 * kk][0], s[2 * kk][1]), pack2<MT>(s[2 * kk][2], s[2 * kk][3]),
+                        pack2<MT>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<MT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      if constexpr (Tr::kDirectFp8) {
+        // ldmatrix.trans on byte pairs: lane (g, t) gets tokens 2t, 2t+1 of dims 2g
+        // and 2g+1; split them into an even-dim and an odd-dim n tile.
+#pragma unroll
+        for (int c0 = 0; c0 < HD; c0 += 32) {
+          u32 r[4];
+          ldmatrix_x4_trans(r, v_raw + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + c0 +
+                                   (lane / 16) * 16);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = (c0 / 16 + h) * 2;
+            const u32 lo = r[2 * h], hi = r[2 * h + 1];
+            mma_16816<MT>(o[j], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0020)),
+                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0020)));
+            mma_16816<MT>(o[j + 1], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0031)),
+                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0031)));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int n0 = 0; n0 < HD; n0 += 16) {
+          u32 bv[4];
+          ldmatrix_x4_trans(bv, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + n0 + (lane / 16) * 8);
+          mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
+          mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace attnjit

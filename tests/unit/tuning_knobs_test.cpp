@@ -1,0 +1,89 @@
+// The decode tuning knobs (ATTNJIT_DECODE_TILE, ATTNJIT_DECODE_LAZY_RESCALE,
+// ATTNJIT_DECODE_RING_KB): they reach the rendered source (so the cache key),
+// respect page sizes and shared-memory limits, and their variants compile.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "compile/nvrtc_compiler.hpp"
+#include "render/renderer.hpp"
+
+namespace attnjit {
+namespace {
+
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+spec::KernelSpec xqa_spec(DType kv, int page, const char* arch = "sm_90a") {
+  spec::KernelSpec s;
+  s.family = spec::OpFamily::kXqa;
+  s.kv_dtype = kv;
+  s.head_dim = 128;
+  s.group_size = 8;
+  s.page_size = page;
+  s.arch = spec::Arch::parse(arch);
+  return s;
+}
+
+TEST(TuningKnobs, DefaultsAre16TokenTilesWithEagerRescale) {
+  unsetenv("ATTNJIT_DECODE_TILE");
+  unsetenv("ATTNJIT_DECODE_LAZY_RESCALE");
+  unsetenv("ATTNJIT_DECODE_RING_KB");
+  auto u = render::render(xqa_spec(DType::kBFloat16, 32));
+  EXPECT_EQ(u.tile_tokens, 16);
+  EXPECT_NE(u.source.find(", 232448, 16, false>"), std::string::npos) << u.source;
+  EXPECT_EQ(render::decode_tiling(xqa_spec(DType::kBFloat16, 32)).stages, 3);
+  EXPECT_EQ(render::decode_tiling(xqa_spec(DType::kFloat8E4M3, 32)).stages, 3);
+}
+
+TEST(TuningKnobs, TileAndLazyRescaleReachTheSource) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", "32");
+  EnvGuard lazy("ATTNJIT_DECODE_LAZY_RESCALE", "1");
+  auto u = render::render(xqa_spec(DType::kFloat8E4M3, 64));
+  EXPECT_EQ(u.tile_tokens, 32);
+  EXPECT_NE(u.source.find(", 32, true>"), std::string::npos) << u.source;
+  EXPECT_GE(render::decode_tiling(xqa_spec(DType::kFloat8E4M3, 64)).stages, 2);  // still prefetches
+  // 16-token pages cannot hold a 32-token tile: the knob falls back to 16.
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 16)).tile_tokens, 16);
+}
+
+TEST(TuningKnobs, SharedMemoryStaysWithinEachArch) {
+  for (const char* tile : {"16", "32"}) {
+    EnvGuard t("ATTNJIT_DECODE_TILE", tile);
+    for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120"})
+      for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3})
+        for (int hd : {64, 128, 256}) {
+          spec::KernelSpec s = xqa_spec(kv, 32, arch);
+          s.head_dim = hd;
+          auto t16 = render::decode_tiling(s);
+          EXPECT_LE(t16.smem_bytes, t16.smem_limit) << s.name() << " tile " << tile;
+          EXPECT_GE(t16.stages, 1) << s.name();
+        }
+  }
+}
+
+TEST(TuningKnobs, ExperimentalVariantsCompile) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", "32");
+  EnvGuard lazy("ATTNJIT_DECODE_LAZY_RESCALE", "1");
+  for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+    spec::KernelSpec s = xqa_spec(kv, 32);
+    auto r = compile::compile(s.name(), render::render(s), s.arch);
+    EXPECT_FALSE(r.cubin.empty());
+    EXPECT_EQ(r.resources.spill_stores, 0) << s.name();
+  }
+}
+
+}  // namespace
+}  // namespace attnjit

@@ -32,16 +32,6 @@ constexpr DType kDtypes[] = {DType::kFloat16,   DType::kBFloat16, DType::kFloat3
                              DType::kUInt8,     DType::kUInt16,   DType::kInt32,
                              DType::kUInt32,    DType::kInt64};
 
-struct FeatureName {
-  uint32_t bit;
-  const char* name;
-};
-constexpr FeatureName kFeatureNames[] = {
-    {feature::kSoftCap, "softcap"},      {feature::kSlidingWindow, "window"},
-    {feature::kSinks, "sinks"},          {feature::kReturnLse, "lse"},
-    {feature::kScalePointers, "scaleptr"}, {feature::kCudaCores, "cudacore"},
-    {feature::kRaggedQ, "raggedq"},
-};
 
 auto tie(const KernelSpec& s) {
   return std::tie(s.family, s.backend, s.q_dtype, s.kv_dtype, s.out_dtype, s.head_dim,
@@ -149,8 +139,8 @@ size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
 
 nlohmann::json KernelSpec::to_json() const {
   nlohmann::json features_json = nlohmann::json::array();
-  for (const auto& f : kFeatureNames)
-    if (has(f.bit)) features_json.push_back(f.name);
+  for (const auto& f : feature::kNames)
+    if (has(f.bit)) features_json.push_back(f.token);
   return nlohmann::json{{"family", to_string(family)},
                         {"backend", to_string(backend)},
                         {"q_dtype", dtype_name(q_dtype)},
@@ -192,8 +182,8 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   if (!j.contains("features") || !j["features"].is_array()) bad("spec field 'features' must be an array");
   for (const auto& f : j["features"]) {
     bool known = false;
-    for (const auto& fn : kFeatureNames)
-      if (f.is_string() && f.get<std::string>() == fn.name) {
+    for (const auto& fn : feature::kNames)
+      if (f.is_string() && f.get<std::string>() == fn.token) {
         s.features |= fn.bit;
         known = true;
       }
@@ -212,8 +202,8 @@ std::string KernelSpec::name() const {
   n += layout == KvLayout::kNHD ? ".nhd" : ".hnd";
   if (mask != MaskMode::kNone) n += std::string(".") + to_string(mask);
   if (pos_encoding != PosEncoding::kNone) n += std::string(".") + to_string(pos_encoding);
-  for (const auto& f : kFeatureNames)
-    if (has(f.bit)) n += std::string(".") + f.name;
+  for (const auto& f : feature::kNames)
+    if (has(f.bit)) n += std::string(".") + f.token;
   if (backend != Backend::kXqa) n += ".trtllmgen";
   return n + "." + fmt::format("sm{}{}", arch.sm, arch.arch_specific ? "a" : "");
 }

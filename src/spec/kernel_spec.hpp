@@ -27,6 +27,16 @@ constexpr uint32_t kScalePointers = 1u << 4;  // q/kv scales read from device me
 constexpr uint32_t kCudaCores = 1u << 5;      // FFMA path instead of mma.sync
 constexpr uint32_t kRaggedQ = 1u << 6;        // spec-decode with cumulative q lengths
 constexpr uint32_t kAll = (1u << 7) - 1;
+
+// Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
+struct Name {
+  uint32_t bit;
+  const char* token;
+};
+inline constexpr Name kNames[] = {
+    {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
+    {kScalePointers, "scaleptr"}, {kCudaCores, "cudacore"}, {kRaggedQ, "raggedq"},
+};
 }  // namespace feature
 
 // A compile target: "sm_90a" is {90, true}.

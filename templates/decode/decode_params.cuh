@@ -10,6 +10,19 @@
 
 namespace attnjit {
 
+// Compile-time switches of the decode kernels, as the renderer writes them. They
+// equal spec::MaskMode, spec::PosEncoding and spec::feature (a CPU test checks).
+namespace mask_mode {
+constexpr int kNone = 0, kCausal = 1, kCustom = 2;
+}
+namespace pos_mode {
+constexpr int kNone = 0, kRope = 1, kAlibi = 2;
+}
+namespace feat {
+constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse = 1u << 3,
+                   kScalePtr = 1u << 4, kCudaCores = 1u << 5, kRaggedQ = 1u << 6;
+}
+
 struct DecodeParams {
   const void* q;             // rows addressed as q + b*q_stride_b + t*q_stride_t + h*q_stride_h
   const void* k;             // paged: + page*kv_stride_page; contiguous: page is 0

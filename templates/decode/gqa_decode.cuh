@@ -13,17 +13,6 @@
 
 namespace attnjit {
 
-namespace mask_mode {
-constexpr int kNone = 0, kCausal = 1, kCustom = 2;
-}
-namespace pos_mode {
-constexpr int kNone = 0, kRope = 1, kAlibi = 2;
-}
-namespace feat {
-constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse = 1u << 3,
-                   kScalePtr = 1u << 4, kCudaCores = 1u << 5, kRaggedQ = 1u << 6;
-}
-
 template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
           int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_,
           int kTileTokens_ = 16, bool kLazyRescale_ = false>

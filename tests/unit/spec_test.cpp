@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/decode_params.cuh"
 #include "attnjit/error.hpp"
 #include "spec/kernel_spec.hpp"
 #include "util/hash.hpp"
@@ -342,3 +343,22 @@ TEST(KeyEncoder, LengthPrefixPreventsAliasing) {
 
 }  // namespace
 }  // namespace attnjit::spec
+
+// The renderer writes spec enums and feature bits as numbers into the Traits;
+// the templates' constants must mean the same (templates/decode/decode_params.cuh).
+TEST(SpecToTemplates, SwitchesAgree) {
+  EXPECT_EQ(attnjit::mask_mode::kNone, static_cast<int>(attnjit::spec::MaskMode::kNone));
+  EXPECT_EQ(attnjit::mask_mode::kCausal, static_cast<int>(attnjit::spec::MaskMode::kCausal));
+  EXPECT_EQ(attnjit::mask_mode::kCustom, static_cast<int>(attnjit::spec::MaskMode::kCustom));
+  EXPECT_EQ(attnjit::pos_mode::kNone, static_cast<int>(attnjit::spec::PosEncoding::kNone));
+  EXPECT_EQ(attnjit::pos_mode::kRope, static_cast<int>(attnjit::spec::PosEncoding::kRopeLlama));
+  EXPECT_EQ(attnjit::pos_mode::kAlibi, static_cast<int>(attnjit::spec::PosEncoding::kAlibi));
+  namespace f = attnjit::spec::feature;
+  EXPECT_EQ(attnjit::feat::kSoftCap, f::kSoftCap);
+  EXPECT_EQ(attnjit::feat::kWindow, f::kSlidingWindow);
+  EXPECT_EQ(attnjit::feat::kSinks, f::kSinks);
+  EXPECT_EQ(attnjit::feat::kLse, f::kReturnLse);
+  EXPECT_EQ(attnjit::feat::kScalePtr, f::kScalePointers);
+  EXPECT_EQ(attnjit::feat::kCudaCores, f::kCudaCores);
+  EXPECT_EQ(attnjit::feat::kRaggedQ, f::kRaggedQ);
+}

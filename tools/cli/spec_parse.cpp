@@ -38,17 +38,6 @@ bool parse_int(const std::string& s, int* out) {
   return true;
 }
 
-// Feature tokens as KernelSpec::name() writes them, in its order.
-struct FeatureToken {
-  uint32_t bit;
-  const char* token;
-};
-constexpr FeatureToken kFeatureTokens[] = {
-    {spec::feature::kSoftCap, "softcap"},       {spec::feature::kSlidingWindow, "window"},
-    {spec::feature::kSinks, "sinks"},           {spec::feature::kReturnLse, "lse"},
-    {spec::feature::kScalePointers, "scaleptr"}, {spec::feature::kCudaCores, "cudacore"},
-    {spec::feature::kRaggedQ, "raggedq"},
-};
 
 bool looks_like_arch(const std::string& t) {
   return t.size() > 2 && t.compare(0, 2, "sm") == 0 && t.find('_') == std::string::npos &&
@@ -132,7 +121,7 @@ spec::KernelSpec spec_from_name(const std::string& name, const std::optional<spe
       have_arch = true;
     } else {
       bool known = false;
-      for (const auto& f : kFeatureTokens)
+      for (const auto& f : spec::feature::kNames)
         if (tok == f.token) {
           s.features |= f.bit;
           known = true;

@@ -24,7 +24,7 @@ struct SingleCase {
   float soft_cap = 0.f;
   int window_left = -1;
   bool lse = false;
-  float k_scale = 1.f, v_scale = 1.f;
+  float q_scale = 1.f, k_scale = 1.f, v_scale = 1.f;
 };
 
 std::string describe(const SingleCase& c) {
@@ -61,6 +61,7 @@ double run_single(const SingleCase& c, uint32_t seed) {
   o.window_left = c.window_left;
   o.k_scale = c.k_scale;
   o.v_scale = c.v_scale;
+  o.q_scale = c.q_scale;
   single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, nullptr, c.lse ? &lse.view : nullptr);
   driver::ctx_sync();
 
@@ -78,6 +79,7 @@ double run_single(const SingleCase& c, uint32_t seed) {
   pr.sm_scale = 1.0 / std::sqrt(double(D));
   pr.k_scale = c.k_scale;
   pr.v_scale = c.v_scale;
+  pr.q_scale = c.q_scale;
   pr.soft_cap = c.soft_cap;
   pr.window_left = c.window_left;
   pr.pos = c.pos == PosEncodingMode::kRopeLlama ? testing::RefProblem::kRope
@@ -174,6 +176,18 @@ TEST(SingleDecodeGpu, Features) {
       c.layout = KvLayout::kHND;
       cases.push_back(c);
     }
+  {
+    SingleCase c;  // ALiBi after the soft cap, with q/k/v scales (fp8 KV)
+    c.kv_len = 3000;
+    c.kv_dtype = DType::kFloat8E4M3;
+    c.pos = PosEncodingMode::kAlibi;
+    c.soft_cap = 20.f;
+    c.lse = true;
+    c.q_scale = 0.5f;
+    c.k_scale = 2.0f;
+    c.v_scale = 0.75f;
+    cases.push_back(c);
+  }
   int n = 0;
   for (auto& c : cases) {
     double err = run_single(c, 900 + n++);

@@ -293,6 +293,17 @@ TEST(XqaGpu, SpeculativeDecoding) {
         c.seq_lens = {qlen + 3, 300, 2000};
         cases.push_back(c);
       }
+  {
+    XqaCase c;  // spec decode with sinks, a window and fp8 KV together
+    c.q_seq_len = 4;
+    c.mask_kind = 1;
+    c.sinks = true;
+    c.window = 64;
+    c.kv_dtype = DType::kFloat8E4M3;
+    c.kv_scale = 0.5f;
+    c.seq_lens = {7, 300, 2000};
+    cases.push_back(c);
+  }
   int n = 0;
   for (auto& c : cases) {
     double err = run_xqa(c, 9000 + n++);

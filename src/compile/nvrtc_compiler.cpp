@@ -1,6 +1,7 @@
 #include "compile/nvrtc_compiler.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
 
@@ -52,13 +53,18 @@ const std::string& nvrtc_version() {
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     std::string lib = "unknown";
+    long long bytes = -1;
     Dl_info info{};
     if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
       char buf[PATH_MAX];
       lib = realpath(info.dli_fname, buf) ? buf : info.dli_fname;
-      lib = lib.substr(lib.find_last_of('/') + 1);  // the patch level lives in the file name
+      struct stat st {};
+      if (::stat(lib.c_str(), &st) == 0) bytes = static_cast<long long>(st.st_size);
+      lib = lib.substr(lib.find_last_of('/') + 1);
     }
-    return fmt::format("{}.{} ({})", major, minor, lib);
+    // nvrtcVersion() has no patch level, and the file is often plain libnvrtc.so.13:
+    // its size tells patch releases apart, so a toolkit update changes every key.
+    return fmt::format("{}.{} ({}, {} bytes)", major, minor, lib, bytes);
   }();
   return v;
 }

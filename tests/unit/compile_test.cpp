@@ -340,7 +340,7 @@ TEST(PtxasLog, ParsesResourceLines) {
 
 TEST(Nvrtc, VersionStringNamesTheLibrary) {
   const std::string& v = nvrtc_version();
-  EXPECT_TRUE(std::regex_match(v, std::regex(R"(\d+\.\d+ \(libnvrtc[^ ()]*\.so[^ ()]*\))"))) << v;
+  EXPECT_TRUE(std::regex_match(v, std::regex(R"(\d+\.\d+ \(libnvrtc[^ ()]*\.so[^ ()]*, \d+ bytes\))"))) << v;
   EXPECT_EQ(v.rfind("13.", 0), 0u) << "built against CUDA 13: " << v;
   EXPECT_NE(v.find("libnvrtc.so.13"), std::string::npos) << v;
   EXPECT_EQ(&nvrtc_version(), &v);

@@ -3,8 +3,11 @@
 // scales are applied here independently of the kernels' code.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <vector>
 
 namespace attnjit::testing {
@@ -51,60 +54,74 @@ inline void rope_ref(std::vector<double>& x, int pos, const RefProblem& pr) {
   }
 }
 
-inline RefOutput reference_decode(const RefProblem& pr) {
+// One (request, kv head): every query row of that head group.
+inline void reference_head(const RefProblem& pr, int b, int kvh, RefOutput& r) {
+  const int heads = pr.num_kv_heads * pr.group, hd = pr.head_dim;
+  const int L = pr.seq_lens[b], ql = pr.q_lens[b];
+  // Keys once per (request, kv head), rotated when RoPE is on.
+  std::vector<std::vector<double>> keys(L, std::vector<double>(hd));
+  for (int j = 0; j < L; ++j) {
+    for (int d = 0; d < hd; ++d) keys[j][d] = pr.k(b, j, kvh, d) * pr.k_scale;
+    if (pr.pos == RefProblem::kRope) rope_ref(keys[j], j, pr);
+  }
+  for (int t = 0; t < ql; ++t)
+    for (int g = 0; g < pr.group; ++g) {
+      const int h = kvh * pr.group + g;
+      const int q_pos = L - ql + t;
+      std::vector<double> qv(hd);
+      for (int d = 0; d < hd; ++d) qv[d] = pr.q(b, t, h, d) * pr.q_scale;
+      if (pr.pos == RefProblem::kRope) rope_ref(qv, q_pos, pr);
+      std::vector<double> logit(L, -INFINITY);
+      double mx = -INFINITY;
+      for (int j = 0; j < L; ++j) {
+        bool vis = true;
+        if (pr.causal && j > q_pos) vis = false;
+        if (pr.custom_mask && j >= L - ql && !pr.custom_mask(b, t, j - (L - ql))) vis = false;
+        if (pr.window_left >= 0 && j < q_pos - pr.window_left) vis = false;
+        if (!vis) continue;
+        double s = 0;
+        for (int d = 0; d < hd; ++d) s += qv[d] * keys[j][d];
+        s *= pr.sm_scale;
+        if (pr.soft_cap > 0) s = pr.soft_cap * std::tanh(s / pr.soft_cap);
+        if (pr.pos == RefProblem::kAlibi) s += alibi_slope_ref(h, heads) * (j - q_pos);
+        logit[j] = s;
+        mx = std::max(mx, s);
+      }
+      double sink = pr.sinks.empty() ? -INFINITY : pr.sinks[h];
+      double m = std::max(mx, sink);
+      if (m == -INFINITY) continue;  // nothing visible: output 0, lse -inf
+      double den = std::isinf(sink) ? 0.0 : std::exp(sink - m);
+      std::vector<double> acc(hd, 0.0);
+      for (int j = 0; j < L; ++j) {
+        if (logit[j] == -INFINITY) continue;
+        double p = std::exp(logit[j] - m);
+        den += p;
+        for (int d = 0; d < hd; ++d) acc[d] += p * pr.v(b, j, kvh, d);
+      }
+      for (int d = 0; d < hd; ++d) r.out[r.index(b, t, h, d, heads, hd)] = acc[d] / den * pr.v_scale;
+      r.lse[(static_cast<size_t>(b) * r.max_q + t) * heads + h] = (m + std::log(den)) / std::log(2.0);
+    }
+}
+
+// `threads` 0: one per hardware thread. Each (request, kv head) writes its own
+// slots, so the work splits without locks; the accessors must be thread-safe reads.
+inline RefOutput reference_decode(const RefProblem& pr, unsigned threads = 0) {
   RefOutput r;
   const int heads = pr.num_kv_heads * pr.group, hd = pr.head_dim;
   for (int ql : pr.q_lens) r.max_q = std::max(r.max_q, ql);
   r.out.assign(static_cast<size_t>(pr.batch) * r.max_q * heads * hd, 0.0);
   r.lse.assign(static_cast<size_t>(pr.batch) * r.max_q * heads, -INFINITY);
-  for (int b = 0; b < pr.batch; ++b) {
-    const int L = pr.seq_lens[b], ql = pr.q_lens[b];
-    for (int kvh = 0; kvh < pr.num_kv_heads; ++kvh) {
-      // Keys once per (request, kv head), rotated when RoPE is on.
-      std::vector<std::vector<double>> keys(L, std::vector<double>(hd));
-      for (int j = 0; j < L; ++j) {
-        for (int d = 0; d < hd; ++d) keys[j][d] = pr.k(b, j, kvh, d) * pr.k_scale;
-        if (pr.pos == RefProblem::kRope) rope_ref(keys[j], j, pr);
-      }
-      for (int t = 0; t < ql; ++t)
-        for (int g = 0; g < pr.group; ++g) {
-          const int h = kvh * pr.group + g;
-          const int q_pos = L - ql + t;
-          std::vector<double> qv(hd);
-          for (int d = 0; d < hd; ++d) qv[d] = pr.q(b, t, h, d) * pr.q_scale;
-          if (pr.pos == RefProblem::kRope) rope_ref(qv, q_pos, pr);
-          std::vector<double> logit(L, -INFINITY);
-          double mx = -INFINITY;
-          for (int j = 0; j < L; ++j) {
-            bool vis = true;
-            if (pr.causal && j > q_pos) vis = false;
-            if (pr.custom_mask && j >= L - ql && !pr.custom_mask(b, t, j - (L - ql))) vis = false;
-            if (pr.window_left >= 0 && j < q_pos - pr.window_left) vis = false;
-            if (!vis) continue;
-            double s = 0;
-            for (int d = 0; d < hd; ++d) s += qv[d] * keys[j][d];
-            s *= pr.sm_scale;
-            if (pr.soft_cap > 0) s = pr.soft_cap * std::tanh(s / pr.soft_cap);
-            if (pr.pos == RefProblem::kAlibi) s += alibi_slope_ref(h, heads) * (j - q_pos);
-            logit[j] = s;
-            mx = std::max(mx, s);
-          }
-          double sink = pr.sinks.empty() ? -INFINITY : pr.sinks[h];
-          double m = std::max(mx, sink);
-          if (m == -INFINITY) continue;  // nothing visible: output 0, lse -inf
-          double den = std::isinf(sink) ? 0.0 : std::exp(sink - m);
-          std::vector<double> acc(hd, 0.0);
-          for (int j = 0; j < L; ++j) {
-            if (logit[j] == -INFINITY) continue;
-            double p = std::exp(logit[j] - m);
-            den += p;
-            for (int d = 0; d < hd; ++d) acc[d] += p * pr.v(b, j, kvh, d);
-          }
-          for (int d = 0; d < hd; ++d) r.out[r.index(b, t, h, d, heads, hd)] = acc[d] / den * pr.v_scale;
-          r.lse[(static_cast<size_t>(b) * r.max_q + t) * heads + h] = (m + std::log(den)) / std::log(2.0);
-        }
-    }
-  }
+  const int tasks = pr.batch * pr.num_kv_heads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max(tasks, 1)));
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next++; i < tasks; i = next++) reference_head(pr, i / pr.num_kv_heads, i % pr.num_kv_heads, r);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
   return r;
 }
 

@@ -13,6 +13,10 @@
 #include <sstream>
 #include <string>
 
+#include "attnjit/decode.hpp"
+#include "attnjit/runtime.hpp"
+#include "attnjit/xqa.hpp"
+
 #ifndef ATTNJIT_CLI_PATH
 #define ATTNJIT_CLI_PATH ""
 #endif
@@ -227,6 +231,36 @@ TEST_F(CliTest, BundledConfigsExpand) {
     if (std::string(name) == "deepseek-v3") EXPECT_TRUE(j["specs"].empty());
     else EXPECT_FALSE(j["specs"].empty()) << name;
   }
+}
+
+}  // namespace
+}  // namespace attnjit::cli_test
+
+namespace attnjit::cli_test {
+namespace {
+
+// What an operator prewarms is what the op later looks up: after `attnjit
+// prewarm`, the public prewarm API with the same shapes compiles nothing.
+TEST_F(CliTest, PrewarmedKernelsServeTheOps) {
+  ASSERT_EQ(run("prewarm --config '" + config_ + "' --arch sm_90a -j2").code, 0);
+  RuntimeOptions o;
+  o.cache_dir = cache_;
+  Runtime rt(o);
+  auto shape = [](DType d, std::initializer_list<int64_t> s) { return TensorView::contiguous(nullptr, d, s); };
+  XqaArgs a;  // the config's xqa op: 8 q heads, 2 KV heads, head_dim 64, bf16, page 16
+  a.q = shape(DType::kBFloat16, {4, 1, 8, 64});
+  a.output = shape(DType::kBFloat16, {4, 1, 8, 64});
+  a.k_cache = shape(DType::kBFloat16, {64, 16, 2, 64});
+  a.v_cache = shape(DType::kBFloat16, {64, 16, 2, 64});
+  a.page_table = shape(DType::kInt32, {4, 16});
+  a.seq_lens = shape(DType::kUInt32, {4, 1});
+  a.num_kv_heads = 2;
+  a.page_size = 16;
+  prewarm_xqa(a, "sm_90a", &rt);
+  auto q = shape(DType::kBFloat16, {8, 64}), k = shape(DType::kBFloat16, {1000, 2, 64});
+  prewarm_single_decode_with_kv_cache(q, k, k, q, {}, nullptr, "sm_90a", &rt);
+  EXPECT_EQ(rt.stats().compiles, 0);
+  EXPECT_EQ(rt.stats().store_hits, 2);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ if [ "${SKIP_PEERS:-0}" != 1 ] && command -v python3 >/dev/null; then
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
+  "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
 fi
 if [ -n "${EXPERIMENT:-}" ]; then
   env $EXPERIMENT "$STAGE/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' \
@@ -42,6 +43,7 @@ if [ -n "${EXPERIMENT:-}" ]; then
     >"$OUTDIR/bench_experiment.log" 2>&1 || true
 fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
+[ -f "$OUTDIR/bench_paths.log" ] && tail -8 "$OUTDIR/bench_paths.log"
 [ -f "$OUTDIR/bench.log" ] && tail -22 "$OUTDIR/bench.log"
 [ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"
 exit $status

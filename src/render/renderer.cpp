@@ -55,8 +55,6 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
   if (s.page_size != 0 && s.page_size % 16 != 0)
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("page_size {}: must be a multiple of 16", s.page_size));
-  if (s.has(spec::feature::kCudaCores))
-    throw Error(ErrorCode::kUnsupported, "the CUDA-core decode path is not implemented yet");
   if (s.backend != spec::Backend::kXqa)
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("{}: only the xqa backend has decode templates", s.name()));
@@ -143,7 +141,8 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const int hd = s.head_dim;
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
-  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
+  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0 ||
+                             s.has(spec::feature::kCudaCores));  // !Traits::kDirectFp8
   const int per_stage = t.warps * 2 * t.tile * (hd * kv_bytes + 16);
   const int conv = widen ? t.warps * 2 * t.tile * (hd + 8) * 2 : 0;
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies

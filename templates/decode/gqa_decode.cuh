@@ -10,6 +10,7 @@
 #include "common/softmax.cuh"
 #include "decode/decode_params.cuh"
 #include "decode/decode_tile.cuh"
+#include "decode/decode_tile_cuda_cores.cuh"
 
 namespace attnjit {
 
@@ -41,8 +42,9 @@ struct DecodeTraits {
   // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
   // dims interleaved). RoPE, which rewrites K in shared memory, and head dims
   // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
-  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0;
-  static constexpr bool kQInRegs = kHeadDim <= 128;
+  static constexpr bool kCudaCores = (kFeatures_ & feat::kCudaCores) != 0;
+  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0 && !kCudaCores;
+  static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? kWarps * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = kRows * kMaxSplits * 4;
@@ -72,7 +74,8 @@ struct GqaDecode {
   using MT = typename Tr::MT;
   static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
   static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
-  using Tile = DecodeTile<Tr>;
+  // The tensor-core tile, or the FFMA tile (use_tensor_cores = false): same layouts.
+  using Tile = typename Select<Tr::kCudaCores, DecodeTileCudaCores<Tr>, DecodeTile<Tr>>::type;
   static constexpr unsigned F = Tr::kFeatures;
   __device__ static constexpr bool has(unsigned f) { return (F & f) != 0; }
 
@@ -369,7 +372,8 @@ struct GqaDecode {
 
       // S = Q K^T over this tile: 16 rows x kTile tokens.
       float s[Tile::kN][4];
-      Tile::scores(qf, q_s, kt, k_raw, lane, s);
+      if constexpr (Tr::kCudaCores) Tile::scores(qf, q_s, kt, k_raw, lane, w.rows_valid, s);
+      else Tile::scores(qf, q_s, kt, k_raw, lane, s);
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
       float mx[2] = {kNegInf, kNegInf};
@@ -416,7 +420,8 @@ struct GqaDecode {
         }
 
       // O += P V: the S accumulators are already in the A-operand layout.
-      Tile::accumulate_pv(s, vt, v_raw, lane, o);
+      if constexpr (Tr::kCudaCores) Tile::accumulate_pv(s, vt, v_raw, lane, w.rows_valid, o);
+      else Tile::accumulate_pv(s, vt, v_raw, lane, o);
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
   }

@@ -1,6 +1,8 @@
 // single_decode_with_kv_cache on the GPU against the float64 reference.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <random>
 
@@ -24,6 +26,7 @@ struct SingleCase {
   float soft_cap = 0.f;
   int window_left = -1;
   bool lse = false;
+  bool tensor_cores = true;
   float q_scale = 1.f, k_scale = 1.f, v_scale = 1.f;
 };
 
@@ -32,7 +35,7 @@ std::string describe(const SingleCase& c) {
          " g" + std::to_string(c.group) + " kvh" + std::to_string(c.num_kv_heads) + " L" +
          std::to_string(c.kv_len) + (c.layout == KvLayout::kNHD ? " NHD" : " HND") + " pos" +
          std::to_string(int(c.pos)) + " cap" + std::to_string(c.soft_cap) + " win" +
-         std::to_string(c.window_left) + (c.lse ? " lse" : "");
+         std::to_string(c.window_left) + (c.lse ? " lse" : "") + (c.tensor_cores ? "" : " cuda-cores");
 }
 
 // Returns the relative L2 error of out (and checks lse and NaN-free output).
@@ -62,6 +65,7 @@ double run_single(const SingleCase& c, uint32_t seed) {
   o.k_scale = c.k_scale;
   o.v_scale = c.v_scale;
   o.q_scale = c.q_scale;
+  o.use_tensor_cores = c.tensor_cores;
   single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, nullptr, c.lse ? &lse.view : nullptr);
   driver::ctx_sync();
 
@@ -193,6 +197,32 @@ TEST(SingleDecodeGpu, Features) {
     double err = run_single(c, 900 + n++);
     EXPECT_LE(err, tolerance(c)) << describe(c);
   }
+}
+
+TEST(SingleDecodeGpu, CudaCorePath) {
+  ATTNJIT_REQUIRE_GPU();
+  setenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES", "1", 1);  // opt-in until this test has passed on a GPU
+  std::mt19937 rng(2468);
+  int n = 0;
+  for (int hd : {64, 128, 256})
+    for (int g : {1, 4, 8})
+      for (int len : {7, 4096, 100000}) {
+        SingleCase c;
+        c.tensor_cores = false;
+        c.dtype = rng() % 2 ? DType::kFloat16 : DType::kBFloat16;
+        c.kv_dtype = rng() % 3 == 0 ? DType::kFloat8E4M3 : c.dtype;
+        c.head_dim = hd;
+        c.group = g;
+        c.kv_len = len;
+        c.num_kv_heads = len >= 100000 ? 1 : 2;
+        c.layout = rng() % 2 ? KvLayout::kNHD : KvLayout::kHND;
+        c.lse = true;
+        if (n % 3 == 1) c.pos = PosEncodingMode::kRopeLlama;
+        if (n % 3 == 2) c.soft_cap = 15.f;
+        double err = run_single(c, 4000 + n++);
+        EXPECT_LE(err, tolerance(c)) << describe(c);
+      }
+  unsetenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES");
 }
 
 }  // namespace

@@ -114,37 +114,53 @@ std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
   return out;
 }
 
+namespace {
+
+Result time_single_decode(int H, int KH, int L, DType kv_dtype, bool tensor_cores, const Options& o,
+                          std::mt19937& rng) {
+  const int D = 128;
+  const double kv_bytes = 2.0 * L * KH * D * dtype_size(kv_dtype);
+  const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
+  struct Set {
+    DeviceTensor q, k, v, out;
+  };
+  std::vector<Set> s(sets);
+  for (auto& x : s) {
+    x.q = DeviceTensor(DType::kBFloat16, {H, D});
+    x.out = DeviceTensor(DType::kBFloat16, {H, D});
+    x.k = DeviceTensor(kv_dtype, {L, KH, D});
+    x.v = DeviceTensor(kv_dtype, {L, KH, D});
+    x.q.upload(random_bytes(size_t(H) * D, DType::kBFloat16, rng));
+    x.k.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
+    x.v.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
+  }
+  SingleDecodeOptions opt;
+  opt.use_tensor_cores = tensor_cores;
+  auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k.view, s[i].v.view, s[i].out.view, opt); };
+  Result r;
+  r.op = tensor_cores ? "single_decode" : "single_decode(cc)";
+  r.shape = H / KH == 4 ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
+  r.dtype = std::string("kv ") + dtype_name(kv_dtype);
+  r.ms = time_median(sets, o, call);
+  r.bytes = kv_bytes + 2.0 * H * D * 2;
+  return r;
+}
+
+}  // namespace
+
 std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o) {
-  const int KH = 8, H = 32, D = 128;
   std::vector<Result> out;
   std::mt19937 rng(7);
-  for (int L : {4096, 32768, 131072}) {
-    const double kv_bytes = 2.0 * L * KH * D * dtype_size(kv_dtype);
-    const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
-    struct Set {
-      DeviceTensor q, k, v, out;
-    };
-    std::vector<Set> s(sets);
-    for (auto& x : s) {
-      x.q = DeviceTensor(DType::kBFloat16, {H, D});
-      x.out = DeviceTensor(DType::kBFloat16, {H, D});
-      x.k = DeviceTensor(kv_dtype, {L, KH, D});
-      x.v = DeviceTensor(kv_dtype, {L, KH, D});
-      x.q.upload(random_bytes(size_t(H) * D, DType::kBFloat16, rng));
-      x.k.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
-      x.v.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
-    }
-    SingleDecodeOptions opt;
-    opt.use_tensor_cores = tensor_cores;
-    auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k.view, s[i].v.view, s[i].out.view, opt); };
-    Result r;
-    r.op = tensor_cores ? "single_decode" : "single_decode(cc)";
-    r.shape = fmt::format("L{}", L);
-    r.dtype = std::string("kv ") + dtype_name(kv_dtype);
-    r.ms = time_median(sets, o, call);
-    r.bytes = kv_bytes + 2.0 * H * D * 2;
-    out.push_back(r);
-  }
+  for (int L : {4096, 32768, 131072}) out.push_back(time_single_decode(32, 8, L, kv_dtype, tensor_cores, o, rng));
+  return out;
+}
+
+std::vector<Result> bench_decode_paths(const Options& o) {
+  std::vector<Result> out;
+  std::mt19937 rng(11);
+  for (int group : {1, 4, 8})
+    for (bool tc : {true, false})
+      out.push_back(time_single_decode(32, 32 / group, 32768, DType::kBFloat16, tc, o, rng));
   return out;
 }
 

@@ -28,5 +28,7 @@ struct Options {
 
 std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);
 std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
+// Tensor-core vs CUDA-core single decode by group size (32 q heads, kv_len 32768, bf16).
+std::vector<Result> bench_decode_paths(const Options& o);
 
 }  // namespace attnjit::bench

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--iters N]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--iters N]\n");
       return 0;
     }
     driver::require_available();
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
       if (args[i] == "--iters") o.iters = std::atoi(args[i + 1].c_str());
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);
-    const bool all = !has("--xqa") && !has("--single");
+    const bool all = !has("--xqa") && !has("--single") && !has("--paths");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
         auto r = bench::bench_single_decode(kv, true, o);
         rs.insert(rs.end(), r.begin(), r.end());
       }
+    if (has("--paths")) {  // tensor cores vs CUDA cores by group size (the CUDA-core path is opt-in)
+      setenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES", "1", 1);
+      auto r = bench::bench_decode_paths(o);
+      rs.insert(rs.end(), r.begin(), r.end());
+    }
     print_table(rs);
     return rc;
   } catch (const std::exception& e) {

@@ -1,7 +1,6 @@
 // The CUDA driver API loaded at run time: dlopen("libcuda.so.1") + cuGetProcAddress_v2.
 #include "driver/cuda_driver.hpp"
 
-#include <cudaTypedefs.h>  // PFN_* typedefs: the exact signature of each versioned entry point
 #include <dlfcn.h>
 
 #include <atomic>
@@ -12,9 +11,20 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "driver/driver_api.hpp"
 #include "util/log.hpp"
 
 namespace attnjit::driver {
+
+namespace detail {
+Api g_api;
+std::atomic<bool> g_ready{false};
+std::atomic<bool> g_exiting{false};
+void ensure_context() { (void)current_device(); }
+}  // namespace detail
+
+using namespace detail;
+
 namespace {
 constexpr int kMaxDevicesCached = 64;
 
@@ -24,69 +34,7 @@ constexpr int kMaxDevicesCached = 64;
 constexpr int kApiVersion = 12000;
 constexpr int kMaxDevices = 64;
 
-// name, PFN type (the version valid at kApiVersion).
-#define ATTNJIT_DRIVER_ENTRY_POINTS(X)                         \
-  X(cuGetErrorName, PFN_cuGetErrorName_v6000)                  \
-  X(cuGetErrorString, PFN_cuGetErrorString_v6000)              \
-  X(cuInit, PFN_cuInit_v2000)                                  \
-  X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020)          \
-  X(cuDeviceGet, PFN_cuDeviceGet_v2000)                        \
-  X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000)              \
-  X(cuDeviceGetName, PFN_cuDeviceGetName_v2000)                \
-  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute_v2000)      \
-  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem_v3020)              \
-  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000) \
-  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000)                \
-  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000)                \
-  X(cuCtxPushCurrent, PFN_cuCtxPushCurrent_v4000)              \
-  X(cuCtxPopCurrent, PFN_cuCtxPopCurrent_v4000)                \
-  X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000)                  \
-  X(cuCtxSynchronize, PFN_cuCtxSynchronize_v2000)              \
-  X(cuModuleLoadData, PFN_cuModuleLoadData_v2000)              \
-  X(cuModuleUnload, PFN_cuModuleUnload_v2000)                  \
-  X(cuModuleGetFunction, PFN_cuModuleGetFunction_v2000)        \
-  X(cuFuncGetAttribute, PFN_cuFuncGetAttribute_v2020)          \
-  X(cuFuncSetAttribute, PFN_cuFuncSetAttribute_v9000)          \
-  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)             \
-  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000)       \
-  X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)        \
-  X(cuStreamCreate, PFN_cuStreamCreate_v2000)                  \
-  X(cuStreamGetId, PFN_cuStreamGetId_v12000)                   \
-  X(cuStreamDestroy, PFN_cuStreamDestroy_v4000)                \
-  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010)     \
-  X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)         \
-  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040) \
-  X(cuGraphLaunch, PFN_cuGraphLaunch_v10000)                   \
-  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)         \
-  X(cuGraphDestroy, PFN_cuGraphDestroy_v10000)                 \
-  X(cuMemAlloc, PFN_cuMemAlloc_v3020)                          \
-  X(cuMemFree, PFN_cuMemFree_v3020)                            \
-  X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020)                      \
-  X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020)                      \
-  X(cuMemsetD8, PFN_cuMemsetD8_v3020)                          \
-  X(cuMemsetD32, PFN_cuMemsetD32_v3020)                        \
-  X(cuEventCreate, PFN_cuEventCreate_v2000)                    \
-  X(cuEventRecord, PFN_cuEventRecord_v2000)                    \
-  X(cuEventSynchronize, PFN_cuEventSynchronize_v2000)          \
-  X(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000)          \
-  X(cuEventDestroy, PFN_cuEventDestroy_v4000)                  \
-  X(cuModuleGetGlobal, PFN_cuModuleGetGlobal_v3020)            \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)
-
-// Plain function pointers, written once under g_once and only read afterwards: the launch
-// path takes no lock. Everything here is constant-initialized, so no static-init-order issue.
-struct Api {
-#define ATTNJIT_DECLARE(name, type) type name = nullptr;
-  ATTNJIT_DRIVER_ENTRY_POINTS(ATTNJIT_DECLARE)
-#undef ATTNJIT_DECLARE
-};
-
-Api g_api;
 std::once_flag g_once;
-std::atomic<bool> g_ready{false};
-// Set by an atexit handler: once the process is exiting, libcuda may already be torn down,
-// so destructors skip unloading and freeing (the OS reclaims everything anyway).
-std::atomic<bool> g_exiting{false};
 char g_reason[512] = {};  // a char array, not std::string: no constructor or destructor to order
 int g_driver_version = 0;
 int g_device_count = 0;
@@ -209,11 +157,6 @@ void load() {
   }
 }
 
-// The fast check every entry point starts with: one atomic load once the driver is up.
-inline void ensure() {
-  if (!g_ready.load(std::memory_order_acquire)) require_available();
-}
-
 void check_ordinal(int ordinal, const char* what) {
   if (ordinal < 0 || ordinal >= g_device_count) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -228,9 +171,6 @@ int ordinal_of(CUdevice dev) {
   }
   return static_cast<int>(dev);
 }
-
-// Makes some context current on this thread (device 0's primary one if none is).
-void ensure_context() { (void)current_device(); }
 
 // Pushes a context for the scope of a non-hot-path call and restores the caller's after.
 class ScopedContext {
@@ -497,148 +437,6 @@ bool is_capturing(CUstream stream) {
   check(r, "cuStreamIsCapturing");
   // ACTIVE or INVALIDATED: the stream is still in capture mode either way.
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-// --- memory helpers ------------------------------------------------------------
-
-CUdeviceptr mem_alloc(size_t bytes) {
-  ensure();
-  if (bytes == 0) return 0;
-  ensure_context();
-  CUdeviceptr p = 0;
-  check(g_api.cuMemAlloc(&p, bytes), ("cuMemAlloc(" + std::to_string(bytes) + " bytes)").c_str());
-  return p;
-}
-
-void mem_free(CUdeviceptr p) noexcept {
-  if (!p || !g_ready.load(std::memory_order_acquire) ||
-      g_exiting.load(std::memory_order_acquire)) {
-    return;
-  }
-  (void)g_api.cuMemFree(p);
-}
-
-void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
-  ensure();
-  ensure_context();
-  check(g_api.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
-}
-
-void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes) {
-  ensure();
-  ensure_context();
-  check(g_api.cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
-}
-
-void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes) {
-  ensure();
-  ensure_context();
-  check(g_api.cuMemsetD8(dst, value, bytes), "cuMemsetD8");
-}
-
-void memset_d32(CUdeviceptr dst, unsigned value, size_t count) {
-  ensure();
-  ensure_context();
-  check(g_api.cuMemsetD32(dst, value, count), "cuMemsetD32");
-}
-
-void stream_sync(CUstream stream) {
-  ensure();
-  if (!stream) ensure_context();  // the legacy stream belongs to the current context
-  check(g_api.cuStreamSynchronize(stream), "cuStreamSynchronize");
-}
-
-unsigned long long stream_id(CUstream stream) {
-  ensure();
-  if (!stream) ensure_context();
-  unsigned long long id = 0;
-  check(g_api.cuStreamGetId(stream, &id), "cuStreamGetId");
-  return id;
-}
-
-CUstream stream_create() {
-  ensure_context();
-  CUstream s = nullptr;
-  check(g_api.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  return s;
-}
-
-void stream_destroy(CUstream stream) noexcept {
-  if (stream && g_ready.load(std::memory_order_acquire) && !g_exiting.load()) (void)g_api.cuStreamDestroy(stream);
-}
-
-void begin_capture(CUstream stream) {
-  ensure();
-  check(g_api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
-}
-
-CapturedGraph end_capture(CUstream stream) {
-  ensure();
-  CUgraph graph = nullptr;
-  check(g_api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-  CapturedGraph g;
-  g.graph = graph;
-  return g;
-}
-
-CapturedGraph::~CapturedGraph() {
-  if (g_exiting.load() || !g_ready.load(std::memory_order_acquire)) return;
-  if (exec) (void)g_api.cuGraphExecDestroy(exec);
-  if (graph) (void)g_api.cuGraphDestroy(graph);
-}
-
-void CapturedGraph::launch(CUstream stream) {
-  ensure();
-  if (!exec) check(g_api.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
-  check(g_api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-}
-
-void ctx_sync() {
-  ensure();
-  ensure_context();
-  check(g_api.cuCtxSynchronize(), "cuCtxSynchronize");
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    mem_free(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = 0;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-
-// --- EventTimer ------------------------------------------------------------------
-
-EventTimer::EventTimer() {
-  ensure();
-  ensure_context();
-  check(g_api.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
-  CUresult r = g_api.cuEventCreate(&stop_, CU_EVENT_DEFAULT);
-  if (r != CUDA_SUCCESS) {
-    (void)g_api.cuEventDestroy(start_);
-    start_ = nullptr;
-    check(r, "cuEventCreate");
-  }
-}
-
-EventTimer::~EventTimer() {
-  if (g_exiting.load(std::memory_order_acquire)) return;
-  if (start_) (void)g_api.cuEventDestroy(start_);
-  if (stop_) (void)g_api.cuEventDestroy(stop_);
-}
-
-void EventTimer::start(CUstream s) { check(g_api.cuEventRecord(start_, s), "cuEventRecord(start)"); }
-
-void EventTimer::stop(CUstream s) { check(g_api.cuEventRecord(stop_, s), "cuEventRecord(stop)"); }
-
-float EventTimer::elapsed_ms() {
-  check(g_api.cuEventSynchronize(stop_), "cuEventSynchronize");
-  float ms = 0.f;
-  check(g_api.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
-  return ms;
 }
 
 }  // namespace attnjit::driver

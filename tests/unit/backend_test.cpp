@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/types.hpp"
 #include "runtime/backend.hpp"
@@ -16,15 +17,7 @@ namespace {
 using spec::Arch;
 using spec::KernelSpec;
 
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected attnjit::Error(" << to_string(code) << "), nothing thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
-  }
-}
+using testing::expect_error;
 
 KernelSpec spec_for(Arch arch, spec::OpFamily family = spec::OpFamily::kXqa) {
   KernelSpec s;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "attnjit/decode.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
@@ -21,15 +22,7 @@ const spec::Arch kArch{90, true};
 // Never dereferenced: planning only looks at the addresses (alignment, null).
 void* fake(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
 
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected attnjit::Error(" << to_string(code) << "), nothing thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
-  }
-}
+using testing::expect_error;
 
 // Expects Error(kInvalidArgument) naming `arg` (plus any extra needles).
 void expect_invalid(const std::function<void()>& f, const std::string& arg, std::vector<std::string> more = {}) {

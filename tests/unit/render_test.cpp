@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "attnjit/error.hpp"
 #include "render/renderer.hpp"
 #include "spec/kernel_spec.hpp"
@@ -26,15 +27,7 @@ namespace fs = std::filesystem;
 using spec::Arch;
 using spec::KernelSpec;
 
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected attnjit::Error(" << to_string(code) << "), nothing thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
-  }
-}
+using testing::expect_error;
 
 std::string fixture_path(const std::string& name) {
   return std::string(ATTNJIT_SOURCE_DIR) + "/tests/fixtures/render/" + name + ".cu";

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/expect_error.hpp"
 #include "decode/decode_params.cuh"
 #include "attnjit/error.hpp"
 #include "spec/kernel_spec.hpp"
@@ -15,15 +16,7 @@ namespace attnjit::spec {
 namespace {
 
 // Runs `f`, expects Error with `code`, and a message containing every needle.
-void expect_error(const std::function<void()>& f, ErrorCode code, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected attnjit::Error(" << to_string(code) << "), nothing thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
-  }
-}
+using testing::expect_error;
 
 constexpr DType kAllDtypes[] = {DType::kFloat16,    DType::kBFloat16,   DType::kFloat32, DType::kFloat8E4M3,
                                 DType::kFloat8E5M2, DType::kInt8,       DType::kUInt8,   DType::kUInt16,

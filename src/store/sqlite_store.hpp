@@ -153,6 +153,7 @@ class SqliteStore final : public CubinStore {
   pid_t pid_ = 0;         // the process that opened db_; another pid must reopen
   FileId file_id_;        // the inode db_ has open; another one there means replaced
   bool in_memory_ = false;
+  static constexpr int kQuarantineKeep = 3;  // newest quarantined sets gc keeps
   bool has_ro_ = false;   // the file is attached read-only as schema "ro"
   std::string note_;
   Pending pending_;

@@ -8,12 +8,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
@@ -204,6 +209,32 @@ std::string quarantine_db_files(const std::string& db_path, std::string* error) 
     return "";
   }
   return to;
+}
+
+int prune_quarantine(const std::string& db_path, int keep) {
+  namespace fs = std::filesystem;
+  const fs::path db(db_path);
+  const std::string prefix = db.filename().string() + ".corrupt-";
+  std::vector<std::pair<long long, fs::path>> sets;  // (unix time from the name, path)
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(db.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<time>-<pid>[-wal|-shm|-journal]"
+    if (rest.find("-wal") != std::string::npos || rest.find("-shm") != std::string::npos ||
+        rest.find("-journal") != std::string::npos)
+      continue;
+    sets.emplace_back(std::atoll(rest.c_str()), e.path());
+  }
+  if (static_cast<int>(sets.size()) <= keep) return 0;
+  std::sort(sets.begin(), sets.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  int removed = 0;
+  for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < sets.size(); ++i) {
+    const std::string base = sets[i].second.string();
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(base + suffix, ec);
+    ++removed;
+  }
+  return removed;
 }
 
 DirLock::DirLock(const std::string& db_path, bool exclusive) {

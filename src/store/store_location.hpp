@@ -47,6 +47,10 @@ bool publish_file(const std::string& tmp, const std::string& final_path);
 // Returns the new name of the db, or "" with *error set.
 std::string quarantine_db_files(const std::string& db_path, std::string* error);
 
+// Deletes quarantined sets of db_path beyond the `keep` newest (each set is the
+// db and its -wal/-shm/-journal). Returns how many sets it removed.
+int prune_quarantine(const std::string& db_path, int keep);
+
 // An flock(2) on "<db>.lock": shared while opening, exclusive while
 // quarantining, so that no process opens a half-renamed set of files.
 class DirLock {

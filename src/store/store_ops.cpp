@@ -259,6 +259,11 @@ void SqliteStore::vacuum_locked() {
 
 int64_t SqliteStore::gc(int64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!in_memory_) {
+    // Quarantined files are kept for a post-mortem, but not forever.
+    const int pruned = prune_quarantine(path_, kQuarantineKeep);
+    if (pruned > 0) util::log().info("cubin store: removed {} old quarantined file set(s)", pruned);
+  }
   return run_op("gc", [&] {
     Txn txn(*db_);
     apply_pending_locked();

@@ -518,3 +518,38 @@ TEST(StoreReadOnlyTest, ChmodReadOnlyFolderAndFile) {
 
 }  // namespace
 }  // namespace attnjit::store
+
+namespace attnjit::store {
+namespace {
+
+// gc keeps the newest quarantined sets for a post-mortem and deletes the rest
+// (each set: the db and its -wal/-shm), never touching the live store.
+TEST(StoreCorruptionTest, GcPrunesOldQuarantinedSets) {
+  ::attnjit::testing::TempDir tmp;
+  {
+    auto store = CubinStore::open(StoreOptions{tmp.path()});
+    ASSERT_TRUE(store->put(Entry{"live", "n", "sm_90a", "cubin", "", "{}", 1.0}));
+  }
+  const std::string db = tmp.sub("cubins.sqlite3");
+  for (int t = 1; t <= 5; ++t) {
+    const std::string base = db + ".corrupt-" + std::to_string(1000 + t) + "-42";
+    std::ofstream(base) << "old";
+    std::ofstream(base + "-wal") << "old";
+  }
+  auto store = CubinStore::open(StoreOptions{tmp.path()});
+  store->gc(int64_t(1) << 40);
+  int sets = 0, wals = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".corrupt-") == std::string::npos) continue;
+    (name.size() > 4 && name.compare(name.size() - 4, 4, "-wal") == 0 ? wals : sets) += 1;
+  }
+  EXPECT_EQ(sets, 3);
+  EXPECT_EQ(wals, 3);
+  EXPECT_TRUE(std::filesystem::exists(db + ".corrupt-1005-42"));  // the newest stay
+  EXPECT_FALSE(std::filesystem::exists(db + ".corrupt-1001-42"));
+  EXPECT_TRUE(store->get("live").has_value());
+}
+
+}  // namespace
+}  // namespace attnjit::store

@@ -4,6 +4,8 @@
 # (with start-up costs) and the PyTorch SDPA peers; short table last.
 # Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 skip a part.
+#   NCU=1 profiles one xqa launch per benchmark shape with Nsight Compute
+#   (--clock-control none: the clocks stay as found) into $OUT/ncu.log.
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
 set -uo pipefail
@@ -34,6 +36,13 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
+fi
+if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
+  ncu --clock-control none --kernel-name attnjit_decode --launch-skip 10 --launch-count 8 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section WarpStateStats --section SchedulerStats \
+    "$STAGE/tools/bench/attnjit-bench" --xqa --iters 1 >"$OUTDIR/ncu.log" 2>&1 || true
+  grep -E "Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Stall" "$OUTDIR/ncu.log" | head -24
 fi
 if [ -n "${EXPERIMENT:-}" ]; then
   env $EXPERIMENT "$STAGE/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' \

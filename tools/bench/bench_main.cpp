@@ -41,13 +41,27 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Cold NVRTC compiles (no store) of the proof kernel and the benchmark's variants.
 int cold_compile(int n, const std::string& arch) {
-  spec::KernelSpec s = proof_spec(arch);
-  auto unit = render::render(s);
-  std::vector<double> ms;
-  for (int i = 0; i < n; ++i) ms.push_back(compile::compile(s.name(), unit, s.arch).compile_ms);
-  fmt::print("cold compile {} ({}): median {:.0f} ms over {} (min {:.0f}, max {:.0f})\n", s.name(), arch,
-             median(ms), n, *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+  std::vector<spec::KernelSpec> specs = {proof_spec(arch)};
+  for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+    spec::KernelSpec x = proof_spec(arch);
+    x.family = spec::OpFamily::kXqa;
+    x.group_size = 8;
+    x.page_size = 32;
+    x.kv_dtype = kv;
+    specs.push_back(x);
+    spec::KernelSpec d = proof_spec(arch);
+    d.kv_dtype = kv;
+    if (kv != DType::kBFloat16) specs.push_back(d);
+  }
+  for (const auto& s : specs) {
+    auto unit = render::render(s);
+    std::vector<double> ms;
+    for (int i = 0; i < n; ++i) ms.push_back(compile::compile(s.name(), unit, s.arch).compile_ms);
+    fmt::print("cold compile {:<42} median {:4.0f} ms over {} (min {:.0f}, max {:.0f})\n", s.name(), median(ms), n,
+               *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+  }
   return 0;
 }
 

@@ -14,6 +14,10 @@ FILTER=${2:-*}
 export LD_LIBRARY_PATH="$PWD/$STAGE:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
 mkdir -p "$ATTNJIT_CACHE_DIR" && chmod 700 "$ATTNJIT_CACHE_DIR"
+# A store prewarmed on the build machine (scripts/stage_gpu.sh with PREWARM=1).
+if [ -f "$STAGE/cache/cubins.sqlite3" ] && [ ! -f "$ATTNJIT_CACHE_DIR/cubins.sqlite3" ]; then
+  cp "$STAGE"/cache/cubins.sqlite3* "$ATTNJIT_CACHE_DIR/" && chmod 600 "$ATTNJIT_CACHE_DIR"/cubins.sqlite3*
+fi
 OUTDIR=${OUT:-/tmp/attnjit-out}
 mkdir -p "$OUTDIR"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copies what the GPU machine needs from a build dir into gpu-stage/ (small
-# enough to carry): the library, the GPU tests and the benchmark.
+# enough to carry): the library, the GPU tests, the benchmark, the CLI and,
+# with PREWARM=1, a cubin store holding the GPU tests' kernels.
 set -euo pipefail
 BUILD=${1:-build}
 rm -rf gpu-stage && mkdir -p gpu-stage/tests gpu-stage/tools/bench
@@ -8,6 +9,14 @@ cp -a "$BUILD"/libattnjit.so* gpu-stage/
 cp "$BUILD/tests/attnjit_gpu_tests" gpu-stage/tests/
 [ -f "$BUILD/tools/bench/attnjit-bench" ] && cp "$BUILD/tools/bench/attnjit-bench" gpu-stage/tools/bench/ || true
 [ -f "$BUILD/tools/attnjit" ] && cp "$BUILD/tools/attnjit" gpu-stage/tools/ || true
+# PREWARM=1: compile every kernel the decode GPU tests use into gpu-stage/cache here,
+# so the GPU machine spends its time running them (same NVRTC there: same keys).
+if [ "${PREWARM:-0}" = 1 ]; then
+  mkdir -p -m 700 gpu-stage/cache
+  ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
+    "$BUILD/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' >/dev/null
+  "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
+fi
 # Debug info is most of the size; the carry limit is 64 MiB.
 find gpu-stage -type f \( -name 'libattnjit.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true
 du -sh gpu-stage

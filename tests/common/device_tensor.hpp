@@ -2,6 +2,7 @@
 // outputs with NaN (0xFF bytes), download.
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <random>
@@ -12,6 +13,16 @@
 #include "util/host_dtype.hpp"
 
 namespace attnjit::testing {
+
+// When the GPU tests run in prewarm mode (no GPU, ATTNJIT_GPU_TEST_PREWARM=<arch>),
+// tensors are shapes only: nothing is allocated or copied.
+inline const char* gpu_test_prewarm_arch() {
+  static const char* arch = [] {
+    const char* a = std::getenv("ATTNJIT_GPU_TEST_PREWARM");
+    return a && *a && !driver::is_available() ? a : nullptr;
+  }();
+  return arch;
+}
 
 struct DeviceTensor {
   driver::DeviceBuffer buffer;
@@ -31,18 +42,25 @@ struct DeviceTensor {
       view.stride[d] = n;
       n *= shape[d];
     }
+    if (gpu_test_prewarm_arch()) return;  // shapes only
     buffer = driver::DeviceBuffer(static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_size(dtype));
     view.data = buffer.ptr();
   }
   size_t bytes() const { return static_cast<size_t>(view.numel()) * dtype_size(view.dtype); }
-  void upload(const std::vector<uint8_t>& host) { driver::memcpy_htod(buffer.get(), host.data(), host.size()); }
+  void upload(const std::vector<uint8_t>& host) {
+    if (!gpu_test_prewarm_arch()) driver::memcpy_htod(buffer.get(), host.data(), host.size());
+  }
   void upload_floats(const std::vector<float>& values) { upload(util::encode(values, view.dtype)); }
   template <class T>
   void upload_pod(const std::vector<T>& values) {
-    driver::memcpy_htod(buffer.get(), values.data(), values.size() * sizeof(T));
+    if (!gpu_test_prewarm_arch()) driver::memcpy_htod(buffer.get(), values.data(), values.size() * sizeof(T));
   }
-  void poison() { driver::memset_d8(buffer.get(), 0xFF, bytes()); }
-  void zero() { driver::memset_d8(buffer.get(), 0, bytes()); }
+  void poison() {
+    if (!gpu_test_prewarm_arch()) driver::memset_d8(buffer.get(), 0xFF, bytes());
+  }
+  void zero() {
+    if (!gpu_test_prewarm_arch()) driver::memset_d8(buffer.get(), 0, bytes());
+  }
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> host(bytes());
     driver::memcpy_dtoh(host.data(), buffer.get(), host.size());

@@ -66,6 +66,10 @@ double run_single(const SingleCase& c, uint32_t seed) {
   o.v_scale = c.v_scale;
   o.q_scale = c.q_scale;
   o.use_tensor_cores = c.tensor_cores;
+  if (const char* arch = testing::gpu_test_prewarm_arch()) {
+    prewarm_single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, c.lse ? &lse.view : nullptr, arch);
+    return 0.0;
+  }
   single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, nullptr, c.lse ? &lse.view : nullptr);
   driver::ctx_sync();
 
@@ -109,7 +113,7 @@ double run_single(const SingleCase& c, uint32_t seed) {
 double tolerance(const SingleCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
 
 TEST(SingleDecodeGpu, ProofKernelFp16AndBf16) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
     SingleCase c;
     c.dtype = c.kv_dtype = dt;
@@ -121,7 +125,7 @@ TEST(SingleDecodeGpu, ProofKernelFp16AndBf16) {
 }
 
 TEST(SingleDecodeGpu, RandomizedSweep) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(12345);
   const DType dts[] = {DType::kFloat16, DType::kBFloat16};
   const int hds[] = {64, 128, 256};
@@ -150,7 +154,7 @@ TEST(SingleDecodeGpu, RandomizedSweep) {
 }
 
 TEST(SingleDecodeGpu, Features) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::vector<SingleCase> cases;
   for (int len : {7, 4096, 100000})
     for (DType kvd : {DType::kBFloat16, DType::kFloat8E4M3}) {
@@ -200,7 +204,7 @@ TEST(SingleDecodeGpu, Features) {
 }
 
 TEST(SingleDecodeGpu, CudaCorePath) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   setenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES", "1", 1);  // opt-in until this test has passed on a GPU
   std::mt19937 rng(2468);
   int n = 0;

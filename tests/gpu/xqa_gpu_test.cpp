@@ -91,7 +91,9 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
   std::vector<uint32_t> sl_host(c.seq_lens.begin(), c.seq_lens.end());
   sl.upload_pod(sl_host);
 
-  const int sm = c.sm_count ? c.sm_count : driver::device_info(driver::current_device()).sm_count;
+  const int sm = c.sm_count ? c.sm_count
+                 : testing::gpu_test_prewarm_arch() ? 132
+                                                    : driver::device_info(driver::current_device()).sm_count;
   DeviceTensor ws(DType::kUInt8, {int64_t(std::max<size_t>(16, xqa_workspace_bytes(B, KH, G, c.q_seq_len, D, pages_per_seq * P, sm)))});
   DeviceTensor sem(DType::kUInt32, {int64_t(xqa_semaphore_count(B, KH, G, c.q_seq_len))});
   sem.zero();
@@ -121,8 +123,11 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
   DeviceTensor scales(DType::kFloat32, {2});
   if (c.scale_ptrs) {
     scales.upload_pod(std::vector<float>{c.q_scale, c.kv_scale});
-    a.q_scale = static_cast<const float*>(scales.view.data);
-    a.kv_scale = static_cast<const float*>(scales.view.data) + 1;
+    // Prewarm mode has no device memory; any non-null pointer selects the same kernel.
+    const float* base = testing::gpu_test_prewarm_arch() ? reinterpret_cast<const float*>(uintptr_t{256})
+                                                         : static_cast<const float*>(scales.view.data);
+    a.q_scale = base;
+    a.kv_scale = base + 1;
   } else {
     a.q_scale = c.q_scale;
     a.kv_scale = c.kv_scale;
@@ -150,6 +155,10 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
   if (c.ragged) {
     cu_t.upload_pod(cu);
     a.q_cu_seq_lens = cu_t.view;
+  }
+  if (const char* arch = testing::gpu_test_prewarm_arch()) {
+    prewarm_xqa(a, arch);
+    return 0.0;
   }
   xqa(a);
   driver::ctx_sync();
@@ -208,13 +217,13 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
 double tolerance(const XqaCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
 
 TEST(XqaGpu, Basic) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   XqaCase c;
   EXPECT_LE(run_xqa(c, 1), tolerance(c)) << describe(c);
 }
 
 TEST(XqaGpu, RandomizedSweep) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(777);
   const int hds[] = {64, 128, 256};
   const int groups[] = {1, 2, 4, 5, 8, 16, 64};
@@ -243,7 +252,7 @@ TEST(XqaGpu, RandomizedSweep) {
 }
 
 TEST(XqaGpu, SinksWindowsScalesAndSplits) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::vector<XqaCase> cases;
   for (DType kvd : {DType::kBFloat16, DType::kFloat8E4M3}) {
     XqaCase b;
@@ -280,7 +289,7 @@ TEST(XqaGpu, SinksWindowsScalesAndSplits) {
 }
 
 TEST(XqaGpu, SpeculativeDecoding) {
-  ATTNJIT_REQUIRE_GPU();
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::vector<XqaCase> cases;
   for (int qlen : {2, 4, 7})
     for (int mk : {0, 1})

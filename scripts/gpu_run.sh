@@ -16,7 +16,9 @@ export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
 mkdir -p "$ATTNJIT_CACHE_DIR" && chmod 700 "$ATTNJIT_CACHE_DIR"
 # A store prewarmed on the build machine (scripts/stage_gpu.sh with PREWARM=1).
 if [ -f "$STAGE/cache/cubins.sqlite3" ] && [ ! -f "$ATTNJIT_CACHE_DIR/cubins.sqlite3" ]; then
-  cp "$STAGE"/cache/cubins.sqlite3* "$ATTNJIT_CACHE_DIR/" && chmod 600 "$ATTNJIT_CACHE_DIR"/cubins.sqlite3*
+  cp "$STAGE"/cache/cubins.sqlite3 "$ATTNJIT_CACHE_DIR/"
+  [ -f "$STAGE/cache/cubins.sqlite3-wal" ] && cp "$STAGE/cache/cubins.sqlite3-wal" "$ATTNJIT_CACHE_DIR/"
+  chmod 600 "$ATTNJIT_CACHE_DIR"/cubins.sqlite3*
 fi
 OUTDIR=${OUT:-/tmp/attnjit-out}
 mkdir -p "$OUTDIR"

@@ -16,6 +16,9 @@ if [ "${PREWARM:-0}" = 1 ]; then
   ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
     "$BUILD/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' >/dev/null
   "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
+  # Fold the WAL into the file so that one file carries everything.
+  command -v sqlite3 >/dev/null && sqlite3 gpu-stage/cache/cubins.sqlite3 "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+  rm -f gpu-stage/cache/cubins.sqlite3-shm gpu-stage/cache/cubins.sqlite3.lock
 fi
 # Debug info is most of the size; the carry limit is 64 MiB.
 find gpu-stage -type f \( -name 'libattnjit.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true

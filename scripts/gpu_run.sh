@@ -51,7 +51,7 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/
   grep -E "Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Stall" "$OUTDIR/ncu.log" | head -24
 fi
 if [ -n "${EXPERIMENT:-}" ]; then
-  env $EXPERIMENT "$STAGE/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' \
+  env $EXPERIMENT "$STAGE/tests/attnjit_gpu_tests" --gtest_filter='XqaGpu.*:SingleDecodeGpu.ProofKernel*:SingleDecodeGpu.Features' \
     >"$OUTDIR/gpu_tests_experiment.log" 2>&1 || status=1
   echo "experiment ($EXPERIMENT) tests: $(grep -E '^\[  (PASSED|FAILED)' "$OUTDIR/gpu_tests_experiment.log" | tr '\n' ' ')"
   [ -x "$STAGE/tools/bench/attnjit-bench" ] && env $EXPERIMENT "$STAGE/tools/bench/attnjit-bench" \

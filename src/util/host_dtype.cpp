@@ -21,10 +21,10 @@ float float_of(uint32_t u) {
 
 // Generic float -> small float with `mbits` mantissa bits, exponent bias `bias`,
 // max finite `max_val`; round to nearest even, saturating.
-uint8_t float_to_minifloat(float f, int mbits, int bias, float max_val, bool has_inf) {
+uint8_t float_to_minifloat(float f, int mbits, int bias, float max_val) {
   uint8_t sign = std::signbit(f) ? 0x80 : 0;
   float a = std::fabs(f);
-  if (std::isnan(a)) return sign | (has_inf ? 0x7f : 0x7f);
+  if (std::isnan(a)) return sign | 0x7f;
   if (a > max_val) a = max_val;
   const float min_normal = std::ldexp(1.0f, 1 - bias);
   int e;
@@ -94,12 +94,12 @@ uint16_t float_to_bf16_bits(float f) {
 
 float bf16_bits_to_float(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
 
-uint8_t float_to_e4m3_bits(float f) { return float_to_minifloat(f, 3, 7, 448.0f, false); }
+uint8_t float_to_e4m3_bits(float f) { return float_to_minifloat(f, 3, 7, 448.0f); }
 float e4m3_bits_to_float(uint8_t b) {
   if ((b & 0x7f) == 0x7f) return NAN;
   return minifloat_to_float(b, 3, 7);
 }
-uint8_t float_to_e5m2_bits(float f) { return float_to_minifloat(f, 2, 15, 57344.0f, true); }
+uint8_t float_to_e5m2_bits(float f) { return float_to_minifloat(f, 2, 15, 57344.0f); }
 float e5m2_bits_to_float(uint8_t b) { return half_bits_to_float(static_cast<uint16_t>(b) << 8); }
 
 std::vector<uint8_t> encode(const std::vector<float>& v, DType d) {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/log_capture.hpp"
 #include "common/temp_dir.hpp"
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
@@ -53,27 +54,7 @@ std::unique_ptr<CubinStore> open_store(const std::string& dir) {
   return CubinStore::open(options);
 }
 
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    util::log().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = util::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  int count(const std::string& needle) const {
-    std::string text = out_.str();
-    int n = 0;
-    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-    return n;
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using ::attnjit::testing::LogCapture;
 
 pid_t spawn(const std::vector<std::string>& args) {
   pid_t pid = fork();

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/log_capture.hpp"
 #include "common/temp_dir.hpp"
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
@@ -84,22 +85,7 @@ int file_mode(const std::string& path) {
   return static_cast<int>(st.st_mode & 07777);
 }
 
-// Collects what the library logs while it is alive.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    util::log().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = util::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using ::attnjit::testing::LogCapture;
 
 class EnvGuard {
  public:

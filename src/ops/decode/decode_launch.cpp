@@ -61,10 +61,20 @@ size_t decode_workspace_bytes(const DecodeShape& s, int splits) {
 
 size_t decode_semaphore_count(const DecodeShape& s) { return static_cast<size_t>(decode_base_ctas(s)); }
 
+spec::Arch prewarm_arch(const std::string& arch) {
+  if (!arch.empty()) return spec::Arch::parse(arch);
+  std::string why;
+  if (!driver::is_available(&why))
+    throw Error(ErrorCode::kNoDevice, "prewarm without an arch needs a GPU to take it from (" + why +
+                                          "); pass arch, e.g. \"sm_90a\"");
+  const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
+  return spec::arch_for_device(caps.sm_major, caps.sm_minor);
+}
+
 int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
   auto& registry = rt.registry();
   CUstream cs = reinterpret_cast<CUstream>(stream);
-  const int device = driver::current_device();
+  const int device = l.device >= 0 ? l.device : driver::current_device();
   const runtime::LoadedKernel& k = registry.kernel(*l.spec, device, cs);
   const int sms = l.sm_count > 0 ? l.sm_count : k.num_sms;
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "attnjit/runtime.hpp"
 #include "decode/decode_params.cuh"
@@ -39,6 +40,7 @@ size_t decode_semaphore_count(const DecodeShape& s);
 struct DecodeLaunch {
   const spec::KernelSpec* spec = nullptr;
   DecodeShape shape;
+  int device = -1;   // the current device; -1: ask the driver
   int sm_count = 0;  // 0: the device's
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
@@ -49,6 +51,10 @@ struct DecodeLaunch {
   bool pdl = false;
   bool use_runtime_scratch = false;  // single_decode: the runtime owns the scratch
 };
+
+// The arch to prewarm for: `arch` when given, else the current GPU's (kNoDevice
+// without one).
+spec::Arch prewarm_arch(const std::string& arch);
 
 // Fills the split fields of `p` and launches. Returns the number of splits used.
 int launch_decode(Runtime& rt, const DecodeLaunch& launch, DecodeParams& p, Stream stream);

@@ -30,7 +30,4 @@ struct XqaPlan {
 
 XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch);
 
-// The arch to prewarm for: `arch` when given, else the current GPU's.
-spec::Arch prewarm_arch(const std::string& arch);
-
 }  // namespace attnjit::ops

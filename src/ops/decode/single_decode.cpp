@@ -146,20 +146,11 @@ void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const
       ops::plan_single_decode(q, k, v, out, options, lse, spec::arch_for_device(info.sm_major, info.sm_minor));
   ops::DecodeLaunch l;
   l.spec = &plan.spec;
+  l.device = device;
   l.shape = plan.shape;
   l.use_runtime_scratch = true;
   l.pdl = options.enable_pdl && info.sm_major >= 9;
   ops::launch_decode(runtime ? *runtime : Runtime::global(), l, plan.params, stream);
-}
-
-spec::Arch ops::prewarm_arch(const std::string& arch) {
-  if (!arch.empty()) return spec::Arch::parse(arch);
-  std::string why;
-  if (!driver::is_available(&why))
-    throw Error(ErrorCode::kNoDevice, "prewarm without an arch needs a GPU to take it from (" + why +
-                                          "); pass arch, e.g. \"sm_90a\"");
-  const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
-  return spec::arch_for_device(caps.sm_major, caps.sm_minor);
 }
 
 std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const TensorView& k,

@@ -265,6 +265,7 @@ void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {
   ops::XqaPlan plan = ops::plan_xqa(args, spec::arch_for_device(info.sm_major, info.sm_minor));
   ops::DecodeLaunch l;
   l.spec = &plan.spec;
+  l.device = device;
   l.shape = plan.shape;
   l.sm_count = args.sm_count.value_or(0);
   l.workspace = args.workspace_buffer.data;

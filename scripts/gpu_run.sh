@@ -5,9 +5,12 @@
 # Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 skip a part.
 #   NCU=1 profiles one xqa launch per benchmark shape with Nsight Compute
-#   (--clock-control none: the clocks stay as found) into $OUT/ncu.log.
+#   (--clock-control none: the clocks stay as found) into $OUT/ncu.log;
+#   NCU_ARGS picks the bench cases (default --xqa).
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
+#   SWEEP="KNOB=V KNOB=V;KNOB=V;..." runs attnjit-bench $SWEEP_ARGS once per
+#   ';'-separated setting (e.g. SWEEP_ARGS="--xqa --kv fp8_e4m3"), tables last.
 set -uo pipefail
 STAGE=${1:-gpu-stage}
 FILTER=${2:-*}
@@ -15,10 +18,9 @@ export LD_LIBRARY_PATH="$PWD/$STAGE:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-cache}
 mkdir -p "$ATTNJIT_CACHE_DIR" && chmod 700 "$ATTNJIT_CACHE_DIR"
 # A store prewarmed on the build machine (scripts/stage_gpu.sh with PREWARM=1).
-if [ -f "$STAGE/cache/cubins.sqlite3" ] && [ ! -f "$ATTNJIT_CACHE_DIR/cubins.sqlite3" ]; then
-  cp "$STAGE"/cache/cubins.sqlite3 "$ATTNJIT_CACHE_DIR/"
-  [ -f "$STAGE/cache/cubins.sqlite3-wal" ] && cp "$STAGE/cache/cubins.sqlite3-wal" "$ATTNJIT_CACHE_DIR/"
-  chmod 600 "$ATTNJIT_CACHE_DIR"/cubins.sqlite3*
+if [ -f "$STAGE/cache/cubins.sqlite3.gz" ] && [ ! -f "$ATTNJIT_CACHE_DIR/cubins.sqlite3" ]; then
+  gzip -dc "$STAGE/cache/cubins.sqlite3.gz" >"$ATTNJIT_CACHE_DIR/cubins.sqlite3"
+  chmod 600 "$ATTNJIT_CACHE_DIR"/cubins.sqlite3
 fi
 OUTDIR=${OUT:-/tmp/attnjit-out}
 mkdir -p "$OUTDIR"
@@ -47,7 +49,7 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/
   ncu --clock-control none --kernel-name attnjit_decode --launch-skip 10 --launch-count 8 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     --section WarpStateStats --section SchedulerStats \
-    "$STAGE/tools/bench/attnjit-bench" --xqa --iters 1 >"$OUTDIR/ncu.log" 2>&1 || true
+    "$STAGE/tools/bench/attnjit-bench" ${NCU_ARGS:---xqa} --iters 1 >"$OUTDIR/ncu.log" 2>&1 || true
   grep -E "Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Stall" "$OUTDIR/ncu.log" | head -24
 fi
 if [ -n "${EXPERIMENT:-}" ]; then
@@ -57,8 +59,16 @@ if [ -n "${EXPERIMENT:-}" ]; then
   [ -x "$STAGE/tools/bench/attnjit-bench" ] && env $EXPERIMENT "$STAGE/tools/bench/attnjit-bench" \
     >"$OUTDIR/bench_experiment.log" 2>&1 || true
 fi
+if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
+  IFS=';' read -ra settings <<<"$SWEEP"
+  for setting in "${settings[@]}"; do
+    echo "== sweep: ${setting:-defaults}" >>"$OUTDIR/sweep.log"
+    env $setting "$STAGE/tools/bench/attnjit-bench" ${SWEEP_ARGS:-} 2>&1 | grep -E "^(xqa|single)" >>"$OUTDIR/sweep.log"
+  done
+fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
 [ -f "$OUTDIR/bench_paths.log" ] && tail -8 "$OUTDIR/bench_paths.log"
 [ -f "$OUTDIR/bench.log" ] && tail -22 "$OUTDIR/bench.log"
 [ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"
+[ -f "$OUTDIR/sweep.log" ] && cat "$OUTDIR/sweep.log"
 exit $status

@@ -15,10 +15,17 @@ if [ "${PREWARM:-0}" = 1 ]; then
   mkdir -p -m 700 gpu-stage/cache
   ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
     "$BUILD/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' >/dev/null
+  # EXPERIMENT="KNOB=V ...": also the kernels gpu_run.sh's experiment pass uses.
+  if [ -n "${EXPERIMENT:-}" ]; then
+    env $EXPERIMENT ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
+      "$BUILD/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' >/dev/null
+  fi
   "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
   # Fold the WAL into the file so that one file carries everything.
   command -v sqlite3 >/dev/null && sqlite3 gpu-stage/cache/cubins.sqlite3 "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
   rm -f gpu-stage/cache/cubins.sqlite3-shm gpu-stage/cache/cubins.sqlite3.lock
+  # PTX text is most of the bytes and compresses ~4x; gpu_run.sh unpacks it.
+  gzip -6 gpu-stage/cache/cubins.sqlite3
 fi
 # Debug info is most of the size; the carry limit is 64 MiB.
 find gpu-stage -type f \( -name 'libattnjit.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true

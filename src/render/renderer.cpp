@@ -143,15 +143,16 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const bool fp8 = kv_bytes == 1;
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0 ||
                              s.has(spec::feature::kCudaCores));  // !Traits::kDirectFp8
-  const int per_stage = t.warps * 2 * t.tile * (hd * kv_bytes + 16);
+  const int raw_row = hd * kv_bytes + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
+  const int per_stage = t.warps * 2 * t.tile * raw_row;
   const int conv = widen ? t.warps * 2 * t.tile * (hd + 8) * 2 : 0;
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
-  const int tail = std::max(t.warps * 16 * (hd + 2) * 4, 16 * 256 * 4);  // warp merge / split weights
+  const int tail = std::max(t.warps * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
   t.smem_limit = max_smem_per_block(s.arch);
-  // Ring budget per CTA: ~105 KB lets two 16-bit CTAs share an SM at head_dim
-  // 128; fp8 tiles are half the bytes, so ~66 KB fits three CTAs (more warps to
-  // hide the per-tile latency). Never more than the arch allows per block.
-  int budget = env_int("ATTNJIT_DECODE_RING_KB", fp8 ? 66 : 105) * 1024;
+  // Ring budget per CTA: ~105 KB lets two CTAs share an SM with two tiles in
+  // flight per warp (~128 KB per SM: what HBM latency needs at full bandwidth).
+  // Never more than the arch allows per block.
+  int budget = env_int("ATTNJIT_DECODE_RING_KB", 105) * 1024;
   if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
   // At least two stages (one tile in flight while another is computed), fewer
   // only where the arch's shared memory cannot hold two.
@@ -165,11 +166,16 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
 }  // namespace
 
 DecodeTiling decode_tiling(const spec::KernelSpec& s) {
-  // ATTNJIT_DECODE_TILE=32: 32-token warp tiles (less softmax and address work
-  // per byte) where pages hold whole tiles and shared memory allows;
-  // ATTNJIT_DECODE_LAZY_RESCALE=1: skip the O rescale while no row max moves.
-  const bool lazy = env_int("ATTNJIT_DECODE_LAZY_RESCALE", 0) == 1;
-  if (env_int("ATTNJIT_DECODE_TILE", 16) == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
+  // Warp tiles of 16 tokens for 16-bit KV and 32 for fp8: the same bytes per
+  // tile, so fp8 pays the softmax and address work once per 32 tokens (a tile
+  // never spans two pages, so 32 needs pages of 32 or more). Spec-decode masks
+  // and head dims over 128 keep 16: the larger tile's registers spill there. Lazy rescaling
+  // skips the O rescale while no row max moves. ATTNJIT_DECODE_TILE=16|32 and
+  // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
+  const bool one_byte = dtype_size(s.kv_dtype) == 1;
+  const bool lazy = env_int("ATTNJIT_DECODE_LAZY_RESCALE", 1) == 1;
+  const int tile = env_int("ATTNJIT_DECODE_TILE", one_byte && s.mask == spec::MaskMode::kNone && s.head_dim <= 128 ? 32 : 16);
+  if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
     DecodeTiling t = tiling_for(s, 32, lazy);
     if (t.smem_bytes <= t.smem_limit) return t;
   }

@@ -8,6 +8,14 @@
 
 namespace attnjit {
 
+// Byte offset of (row, byte column) in a raw KV tile of the ring: 16-byte chunks
+// XOR-swizzled by row where Traits::kSwizzleRaw, else padded rows.
+template <class Tr>
+__device__ __forceinline__ int raw_offset(int row, int col) {
+  if constexpr (Tr::kSwizzleRaw) return row * Tr::kRawRowBytes + ((((col >> 4) ^ row) & 7) | ((col >> 4) & ~7)) * 16 + (col & 15);
+  else return row * Tr::kRawRowBytes + col;
+}
+
 template <class Tr>
 struct DecodeTile {
   using KVT = typename Tr::KVT;
@@ -41,7 +49,7 @@ struct DecodeTile {
 #pragma unroll
         for (int tg = 0; tg < kTile / 16; ++tg) {
           u32 r[4];
-          ldmatrix_x4(r, k_raw + (tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + k0 + (lane / 16) * 16);
+          ldmatrix_x4(r, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 + (lane / 16) * 16));
           mma_16816<MT>(s[2 * tg], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
           mma_16816<MT>(s[2 * tg + 1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
           mma_16816<MT>(s[2 * tg], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
@@ -79,8 +87,7 @@ struct DecodeTile {
 #pragma unroll
         for (int c0 = 0; c0 < HD; c0 += 32) {
           u32 r[4];
-          ldmatrix_x4_trans(r, v_raw + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * Tr::kRawRowBytes + c0 +
-                                   (lane / 16) * 16);
+          ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c0 + (lane / 16) * 16));
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int j = (c0 / 16 + h) * 2;

@@ -34,7 +34,11 @@ struct DecodeTraits {
   static_assert(kTile == 16 || kTile == 32, "warp tiles are 16 or 32 tokens");
   static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
   static constexpr int kRowElems = kHeadDim + 8;             // padded MT row: no ldmatrix conflicts
-  static constexpr int kRawRowBytes = kHeadDim * int(sizeof(KVT)) + 16;
+  // fp8 rows of 128 bytes or more are XOR-swizzled by 16-byte chunk (conflict-free
+  // ldmatrix without padding, so three 32-token stages of two CTAs fit an SM);
+  // other rows are padded by 16 bytes.
+  static constexpr bool kSwizzleRaw = kFp8Kv && kHeadDim % 128 == 0;
+  static constexpr int kRawRowBytes = kHeadDim * int(sizeof(KVT)) + (kSwizzleRaw ? 0 : 16);
   static constexpr int kQBytes = kRows * kRowElems * 2;
   static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
   static constexpr int kStageBytes = 2 * kTile * kRawRowBytes;  // K + V
@@ -47,7 +51,7 @@ struct DecodeTraits {
   static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? kWarps * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
-  static constexpr int kSplitWeightBytes = kRows * kMaxSplits * 4;
+  static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
   static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
   static constexpr int kLoopBytes = kRingBytes + kConvBytes;
   static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
@@ -94,10 +98,20 @@ struct GqaDecode {
     MT* q_s = reinterpret_cast<MT*>(smem);
     float* freq_s = reinterpret_cast<float*>(smem + Tr::kQBytes);
     unsigned char* loop_s = smem + Tr::kQBytes + Tr::kFreqBytes;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // The first KV tiles are in flight while Q loads.
+    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
+    unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      int t = warp + s * W;
+      if (t < n_tiles) issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile,
+                                  page_of(p, w, w.tok_lo + t * kTile), lane);
+      cp_async_commit();
+    }
     load_q(p, w, q_s, freq_s);
     __syncthreads();
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float o[HD / 8][4];
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
 #pragma unroll
@@ -227,31 +241,32 @@ struct GqaDecode {
     }
   }
 
-  __device__ static const unsigned char* tile_base(const DecodeParams& p, const Work& w,
-                                                   const void* base, long long s_page,
-                                                   long long s_tok, long long s_head, int tok0) {
+  // The page holding token tok0 (0 for contiguous KV).
+  __device__ static int page_of(const DecodeParams& p, const Work& w, int tok0) {
+    if constexpr (Tr::kPaged) return p.page_table[(long long)w.b * p.pages_per_seq + tok0 / Tr::kPageSize];
+    else return 0;
+  }
+
+  __device__ static const unsigned char* tile_base(const void* base, const Work& w, long long s_page,
+                                                   long long s_tok, long long s_head, int page, int tok0) {
     long long off = w.kvh * s_head;
-    if constexpr (Tr::kPaged) {
-      int page = p.page_table[(long long)w.b * p.pages_per_seq + tok0 / Tr::kPageSize];
-      off += (long long)page * s_page + (tok0 % Tr::kPageSize) * s_tok;
-    } else {
-      off += (long long)tok0 * s_tok;
-    }
+    if constexpr (Tr::kPaged) off += (long long)page * s_page + (tok0 % Tr::kPageSize) * s_tok;
+    else off += (long long)tok0 * s_tok;
     return static_cast<const unsigned char*>(base) + off * (long long)sizeof(KVT);
   }
 
   // One warp issues the cp.async copies of one K and one V tile into its stage.
   __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage,
-                                    int tok0, int lane) {
-    const unsigned char* kb = tile_base(p, w, p.k, p.k_stride_page, p.k_stride_tok, p.k_stride_head, tok0);
-    const unsigned char* vb = tile_base(p, w, p.v, p.v_stride_page, p.v_stride_tok, p.v_stride_head, tok0);
+                                    int tok0, int page, int lane) {
+    const unsigned char* kb = tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
+    const unsigned char* vb = tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
     constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
 #pragma unroll
     for (int i = lane; i < kTile * kChunks; i += 32) {
       int r = i / kChunks, c = i % kChunks;
       bool valid = tok0 + r < w.tok_hi;
-      unsigned char* dk = stage + r * Tr::kRawRowBytes + c * 16;
+      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
       unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
       cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
       cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
@@ -263,7 +278,7 @@ struct GqaDecode {
     constexpr int kChunks = HD / 16;  // 16 fp8 per chunk
     for (int i = lane; i < kTile * kChunks; i += 32) {
       int r = i / kChunks, c = i % kChunks;
-      uint4 x = *reinterpret_cast<const uint4*>(raw + r * Tr::kRawRowBytes + c * 16);
+      uint4 x = *reinterpret_cast<const uint4*>(raw + raw_offset<Tr>(r, c * 16));
       u32 in[4] = {x.x, x.y, x.z, x.w};
       u32 out[8];
 #pragma unroll
@@ -334,17 +349,18 @@ struct GqaDecode {
         slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
     }
 
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      int t = warp + s * W;
-      if (t < n_tiles) issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile, lane);
-      cp_async_commit();
-    }
+    // The ring's first S - 1 tiles were issued before Q was loaded (run()). Each
+    // tile's page id is read one iteration before its copy is issued, so the
+    // page-table load never stalls the issue.
+    int next_page = 0;
+    if (warp + (S - 1) * W < n_tiles) next_page = page_of(p, w, w.tok_lo + (warp + (S - 1) * W) * kTile);
     for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
       {
-        int tn = t + (S - 1) * W;
+        const int tn = t + (S - 1) * W;
+        const int page = next_page;
+        if (tn + W < n_tiles) next_page = page_of(p, w, w.tok_lo + (tn + W) * kTile);
         if (tn < n_tiles)
-          issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, lane);
+          issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, lane);
         cp_async_commit();
       }
       cp_async_wait<S - 1>();
@@ -426,17 +442,11 @@ struct GqaDecode {
     }
   }
 
-  __device__ static void store_row_chunk(const DecodeParams& p, const Work& w, int row, int d0,
-                                         const float (&acc)[8], float scale) {
-    int gr = w.rb * kRows + row, qt = gr / G, h = w.kvh * G + gr % G;
-    OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + (w.q_tok0 + qt) * p.o_stride_t +
-              h * p.o_stride_h + d0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) store_float<OT>(dst + i, acc[i] * scale);
-  }
-
+  // Writes kVec output elements of a row (and its LSE once per row), scaled by
+  // 1 / (sum of weights), sinks included.
+  template <int kVec>
   __device__ static void finish_row(const DecodeParams& p, const Work& w, int row, int d0,
-                                    float m_tot, float l_tot, const float (&acc)[8]) {
+                                    float m_tot, float l_tot, const float (&acc)[kVec]) {
     int gr = w.rb * kRows + row, qt = gr / G, h = w.kvh * G + gr % G;
     if (has(feat::kSinks) && p.sinks) {
       float sink = p.sinks[h] * kLog2e;
@@ -448,7 +458,10 @@ struct GqaDecode {
       }
     }
     float scale = l_tot > 0.f ? w.v_scale * p.rcp_out_scale / l_tot : 0.f;
-    store_row_chunk(p, w, row, d0, acc, scale);
+    OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + (w.q_tok0 + qt) * p.o_stride_t +
+              h * p.o_stride_h + d0;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) store_float<OT>(dst + i, acc[i] * scale);
     if (has(feat::kLse) && d0 == 0 && p.lse)
       p.lse[w.b * p.lse_stride_b + (w.q_tok0 + qt) * p.lse_stride_t + h] =
           l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
@@ -504,24 +517,33 @@ struct GqaDecode {
     __syncthreads();
     if (flag_s[0] == 0u) return;
     __threadfence();
-    // Per-row merge weights first (8 threads per row reduce over the splits),
-    // then every output chunk is a weighted sum whose loads are independent.
+    // Per-row merge weights first (8 threads per row reduce over the splits; one
+    // round of loads), then every float4 of output is a weighted sum of the
+    // splits' float4s: independent loads, all threads busy. This merge is the
+    // serial tail of a split launch, so it is kept to few memory round trips.
     float* weight = reinterpret_cast<float*>(red_o);  // [kRows][kMaxSplits]; the warp partials are dead
+    float* part_l = weight + kRows * Tr::kMaxSplits;  // [kRows][kMaxSplits]
     __syncthreads();
     const int n = w.n_splits, stride = decode_partial_floats(HD);
     {
       const int row = threadIdx.x / 8, sub = threadIdx.x % 8;
       float m_tot = kNegInf;
       if (row < w.rows_valid)
-        for (int s = sub; s < n; s += 8) m_tot = fmaxf(m_tot, __ldcg(ws + s * stride + kRows * HD + row));
+        for (int s = sub; s < n; s += 8) {
+          const float* part = ws + s * stride + kRows * HD;
+          const float m_s = __ldcg(part + row), l_s = __ldcg(part + kRows + row);
+          weight[row * Tr::kMaxSplits + s] = m_s;
+          part_l[row * Tr::kMaxSplits + s] = l_s;
+          m_tot = fmaxf(m_tot, m_s);
+        }
 #pragma unroll
       for (int off = 1; off < 8; off *= 2) m_tot = fmaxf(m_tot, __shfl_xor_sync(0xffffffffu, m_tot, off));
       float l_tot = 0.f;
       if (row < w.rows_valid)
         for (int s = sub; s < n; s += 8) {
-          const float* part = ws + s * stride + kRows * HD;
-          float e = merge_weight(__ldcg(part + row), m_tot) * __ldcg(part + kRows + row);
-          weight[row * Tr::kMaxSplits + s] = e;
+          float* wt = weight + row * Tr::kMaxSplits + s;
+          const float e = merge_weight(*wt, m_tot) * part_l[row * Tr::kMaxSplits + s];
+          *wt = e;
           l_tot += e;
         }
 #pragma unroll
@@ -532,16 +554,16 @@ struct GqaDecode {
       }
     }
     __syncthreads();
-    for (int c = threadIdx.x; c < w.rows_valid * (HD / 8); c += blockDim.x) {
-      int row = c / (HD / 8), d0 = (c % (HD / 8)) * 8;
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
+    for (int c = threadIdx.x; c < w.rows_valid * (HD / 4); c += blockDim.x) {
+      int row = c / (HD / 4), d0 = (c % (HD / 4)) * 4;
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      const float* wrow = weight + row * Tr::kMaxSplits;
+      const float* src = ws + row * HD + d0;
+#pragma unroll 16
       for (int s = 0; s < n; ++s) {
-        const float e = weight[row * Tr::kMaxSplits + s];
-        const float4* src = reinterpret_cast<const float4*>(ws + s * stride + row * HD + d0);
-        float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
-        acc[0] += e * x0.x; acc[1] += e * x0.y; acc[2] += e * x0.z; acc[3] += e * x0.w;
-        acc[4] += e * x1.x; acc[5] += e * x1.y; acc[6] += e * x1.z; acc[7] += e * x1.w;
+        const float4 x = __ldcg(reinterpret_cast<const float4*>(src + s * stride));
+        const float e = wrow[s];
+        acc[0] += e * x.x; acc[1] += e * x.y; acc[2] += e * x.z; acc[3] += e * x.w;
       }
       finish_row(p, w, row, d0, red_m_final(flag_s)[row], red_m_final(flag_s)[kRows + row], acc);
     }

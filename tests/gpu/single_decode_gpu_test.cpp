@@ -205,7 +205,6 @@ TEST(SingleDecodeGpu, Features) {
 
 TEST(SingleDecodeGpu, CudaCorePath) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  setenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES", "1", 1);  // opt-in until this test has passed on a GPU
   std::mt19937 rng(2468);
   int n = 0;
   for (int hd : {64, 128, 256})
@@ -226,7 +225,6 @@ TEST(SingleDecodeGpu, CudaCorePath) {
         double err = run_single(c, 4000 + n++);
         EXPECT_LE(err, tolerance(c)) << describe(c);
       }
-  unsetenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES");
 }
 
 }  // namespace

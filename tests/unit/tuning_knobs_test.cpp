@@ -37,15 +37,33 @@ spec::KernelSpec xqa_spec(DType kv, int page, const char* arch = "sm_90a") {
   return s;
 }
 
-TEST(TuningKnobs, DefaultsAre16TokenTilesWithEagerRescale) {
+TEST(TuningKnobs, DefaultsKeepTileBytesEqualWithLazyRescale) {
   unsetenv("ATTNJIT_DECODE_TILE");
   unsetenv("ATTNJIT_DECODE_LAZY_RESCALE");
   unsetenv("ATTNJIT_DECODE_RING_KB");
   auto u = render::render(xqa_spec(DType::kBFloat16, 32));
   EXPECT_EQ(u.tile_tokens, 16);
-  EXPECT_NE(u.source.find(", 232448, 16, false>"), std::string::npos) << u.source;
+  EXPECT_NE(u.source.find(", 232448, 16, true>"), std::string::npos) << u.source;
   EXPECT_EQ(render::decode_tiling(xqa_spec(DType::kBFloat16, 32)).stages, 3);
-  EXPECT_EQ(render::decode_tiling(xqa_spec(DType::kFloat8E4M3, 32)).stages, 3);
+  // fp8: 32-token tiles (the bytes of a 16-bit 16-token tile) in unpadded,
+  // swizzled rows: three stages, and two CTAs still share an SM.
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).tile_tokens, 32);
+  const auto fp8 = render::decode_tiling(xqa_spec(DType::kFloat8E4M3, 32));
+  EXPECT_EQ(fp8.stages, 3);
+  EXPECT_LE(2 * (fp8.smem_bytes + 1024), 228 * 1024);
+  // ...except where a page cannot hold a whole tile, or a spec-decode mask is on.
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 16)).tile_tokens, 16);
+  spec::KernelSpec masked = xqa_spec(DType::kFloat8E4M3, 64);
+  masked.mask = spec::MaskMode::kCustom;
+  EXPECT_EQ(render::render(masked).tile_tokens, 16);
+}
+
+TEST(TuningKnobs, KnobsOverrideTheDefaults) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", "16");
+  EnvGuard lazy("ATTNJIT_DECODE_LAZY_RESCALE", "0");
+  auto u = render::render(xqa_spec(DType::kFloat8E4M3, 32));
+  EXPECT_EQ(u.tile_tokens, 16);
+  EXPECT_NE(u.source.find(", 16, false>"), std::string::npos) << u.source;
 }
 
 TEST(TuningKnobs, TileAndLazyRescaleReachTheSource) {

@@ -24,6 +24,8 @@ struct Options {
   int iters = 50;
   int warmup = 10;
   bool cuda_cores = false;
+  int only_batch = 0;             // --batch N: only the xqa shape with this batch
+  const char* only_kv = nullptr;  // --kv NAME: only this KV dtype ("bf16", "fp8_e4m3")
 };
 
 std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);

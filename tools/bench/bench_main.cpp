@@ -138,29 +138,33 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--iters N]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--iters N] [--batch N] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
     bench::Options o;
     for (size_t i = 0; i + 1 < args.size(); ++i)
       if (args[i] == "--iters") o.iters = std::atoi(args[i + 1].c_str());
+      else if (args[i] == "--batch") o.only_batch = std::atoi(args[i + 1].c_str());
+      else if (args[i] == "--kv") o.only_kv = argv[i + 2];
+    auto wanted = [&](DType kv) { return !o.only_kv || dtype_name(kv) == std::string(o.only_kv); };
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);
     const bool all = !has("--xqa") && !has("--single") && !has("--paths");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+        if (!wanted(kv)) continue;
         auto r = bench::bench_xqa(kv, o);
         rs.insert(rs.end(), r.begin(), r.end());
       }
     if (all || has("--single"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+        if (!wanted(kv)) continue;
         auto r = bench::bench_single_decode(kv, true, o);
         rs.insert(rs.end(), r.begin(), r.end());
       }
-    if (has("--paths")) {  // tensor cores vs CUDA cores by group size (the CUDA-core path is opt-in)
-      setenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES", "1", 1);
+    if (has("--paths")) {  // tensor cores vs CUDA cores by group size
       auto r = bench::bench_decode_paths(o);
       rs.insert(rs.end(), r.begin(), r.end());
     }

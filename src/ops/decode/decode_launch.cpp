@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
@@ -16,6 +17,16 @@ constexpr int kMinTokensPerSplit = 128;
 constexpr int kMaxSplits = 256;  // templates/decode: Traits::kMaxSplits
 constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge, in token-equivalents
 constexpr int kMaxWaves = 4;  // splitting past ~4 waves only adds merge traffic
+
+// ATTNJIT_DECODE_SPLITS=N forces the split count: a measuring knob for the
+// split heuristic (attnjit-bench sweeps), read once.
+int forced_splits() {
+  static const int n = [] {
+    const char* v = std::getenv("ATTNJIT_DECODE_SPLITS");
+    return v && *v ? std::clamp(std::atoi(v), 0, kMaxSplits) : 0;
+  }();
+  return n;
+}
 }  // namespace
 
 int decode_row_blocks(int group, int q_seq_len) {
@@ -80,7 +91,7 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);
   const int64_t base = decode_base_ctas(l.shape);
 
-  int splits = choose_splits(base, l.shape.max_seq_len, slots);
+  int splits = forced_splits() > 0 ? forced_splits() : choose_splits(base, l.shape.max_seq_len, slots);
   // Split boundaries fall on warp-tile boundaries, so a tile never spans two pages.
   const int tile = k.tile_tokens;
   int tps = static_cast<int>(ceil_div(ceil_div(l.shape.max_seq_len, splits), tile) * tile);

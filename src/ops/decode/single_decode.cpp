@@ -15,13 +15,6 @@
 
 namespace attnjit {
 
-namespace {
-bool experimental_cuda_cores() {
-  const char* v = std::getenv("ATTNJIT_EXPERIMENTAL_CUDA_CORES");
-  return v && std::string(v) == "1";
-}
-}  // namespace
-
 using ops::invalid;
 
 ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorView& k,
@@ -61,12 +54,6 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
     require_dim(*lse, "lse", 0, heads, "num_qo_heads");
     require_contiguous(*lse, "lse");
   }
-  // The CUDA-core path compiles for every arch but has not yet been checked on a
-  // GPU against the reference: it stays opt-in until it has.
-  if (!o.use_tensor_cores && !experimental_cuda_cores())
-    throw Error(ErrorCode::kUnsupported,
-                "argument 'use_tensor_cores': false selects the CUDA-core decode path, which is not yet "
-                "verified on a GPU; pass true, or set ATTNJIT_EXPERIMENTAL_CUDA_CORES=1 to try it");
   for (auto [value, name] : {std::pair{o.q_scale, "q_scale"}, {o.k_scale, "k_scale"}, {o.v_scale, "v_scale"}})
     ATTNJIT_REQUIRE(value > 0.f && std::isfinite(value), name, "a finite value > 0", std::to_string(value));
   ATTNJIT_REQUIRE(kv_heads * ops::decode_row_blocks(static_cast<int>(heads / kv_heads), 1) <= 65535, "k",

@@ -9,8 +9,8 @@
 #   NCU_ARGS picks the bench cases (default --xqa).
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
-#   SWEEP="KNOB=V KNOB=V;KNOB=V;..." runs attnjit-bench $SWEEP_ARGS once per
-#   ';'-separated setting (e.g. SWEEP_ARGS="--xqa --kv fp8_e4m3"), tables last.
+#   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once
+#   per ';'-separated setting, with the arguments after '|' (else $SWEEP_ARGS).
 set -uo pipefail
 STAGE=${1:-gpu-stage}
 FILTER=${2:-*}
@@ -62,8 +62,10 @@ fi
 if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   IFS=';' read -ra settings <<<"$SWEEP"
   for setting in "${settings[@]}"; do
-    echo "== sweep: ${setting:-defaults}" >>"$OUTDIR/sweep.log"
-    env $setting "$STAGE/tools/bench/attnjit-bench" ${SWEEP_ARGS:-} 2>&1 | grep -E "^(xqa|single)" >>"$OUTDIR/sweep.log"
+    knobs=${setting%%|*} args=${SWEEP_ARGS:-}
+    [[ "$setting" == *"|"* ]] && args=${setting#*|}
+    echo "== sweep: ${knobs:-defaults} ($args)" >>"$OUTDIR/sweep.log"
+    env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^(xqa|single)" >>"$OUTDIR/sweep.log"
   done
 fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"

@@ -48,6 +48,12 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, u32 sr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
                "r"(src_bytes));
 }
+// A global load issued here: neither NVVM (volatile asm) nor ptxas (.volatile) moves it past another.
+__device__ __forceinline__ int ld_global_now(const int* p) {
+  int v;
+  asm volatile("ld.volatile.global.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));

@@ -90,6 +90,7 @@ struct GqaDecode {
     int tok_lo, tok_hi;
     float score_scale;  // sm_scale * q_scale * k_scale
     float v_scale;
+    int first_page[S > 1 ? S - 1 : 1];  // pages of this warp's prologue tiles (paged, no window)
   };
 
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
@@ -105,8 +106,10 @@ struct GqaDecode {
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
       int t = warp + s * W;
-      if (t < n_tiles) issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile,
-                                  page_of(p, w, w.tok_lo + t * kTile), lane);
+      const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;  // no window moved the start
+      if (t < n_tiles)
+        issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile,
+                   prefetched ? w.first_page[s] : page_of(p, w, w.tok_lo + t * kTile), lane);
       cp_async_commit();
     }
     load_q(p, w, q_s, freq_s);
@@ -170,7 +173,22 @@ struct GqaDecode {
     w.rb = blockIdx.y % p.row_blocks;
     w.b = blockIdx.z;
     pdl_wait_prior_grid();
-    w.seq_len = p.seq_lens ? int(p.seq_lens[w.b]) : p.kv_len;
+    if constexpr (Tr::kPaged) {
+      // The page ids of this warp's first tiles are read beside seq_lens: without a
+      // window their positions depend only on the split, so a CTA starts its KV
+      // copies one memory round trip sooner.
+      const int warp = threadIdx.x / 32;
+#pragma unroll
+      for (int s = 0; s < S - 1; ++s) {
+        const int tok = w.split * p.tokens_per_split + (warp + s * W) * kTile;
+        // An asm load: the compiler would otherwise sink it to its use, after seq_lens is consumed.
+        w.first_page[s] = tok < p.pages_per_seq * Tr::kPageSize
+                              ? ld_global_now(p.page_table + (long long)w.b * p.pages_per_seq + tok / Tr::kPageSize)
+                              : 0;
+      }
+    }
+    // Also an asm load, so that it is issued after the page ids, not before them.
+    w.seq_len = p.seq_lens ? ld_global_now(reinterpret_cast<const int*>(p.seq_lens) + w.b) : p.kv_len;
     // Never read past the request's row of the page table, whatever seq_lens says.
     if constexpr (Tr::kPaged) w.seq_len = min(w.seq_len, p.pages_per_seq * Tr::kPageSize);
     if (has(feat::kRaggedQ)) {
@@ -210,7 +228,18 @@ struct GqaDecode {
     return d - p + (e < 2 ? 2 * t + e : 8 + 2 * t + e - 2);
   }
 
-  // Q rows -> shared memory as MMA operands (zero rows past the valid ones).
+  // 8 consecutive 16-bit Q elements: one 16-byte load where aligned (any stride works).
+  __device__ static uint4 load_q8(const QT* src) {
+    static_assert(sizeof(QT) == 2, "q is fp16 or bf16");
+    if ((reinterpret_cast<u64>(src) & 15) == 0) return *reinterpret_cast<const uint4*>(src);
+    const u16* e = reinterpret_cast<const u16*>(src);
+    return make_uint4(e[0] | u32(e[1]) << 16, e[2] | u32(e[3]) << 16, e[4] | u32(e[5]) << 16,
+                      e[6] | u32(e[7]) << 16);
+  }
+
+  // Q rows -> shared memory as MMA operands (zero rows past the valid ones). A unit
+  // is 8 pairs (c, c + HD/2), so RoPE rotates in registers. Every load of a thread
+  // is issued before any is used: one memory round trip per CTA, not one per unit.
   __device__ static void load_q(const DecodeParams& p, const Work& w, MT* q_s, float* freq_s) {
     if (Tr::kPos == pos_mode::kRope) {
       for (int i = threadIdx.x; i < HD / 2; i += blockDim.x)
@@ -218,26 +247,42 @@ struct GqaDecode {
       __syncthreads();
     }
     const QT* q = static_cast<const QT*>(p.q);
-    constexpr int kPairs = HD / 2;
-    for (int i = threadIdx.x; i < kRows * kPairs; i += blockDim.x) {
-      int r = i / kPairs, c = i % kPairs;
-      // Pair (c, c + HD/2) so RoPE can rotate in place; plain copy otherwise.
-      float x0 = 0.f, x1 = 0.f;
-      if (r < w.rows_valid) {
+    constexpr int kHalf = HD / 2, kUnitsPerRow = kHalf / 8, kUnits = kRows * kUnitsPerRow;
+    constexpr int kPerThread = (kUnits + Tr::kThreads - 1) / Tr::kThreads;
+    uint4 raw[kPerThread][2];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int u = threadIdx.x + i * Tr::kThreads, r = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
+      raw[i][0] = raw[i][1] = make_uint4(0u, 0u, 0u, 0u);
+      if (u < kUnits && r < w.rows_valid) {
         int gr = w.rb * kRows + r, qt = gr / G, h = w.kvh * G + gr % G;
         const QT* row = q + w.b * p.q_stride_b + (w.q_tok0 + qt) * p.q_stride_t + h * p.q_stride_h;
-        x0 = to_float(row[c]);
-        x1 = to_float(row[c + kPairs]);
-        if (Tr::kPos == pos_mode::kRope) {
+        raw[i][0] = load_q8(row + c0);
+        raw[i][1] = load_q8(row + c0 + kHalf);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int u = threadIdx.x + i * Tr::kThreads, r = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
+      if (u >= kUnits) continue;
+      const int qt = (w.rb * kRows + r) / G;
+      const u32* lo = &raw[i][0].x;
+      const u32* hi = &raw[i][1].x;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int c = c0 + e;
+        float x0 = to_float(QT{u16(lo[e / 2] >> (16 * (e % 2)))});
+        float x1 = to_float(QT{u16(hi[e / 2] >> (16 * (e % 2)))});
+        if (Tr::kPos == pos_mode::kRope && r < w.rows_valid) {
           float sn, cs;
           sincosf(float(w.seq_len - w.q_len + qt) * freq_s[c], &sn, &cs);
           float y0 = x0 * cs - x1 * sn, y1 = x1 * cs + x0 * sn;
           x0 = y0;
           x1 = y1;
         }
+        q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
+        q_s[r * kRowElems + q_col(c + kHalf)] = from_float<MT>(x1);
       }
-      q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
-      q_s[r * kRowElems + q_col(c + kPairs)] = from_float<MT>(x1);
     }
   }
 

@@ -64,6 +64,8 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
                 fmt::format("{}: needs {} bytes of shared memory per block, {} allows {}", s.name(), t.smem_bytes,
                             s.arch.str(), t.smem_limit));
   RenderedUnit u;
+  // The host's shared-memory arithmetic mirrors the Traits; the static_assert in
+  // the TU makes every compile (CI's variant matrix too) check the mirror.
   u.expected_smem_bytes = t.smem_bytes;
   u.tile_tokens = t.tile;
   u.entry = "attnjit_decode";
@@ -73,6 +75,7 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
       "#include \"decode/gqa_decode.cuh\"\n"
       "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
       "{feat}u, {warps}, {stages}, {smem_limit}, {tile}, {lazy}>;\n"
+      "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
@@ -87,7 +90,7 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
       fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
       fmt::arg("smem_limit", t.smem_limit), fmt::arg("tile", t.tile),
       fmt::arg("lazy", t.lazy_rescale ? "true" : "false"),
-      fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
+      fmt::arg("expected", t.smem_bytes), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;
 }
 

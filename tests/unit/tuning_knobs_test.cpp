@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "render/renderer.hpp"
 
@@ -100,6 +101,25 @@ TEST(TuningKnobs, ExperimentalVariantsCompile) {
     auto r = compile::compile(s.name(), render::render(s), s.arch);
     EXPECT_FALSE(r.cubin.empty());
     EXPECT_EQ(r.resources.spill_stores, 0) << s.name();
+  }
+}
+
+// The host computes the kernel's shared memory to size the launch; the rendered
+// TU static_asserts the same figure, so a drifting mirror fails every compile.
+TEST(TuningKnobs, SharedMemoryMirrorIsCheckedAtCompile) {
+  unsetenv("ATTNJIT_DECODE_TILE");
+  const spec::KernelSpec s = xqa_spec(DType::kFloat8E4M3, 32);
+  render::RenderedUnit u = render::render(s);
+  const std::string want = "static_assert(Traits::kSmemBytes == " + std::to_string(u.expected_smem_bytes) + ",";
+  const size_t at = u.source.find(want);
+  ASSERT_NE(at, std::string::npos) << u.source;
+  u.source.replace(at, want.size(),
+                   "static_assert(Traits::kSmemBytes == " + std::to_string(u.expected_smem_bytes + 16) + ",");
+  try {
+    compile::compile(s.name(), u, s.arch);
+    FAIL() << "a wrong shared-memory figure compiled";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("host and kernel disagree on shared memory"), std::string::npos) << e.log();
   }
 }
 

@@ -229,13 +229,11 @@ struct GqaDecode {
     return d - p + (e < 2 ? 2 * t + e : 8 + 2 * t + e - 2);
   }
 
-  // 8 consecutive 16-bit Q elements: one 16-byte load where aligned (any stride works).
+  // 8 consecutive 16-bit Q elements in one 16-byte load: both ops require q's
+  // pointer and strides 16-byte aligned (ops/common/validate: require_aligned).
   __device__ static uint4 load_q8(const QT* src) {
     static_assert(sizeof(QT) == 2, "q is fp16 or bf16");
-    if ((reinterpret_cast<u64>(src) & 15) == 0) return *reinterpret_cast<const uint4*>(src);
-    const u16* e = reinterpret_cast<const u16*>(src);
-    return make_uint4(e[0] | u32(e[1]) << 16, e[2] | u32(e[3]) << 16, e[4] | u32(e[5]) << 16,
-                      e[6] | u32(e[7]) << 16);
+    return *reinterpret_cast<const uint4*>(src);
   }
 
   // Q rows -> shared memory as MMA operands (zero rows past the valid ones). A unit

@@ -43,68 +43,101 @@ inline double alibi_slope_ref(int h, int n) {
   return h < p ? std::pow(2.0, -8.0 * (h + 1) / p) : std::pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
 }
 
-inline void rope_ref(std::vector<double>& x, int pos, const RefProblem& pr) {
-  const int half = pr.head_dim / 2;
+// Runs f(i) for i in [0, n) on up to `threads` threads (f must only write its own slots).
+template <class F>
+void parallel_for(int n, unsigned threads, const F& f) {
+  threads = std::min<unsigned>(std::max(threads, 1u), static_cast<unsigned>(std::max(n, 1)));
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next++; i < n; i = next++) f(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// RoPE frequencies, theta^(-2i/d) / scale for i < d/2.
+inline std::vector<double> rope_freqs(const RefProblem& pr) {
+  std::vector<double> f(pr.head_dim / 2);
+  for (int i = 0; i < pr.head_dim / 2; ++i) f[i] = std::pow(pr.rope_theta, -2.0 * i / pr.head_dim) / pr.rope_scale;
+  return f;
+}
+
+inline void rope_ref(double* x, int pos, const std::vector<double>& freq) {
+  const int half = static_cast<int>(freq.size());
   for (int i = 0; i < half; ++i) {
-    double freq = std::pow(pr.rope_theta, -2.0 * i / pr.head_dim) / pr.rope_scale;
-    double a = pos * freq, c = std::cos(a), s = std::sin(a);
+    double a = pos * freq[i], c = std::cos(a), s = std::sin(a);
     double x0 = x[i], x1 = x[i + half];
     x[i] = x0 * c - x1 * s;
     x[i + half] = x1 * c + x0 * s;
   }
 }
 
-// One (request, kv head): every query row of that head group.
-inline void reference_head(const RefProblem& pr, int b, int kvh, RefOutput& r) {
+// One (request, kv head): every query row of that head group, on `threads` threads
+// (keys and values are read once into flat arrays, then rows are independent).
+inline void reference_head(const RefProblem& pr, int b, int kvh, RefOutput& r, unsigned threads) {
   const int heads = pr.num_kv_heads * pr.group, hd = pr.head_dim;
   const int L = pr.seq_lens[b], ql = pr.q_lens[b];
-  // Keys once per (request, kv head), rotated when RoPE is on.
-  std::vector<std::vector<double>> keys(L, std::vector<double>(hd));
-  for (int j = 0; j < L; ++j) {
-    for (int d = 0; d < hd; ++d) keys[j][d] = pr.k(b, j, kvh, d) * pr.k_scale;
-    if (pr.pos == RefProblem::kRope) rope_ref(keys[j], j, pr);
-  }
-  for (int t = 0; t < ql; ++t)
-    for (int g = 0; g < pr.group; ++g) {
-      const int h = kvh * pr.group + g;
-      const int q_pos = L - ql + t;
-      std::vector<double> qv(hd);
-      for (int d = 0; d < hd; ++d) qv[d] = pr.q(b, t, h, d) * pr.q_scale;
-      if (pr.pos == RefProblem::kRope) rope_ref(qv, q_pos, pr);
-      std::vector<double> logit(L, -INFINITY);
-      double mx = -INFINITY;
-      for (int j = 0; j < L; ++j) {
-        bool vis = true;
-        if (pr.causal && j > q_pos) vis = false;
-        if (pr.custom_mask && j >= L - ql && !pr.custom_mask(b, t, j - (L - ql))) vis = false;
-        if (pr.window_left >= 0 && j < q_pos - pr.window_left) vis = false;
-        if (!vis) continue;
-        double s = 0;
-        for (int d = 0; d < hd; ++d) s += qv[d] * keys[j][d];
-        s *= pr.sm_scale;
-        if (pr.soft_cap > 0) s = pr.soft_cap * std::tanh(s / pr.soft_cap);
-        if (pr.pos == RefProblem::kAlibi) s += alibi_slope_ref(h, heads) * (j - q_pos);
-        logit[j] = s;
-        mx = std::max(mx, s);
+  const std::vector<double> freq = rope_freqs(pr);
+  // Keys (scaled, rotated when RoPE is on) and values, once per (request, kv head).
+  std::vector<double> keys(static_cast<size_t>(L) * hd), vals(static_cast<size_t>(L) * hd);
+  constexpr int kChunk = 1024;
+  parallel_for((L + kChunk - 1) / kChunk, threads, [&](int c) {
+    for (int j = c * kChunk; j < std::min(L, (c + 1) * kChunk); ++j) {
+      double* key = &keys[static_cast<size_t>(j) * hd];
+      for (int d = 0; d < hd; ++d) {
+        key[d] = pr.k(b, j, kvh, d) * pr.k_scale;
+        vals[static_cast<size_t>(j) * hd + d] = pr.v(b, j, kvh, d);
       }
-      double sink = pr.sinks.empty() ? -INFINITY : pr.sinks[h];
-      double m = std::max(mx, sink);
-      if (m == -INFINITY) continue;  // nothing visible: output 0, lse -inf
-      double den = std::isinf(sink) ? 0.0 : std::exp(sink - m);
-      std::vector<double> acc(hd, 0.0);
-      for (int j = 0; j < L; ++j) {
-        if (logit[j] == -INFINITY) continue;
-        double p = std::exp(logit[j] - m);
-        den += p;
-        for (int d = 0; d < hd; ++d) acc[d] += p * pr.v(b, j, kvh, d);
-      }
-      for (int d = 0; d < hd; ++d) r.out[r.index(b, t, h, d, heads, hd)] = acc[d] / den * pr.v_scale;
-      r.lse[(static_cast<size_t>(b) * r.max_q + t) * heads + h] = (m + std::log(den)) / std::log(2.0);
+      if (pr.pos == RefProblem::kRope) rope_ref(key, j, freq);
     }
+  });
+  parallel_for(ql * pr.group, threads, [&](int row) {
+    const int t = row / pr.group, g = row % pr.group;
+    const int h = kvh * pr.group + g;
+    const int q_pos = L - ql + t;
+    std::vector<double> qv(hd);
+    for (int d = 0; d < hd; ++d) qv[d] = pr.q(b, t, h, d) * pr.q_scale;
+    if (pr.pos == RefProblem::kRope) rope_ref(qv.data(), q_pos, freq);
+    std::vector<double> logit(L, -INFINITY);
+    double mx = -INFINITY;
+    for (int j = 0; j < L; ++j) {
+      bool vis = true;
+      if (pr.causal && j > q_pos) vis = false;
+      if (pr.custom_mask && j >= L - ql && !pr.custom_mask(b, t, j - (L - ql))) vis = false;
+      if (pr.window_left >= 0 && j < q_pos - pr.window_left) vis = false;
+      if (!vis) continue;
+      const double* key = &keys[static_cast<size_t>(j) * hd];
+      double s = 0;
+      for (int d = 0; d < hd; ++d) s += qv[d] * key[d];
+      s *= pr.sm_scale;
+      if (pr.soft_cap > 0) s = pr.soft_cap * std::tanh(s / pr.soft_cap);
+      if (pr.pos == RefProblem::kAlibi) s += alibi_slope_ref(h, heads) * (j - q_pos);
+      logit[j] = s;
+      mx = std::max(mx, s);
+    }
+    double sink = pr.sinks.empty() ? -INFINITY : pr.sinks[h];
+    double m = std::max(mx, sink);
+    if (m == -INFINITY) return;  // nothing visible: output 0, lse -inf
+    double den = std::isinf(sink) ? 0.0 : std::exp(sink - m);
+    std::vector<double> acc(hd, 0.0);
+    for (int j = 0; j < L; ++j) {
+      if (logit[j] == -INFINITY) continue;
+      double p = std::exp(logit[j] - m);
+      den += p;
+      const double* val = &vals[static_cast<size_t>(j) * hd];
+      for (int d = 0; d < hd; ++d) acc[d] += p * val[d];
+    }
+    for (int d = 0; d < hd; ++d) r.out[r.index(b, t, h, d, heads, hd)] = acc[d] / den * pr.v_scale;
+    r.lse[(static_cast<size_t>(b) * r.max_q + t) * heads + h] = (m + std::log(den)) / std::log(2.0);
+  });
 }
 
 // `threads` 0: one per hardware thread. Each (request, kv head) writes its own
 // slots, so the work splits without locks; the accessors must be thread-safe reads.
+// With fewer (request, kv head) pairs than threads (long single-head cases), the
+// threads work inside each pair instead.
 inline RefOutput reference_decode(const RefProblem& pr, unsigned threads = 0) {
   RefOutput r;
   const int heads = pr.num_kv_heads * pr.group, hd = pr.head_dim;
@@ -113,15 +146,11 @@ inline RefOutput reference_decode(const RefProblem& pr, unsigned threads = 0) {
   r.lse.assign(static_cast<size_t>(pr.batch) * r.max_q * heads, -INFINITY);
   const int tasks = pr.batch * pr.num_kv_heads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(std::max(tasks, 1)));
-  std::atomic<int> next{0};
-  auto work = [&] {
-    for (int i = next++; i < tasks; i = next++) reference_head(pr, i / pr.num_kv_heads, i % pr.num_kv_heads, r);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  if (static_cast<unsigned>(tasks) >= threads) {
+    parallel_for(tasks, threads, [&](int i) { reference_head(pr, i / pr.num_kv_heads, i % pr.num_kv_heads, r, 1); });
+  } else {
+    for (int i = 0; i < tasks; ++i) reference_head(pr, i / pr.num_kv_heads, i % pr.num_kv_heads, r, threads);
+  }
   return r;
 }
 

@@ -46,6 +46,50 @@ TEST(AttentionReference, ThreadedEqualsSerial) {
   EXPECT_EQ(a.lse, b.lse);
 }
 
+// One (request, kv head) pair: the threads split its rows and keys instead.
+TEST(AttentionReference, ThreadsInsideOneHeadEqualSerial) {
+  std::vector<double> q, k, v;
+  RefProblem pr = random_problem(q, k, v);
+  pr.batch = 1;
+  pr.num_kv_heads = 1;
+  pr.group = 8;
+  pr.seq_lens = {3000};
+  pr.q_lens = {1};
+  k.resize(3000 * 32);
+  v.resize(3000 * 32);
+  std::mt19937 rng(9);
+  std::normal_distribution<double> n(0, 1);
+  for (auto& x : k) x = n(rng);
+  for (auto& x : v) x = n(rng);
+  pr.k = [&k](int, int j, int, int d) { return k[j * 32 + d]; };
+  pr.v = [&v](int, int j, int, int d) { return v[j * 32 + d]; };
+  pr.q = [&q](int, int, int h, int d) { return q[h * 32 + d]; };
+  pr.custom_mask = nullptr;
+  pr.sinks.clear();
+  pr.pos = RefProblem::kRope;
+  RefOutput a = reference_decode(pr, 1), b = reference_decode(pr, 5);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.lse, b.lse);
+}
+
+// head_dim 2, frequency 1: q at position 1 and key j rotate by 1 and j radians, so
+// the logit of key j is cos(1 - j) for q = k = (1, 0).
+TEST(AttentionReference, RopeRotatesByPosition) {
+  RefProblem pr;
+  pr.head_dim = 2;
+  pr.seq_lens = {2};
+  pr.q_lens = {1};
+  pr.q = [](int, int, int, int d) { return d == 0 ? 1.0 : 0.0; };
+  pr.k = [](int, int, int, int d) { return d == 0 ? 1.0 : 0.0; };
+  pr.v = [](int, int j, int, int) { return j == 0 ? 1.0 : 0.0; };
+  pr.sm_scale = 1.0;
+  pr.pos = RefProblem::kRope;
+  RefOutput r = reference_decode(pr);
+  const double s0 = std::cos(1.0), s1 = 1.0;
+  EXPECT_NEAR(r.out[0], std::exp(s0) / (std::exp(s0) + std::exp(s1)), 1e-12);
+  EXPECT_NEAR(r.lse[0], std::log(std::exp(s0) + std::exp(s1)) / std::log(2.0), 1e-12);
+}
+
 TEST(AttentionReference, SingleKeyReturnsItsValue) {
   RefProblem pr;
   pr.head_dim = 2;

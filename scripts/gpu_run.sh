@@ -27,8 +27,10 @@ mkdir -p "$OUTDIR"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 status=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  "$STAGE/tests/attnjit_gpu_tests" --gtest_filter="$FILTER" >"$OUTDIR/gpu_tests.log" 2>&1 || status=1
+  # Info logging names every NVRTC compile: a prewarmed store should leave none.
+  ATTNJIT_LOG_LEVEL=info "$STAGE/tests/attnjit_gpu_tests" --gtest_filter="$FILTER" >"$OUTDIR/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|tests? from .* ran" "$OUTDIR/gpu_tests.log" | tail -30
+  echo "NVRTC compiles during the GPU tests: $(grep -c "compiled .* in .* ms" "$OUTDIR/gpu_tests.log")"
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*'

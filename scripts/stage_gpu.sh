@@ -13,13 +13,19 @@ cp "$BUILD/tests/attnjit_gpu_tests" gpu-stage/tests/
 # so the GPU machine spends its time running them (same NVRTC there: same keys).
 if [ "${PREWARM:-0}" = 1 ]; then
   mkdir -p -m 700 gpu-stage/cache
-  ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
-    "$BUILD/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' >/dev/null
+  # One process per suite, side by side (the store takes concurrent writers).
+  prewarm() {
+    local pids=()
+    for suite in 'SingleDecodeGpu.*' 'XqaGpu.*'; do
+      env "$@" ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
+        "$BUILD/tests/attnjit_gpu_tests" --gtest_filter="$suite" >/dev/null &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done  # set -e: a failed prewarm stops the script
+  }
+  prewarm
   # EXPERIMENT="KNOB=V ...": also the kernels gpu_run.sh's experiment pass uses.
-  if [ -n "${EXPERIMENT:-}" ]; then
-    env $EXPERIMENT ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
-      "$BUILD/tests/attnjit_gpu_tests" --gtest_filter='SingleDecodeGpu.*:XqaGpu.*' >/dev/null
-  fi
+  if [ -n "${EXPERIMENT:-}" ]; then prewarm $EXPERIMENT; fi
   "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
   # Fold the WAL into the file so that one file carries everything.
   command -v sqlite3 >/dev/null && sqlite3 gpu-stage/cache/cubins.sqlite3 "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null

@@ -152,12 +152,20 @@ TEST_F(CliTest, InspectSourcePrintsTheEntry) {
   EXPECT_EQ(j["arch"], "sm_90a");
   EXPECT_GT(j["resources"]["registers"].get<int>(), 0);
   EXPECT_NE(j["ptxas"].get<std::string>().find("ptxas"), std::string::npos);
+  // The layout a kernel engineer reads the SASS against.
+  EXPECT_EQ(j["tiling"]["tile_tokens"], 16) << j.dump(2);
+  EXPECT_GE(j["tiling"]["stages"].get<int>(), 2);
+  EXPECT_GE(j["tiling"]["ctas_per_sm_by_smem"].get<int>(), 1);
+  EXPECT_GT(j["tiling"]["smem_bytes"].get<int>(), 0);
+  r = run("inspect decode.bf16.hd64.g4.contig.nhd.sm90a");
+  EXPECT_NE(r.out.find("tiling:     4 warps x 16-token tiles"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, InspectTakesASpecJson) {
   json j = run_json(R"(inspect '{"family": "xqa", "head_dim": 64, "group_size": 4, "page_size": 16}' --arch sm_80 --json)");
   EXPECT_EQ(j["name"], "xqa.bf16.hd64.g4.p16.nhd.sm80");
   EXPECT_EQ(j["origin"], "compiled");
+  EXPECT_LE(j["tiling"]["smem_bytes"].get<int>(), 163 * 1024) << "sm_80 allows 163 KB per block";
 }
 
 TEST_F(CliTest, InspectOfAnUnknownNameFailsClearly) {

@@ -11,6 +11,7 @@
 #include "cli/context.hpp"
 #include "cli/spec_parse.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "render/renderer.hpp"
 #include "runtime/kernel_registry.hpp"
 
 namespace attnjit::cli {
@@ -61,6 +62,26 @@ std::string disassemble(const std::string& cubin) {
   return out;
 }
 
+// How the decode kernel is laid out for this spec (the renderer's figures, which the
+// TU static_asserts): what a kernel engineer needs to read its SASS or ncu report.
+nlohmann::json tiling_json(const spec::KernelSpec& s) {
+  const render::DecodeTiling t = render::decode_tiling(s);
+  return {{"warps", t.warps},
+          {"tile_tokens", t.tile},
+          {"stages", t.stages},
+          {"smem_bytes", t.smem_bytes},
+          {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)},
+          {"lazy_rescale", t.lazy_rescale}};
+}
+
+std::string tiling_text(const nlohmann::json& t) {
+  return fmt::format("{} warps x {}-token tiles, {}-stage cp.async ring per warp, {} dynamic smem ({} CTAs/SM by "
+                     "smem){}",
+                     t["warps"].get<int>(), t["tile_tokens"].get<int>(), t["stages"].get<int>(),
+                     human_bytes(t["smem_bytes"].get<int64_t>()), t["ctas_per_sm_by_smem"].get<int>(),
+                     t["lazy_rescale"].get<bool>() ? ", lazy rescale" : "");
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app, Context& ctx) {
@@ -105,7 +126,8 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                             {"options", a.options},
                             {"cubin_bytes", a.cubin.size()},
                             {"ptx_bytes", a.ptx.size()},
-                            {"spec", s.to_json()}};
+                            {"spec", s.to_json()},
+                            {"tiling", tiling_json(s)}};
         if (o->source) j["source"] = a.unit.source;
         if (o->ptx) j["ptx"] = a.ptx;
         if (o->resources) j["ptxas"] = ptxas_lines(a.log);
@@ -123,6 +145,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                   << fmt::format("compile:    {:.1f} ms{}\n", a.compile_ms,
                                  origin == runtime::Origin::kCompiled ? "" : " (when it was compiled)")
                   << fmt::format("resources:  {}\n", resources_text(a.resources))
+                  << fmt::format("tiling:     {}\n", tiling_text(tiling_json(s)))
                   << fmt::format("cubin:      {} (PTX {})\n", human_bytes(static_cast<int64_t>(a.cubin.size())),
                                  human_bytes(static_cast<int64_t>(a.ptx.size())))
                   << fmt::format("entry:      {}\n", a.unit.entry)

@@ -104,10 +104,10 @@ struct GqaDecode {
     // The first KV tiles are in flight while Q loads.
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
+    const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;  // no window moved the start
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
       int t = warp + s * W;
-      const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;  // no window moved the start
       if (t < n_tiles)
         issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile,
                    prefetched ? w.first_page[s] : page_of(p, w, w.tok_lo + t * kTile), lane);
@@ -183,9 +183,7 @@ struct GqaDecode {
       for (int s = 0; s < S - 1; ++s) {
         const int tok = w.split * p.tokens_per_split + (warp + s * W) * kTile;
         // An asm load: the compiler would otherwise sink it to its use, after seq_lens is consumed.
-        w.first_page[s] = tok < p.pages_per_seq * Tr::kPageSize
-                              ? ld_global_now(p.page_table + (long long)w.b * p.pages_per_seq + tok / Tr::kPageSize)
-                              : 0;
+        w.first_page[s] = tok < p.pages_per_seq * Tr::kPageSize ? ld_global_now(page_entry(p, w, tok)) : 0;
       }
     }
     // Also an asm load, so that it is issued after the page ids, not before them.
@@ -285,9 +283,13 @@ struct GqaDecode {
     }
   }
 
+  // The page-table entry of token tok0 (paged KV only).
+  __device__ static const int* page_entry(const DecodeParams& p, const Work& w, int tok0) {
+    return p.page_table + (long long)w.b * p.pages_per_seq + tok0 / Tr::kPageSize;
+  }
   // The page holding token tok0 (0 for contiguous KV).
   __device__ static int page_of(const DecodeParams& p, const Work& w, int tok0) {
-    if constexpr (Tr::kPaged) return p.page_table[(long long)w.b * p.pages_per_seq + tok0 / Tr::kPageSize];
+    if constexpr (Tr::kPaged) return *page_entry(p, w, tok0);
     else return 0;
   }
 

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <functional>
-#include <thread>
 #include <vector>
+
+#include "common/parallel_for.hpp"
 
 namespace attnjit::testing {
 
@@ -41,20 +41,6 @@ inline double alibi_slope_ref(int h, int n) {
   int p = 1;
   while (p * 2 <= n) p *= 2;
   return h < p ? std::pow(2.0, -8.0 * (h + 1) / p) : std::pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
-}
-
-// Runs f(i) for i in [0, n) on up to `threads` threads (f must only write its own slots).
-template <class F>
-void parallel_for(int n, unsigned threads, const F& f) {
-  threads = std::min<unsigned>(std::max(threads, 1u), static_cast<unsigned>(std::max(n, 1)));
-  std::atomic<int> next{0};
-  auto work = [&] {
-    for (int i = next++; i < n; i = next++) f(i);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 // RoPE frequencies, theta^(-2i/d) / scale for i < d/2.
@@ -145,7 +131,7 @@ inline RefOutput reference_decode(const RefProblem& pr, unsigned threads = 0) {
   r.out.assign(static_cast<size_t>(pr.batch) * r.max_q * heads * hd, 0.0);
   r.lse.assign(static_cast<size_t>(pr.batch) * r.max_q * heads, -INFINITY);
   const int tasks = pr.batch * pr.num_kv_heads;
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = hardware_threads();
   if (static_cast<unsigned>(tasks) >= threads) {
     parallel_for(tasks, threads, [&](int i) { reference_head(pr, i / pr.num_kv_heads, i % pr.num_kv_heads, r, 1); });
   } else {

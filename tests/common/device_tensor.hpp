@@ -3,16 +3,15 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "attnjit/tensor.hpp"
+#include "common/parallel_for.hpp"
 #include "driver/cuda_driver.hpp"
 #include "util/host_dtype.hpp"
 
@@ -80,21 +79,13 @@ struct DeviceTensor {
 inline std::vector<float> random_values(size_t n, std::mt19937& rng, float sigma = 1.0f) {
   constexpr size_t kChunk = 1 << 16;
   const uint32_t seed = rng();
-  const size_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
   std::vector<float> v(n);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t c = next++; c < chunks; c = next++) {
-      std::mt19937 r(seed ^ static_cast<uint32_t>(c * 0x9E3779B9u));
-      std::normal_distribution<float> dist(0.0f, sigma);
-      for (size_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) v[i] = dist(r);
-    }
-  };
-  const unsigned threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<size_t>(chunks, 1));
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  parallel_for(chunks, hardware_threads(), [&](int64_t c) {
+    std::mt19937 r(seed ^ static_cast<uint32_t>(c * 0x9E3779B9u));
+    std::normal_distribution<float> dist(0.0f, sigma);
+    for (size_t i = size_t(c) * kChunk; i < std::min(n, size_t(c + 1) * kChunk); ++i) v[i] = dist(r);
+  });
   return v;
 }
 

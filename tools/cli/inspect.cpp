@@ -64,22 +64,24 @@ std::string disassemble(const std::string& cubin) {
 
 // How the decode kernel is laid out for this spec (the renderer's figures, which the
 // TU static_asserts): what a kernel engineer needs to read its SASS or ncu report.
-nlohmann::json tiling_json(const spec::KernelSpec& s) {
-  const render::DecodeTiling t = render::decode_tiling(s);
+int ctas_per_sm_by_smem(const render::DecodeTiling& t) {
+  return (t.smem_limit + 1024) / (t.smem_bytes + 1024);  // the driver reserves 1 KB per CTA
+}
+
+nlohmann::json tiling_json(const render::DecodeTiling& t) {
   return {{"warps", t.warps},
           {"tile_tokens", t.tile},
           {"stages", t.stages},
           {"smem_bytes", t.smem_bytes},
-          {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)},
+          {"ctas_per_sm_by_smem", ctas_per_sm_by_smem(t)},
           {"lazy_rescale", t.lazy_rescale}};
 }
 
-std::string tiling_text(const nlohmann::json& t) {
+std::string tiling_text(const render::DecodeTiling& t) {
   return fmt::format("{} warps x {}-token tiles, {}-stage cp.async ring per warp, {} dynamic smem ({} CTAs/SM by "
                      "smem){}",
-                     t["warps"].get<int>(), t["tile_tokens"].get<int>(), t["stages"].get<int>(),
-                     human_bytes(t["smem_bytes"].get<int64_t>()), t["ctas_per_sm_by_smem"].get<int>(),
-                     t["lazy_rescale"].get<bool>() ? ", lazy rescale" : "");
+                     t.warps, t.tile, t.stages, human_bytes(t.smem_bytes), ctas_per_sm_by_smem(t),
+                     t.lazy_rescale ? ", lazy rescale" : "");
 }
 
 }  // namespace
@@ -127,7 +129,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                             {"cubin_bytes", a.cubin.size()},
                             {"ptx_bytes", a.ptx.size()},
                             {"spec", s.to_json()},
-                            {"tiling", tiling_json(s)}};
+                            {"tiling", tiling_json(render::decode_tiling(s))}};
         if (o->source) j["source"] = a.unit.source;
         if (o->ptx) j["ptx"] = a.ptx;
         if (o->resources) j["ptxas"] = ptxas_lines(a.log);
@@ -145,7 +147,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                   << fmt::format("compile:    {:.1f} ms{}\n", a.compile_ms,
                                  origin == runtime::Origin::kCompiled ? "" : " (when it was compiled)")
                   << fmt::format("resources:  {}\n", resources_text(a.resources))
-                  << fmt::format("tiling:     {}\n", tiling_text(tiling_json(s)))
+                  << fmt::format("tiling:     {}\n", tiling_text(render::decode_tiling(s)))
                   << fmt::format("cubin:      {} (PTX {})\n", human_bytes(static_cast<int64_t>(a.cubin.size())),
                                  human_bytes(static_cast<int64_t>(a.ptx.size())))
                   << fmt::format("entry:      {}\n", a.unit.entry)

@@ -1,7 +1,8 @@
 // store_worker: a child process for the store tests (many processes on one store, kill -9).
 //   store_worker mixed <dir> <threads> <iters> <keys> <seed>  gets/puts shared keys; exit 0 when
 //                                                            every read matched byte for byte
-//   store_worker writer <dir> <blob_bytes> <max_bytes>         puts new entries until killed
+//   store_worker writer <dir> <blob_bytes> <max_bytes>         puts new entries until killed;
+//                                                            prints 'r' after the first put
 //   store_worker check <dir>                                 every entry matches its key's content
 // Content is derived from the key, so any process can check any entry.
 #include <unistd.h>
@@ -139,6 +140,11 @@ int run_writer(const std::string& dir, size_t blob_bytes, int64_t max_bytes) {
     const std::string key =
         "w" + std::to_string(blob_bytes) + "-" + std::to_string(getpid()) + "-" + std::to_string(n);
     store->put(entry_for(key));
+    if (n == 0) {
+      // Tells the parent a row is committed; it kills this process some time after.
+      std::fputc('r', stdout);
+      std::fflush(stdout);
+    }
     if (n % 4 == 3) store->get(key);  // hit bookkeeping writes too
   }
 }

@@ -1,6 +1,7 @@
 // Tests of src/store/ under stress: many processes, kill -9, fork, corrupt files, read-only locations.
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -56,16 +57,37 @@ std::unique_ptr<CubinStore> open_store(const std::string& dir) {
 
 using ::attnjit::testing::LogCapture;
 
-pid_t spawn(const std::vector<std::string>& args) {
+// With ready_fd, the child's stdout goes to a pipe whose read end is returned there.
+pid_t spawn(const std::vector<std::string>& args, int* ready_fd = nullptr) {
+  int fds[2] = {-1, -1};
+  if (ready_fd && pipe(fds) != 0) return -1;
   pid_t pid = fork();
   if (pid == 0) {
+    if (ready_fd) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+    }
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  if (ready_fd) {
+    close(fds[1]);
+    *ready_fd = fds[0];
+  }
   return pid;
+}
+
+// Blocks until the child writes its first byte (its first committed put), up to 60 s.
+bool wait_ready(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char byte = 0;
+  const bool ok = poll(&p, 1, 60000) == 1 && read(fd, &byte, 1) == 1;
+  close(fd);
+  return ok;
 }
 
 int wait_exit_code(pid_t pid) {
@@ -127,8 +149,13 @@ TEST(StoreProcessTest, KillNineWhileWritingLeavesAConsistentStore) {
   std::uniform_int_distribution<int> delay_ms(2, 50);
   for (int i = 0; i < 30; ++i) {
     // Two writers of 256 KiB blobs with a 16 MiB cap, so eviction runs too.
-    pid_t a = spawn({kWorker, "writer", dir, "262144", std::to_string(16 << 20)});
-    pid_t b = spawn({kWorker, "writer", dir, "262144", std::to_string(16 << 20)});
+    // Each kill lands after the writer's first commit, however slow the machine, so the
+    // store always holds rows by the end and the kill cuts into a later write.
+    int ready_a = -1, ready_b = -1;
+    pid_t a = spawn({kWorker, "writer", dir, "262144", std::to_string(16 << 20)}, &ready_a);
+    pid_t b = spawn({kWorker, "writer", dir, "262144", std::to_string(16 << 20)}, &ready_b);
+    EXPECT_TRUE(wait_ready(ready_a)) << "writer a never committed";
+    EXPECT_TRUE(wait_ready(ready_b)) << "writer b never committed";
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
     kill(a, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng) / 4));

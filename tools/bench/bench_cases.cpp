@@ -64,6 +64,7 @@ std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
   std::mt19937 rng(42);
   for (auto [B, L] : shapes) {
     if (o.only_batch > 0 && B != o.only_batch) continue;
+    if (o.seq_len > 0) L = o.seq_len;
     const int pps = (L + P - 1) / P, pages = B * pps;
     const double kv_bytes = 2.0 * pages * P * KH * D * dtype_size(kv_dtype);
     const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--iters N] [--batch N] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i + 1 < args.size(); ++i)
       if (args[i] == "--iters") o.iters = std::atoi(args[i + 1].c_str());
       else if (args[i] == "--batch") o.only_batch = std::atoi(args[i + 1].c_str());
+      else if (args[i] == "--len") o.seq_len = std::atoi(args[i + 1].c_str());
       else if (args[i] == "--kv") o.only_kv = argv[i + 2];
     auto wanted = [&](DType kv) { return !o.only_kv || dtype_name(kv) == std::string(o.only_kv); };
     int rc = 0;

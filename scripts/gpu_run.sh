@@ -6,7 +6,7 @@
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 skip a part.
 #   NCU=1 profiles one xqa launch per benchmark shape with Nsight Compute
 #   (--clock-control none: the clocks stay as found) into $OUT/ncu.log;
-#   NCU_ARGS picks the bench cases (default --xqa).
+#   NCU_ARGS picks the bench cases (default --xqa; ';' separates several profiles).
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
 #   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once
@@ -48,11 +48,19 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; the
   "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
 fi
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
-  ncu --clock-control none --kernel-name attnjit_decode --launch-skip 10 --launch-count 8 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-    --section WarpStateStats --section SchedulerStats \
-    "$STAGE/tools/bench/attnjit-bench" ${NCU_ARGS:---xqa} --iters 1 >"$OUTDIR/ncu.log" 2>&1 || true
-  grep -E "Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Stall" "$OUTDIR/ncu.log" | head -24
+  # One profile per ';'-separated NCU_ARGS entry; the SM-active spread shows tail imbalance.
+  IFS=';' read -ra ncu_cases <<<"${NCU_ARGS:---xqa}"
+  for case_args in "${ncu_cases[@]}"; do
+    echo "== ncu: $case_args" | tee -a "$OUTDIR/ncu.log"
+    ncu --clock-control none --kernel-name attnjit_decode --launch-skip 10 --launch-count 4 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+      --section WarpStateStats --section SchedulerStats \
+      --metrics sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max \
+      "$STAGE/tools/bench/attnjit-bench" $case_args --iters 1 >"$OUTDIR/ncu_case.log" 2>&1 || true
+    cat "$OUTDIR/ncu_case.log" >>"$OUTDIR/ncu.log"
+    grep -E "^  attnjit|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|sm__cycles_active|gpc__cycles" \
+      "$OUTDIR/ncu_case.log" | head -22
+  done
 fi
 if [ -n "${EXPERIMENT:-}" ]; then
   env $EXPERIMENT "$STAGE/tests/attnjit_gpu_tests" --gtest_filter='XqaGpu.*:SingleDecodeGpu.ProofKernel*:SingleDecodeGpu.Features' \

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "attnjit/error.hpp"
+
 namespace attnjit {
 
 size_t dtype_size(DType dtype) noexcept {
@@ -38,7 +40,15 @@ const char* dtype_name(DType dtype) noexcept {
   return "?";
 }
 
+namespace {
+// Methods of a view whose rank a caller set out of range read only the arrays.
+int stored_rank(int rank) { return rank < 0 ? 0 : (rank > kMaxRank ? kMaxRank : rank); }
+}  // namespace
+
 TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape) {
+  if (shape.size() > static_cast<size_t>(kMaxRank))
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("TensorView::contiguous: rank {} is more than kMaxRank ({})", shape.size(), kMaxRank));
   TensorView t;
   t.data = data;
   t.dtype = dtype;
@@ -54,14 +64,15 @@ TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list
 }
 
 int64_t TensorView::numel() const noexcept {
-  int64_t n = 1;
-  for (int d = 0; d < rank; ++d) n *= shape[d];
+  int64_t n = 1;  // saturates instead of overflowing: callers compare it against a need
+  for (int d = 0; d < stored_rank(rank); ++d)
+    if (__builtin_mul_overflow(n, shape[d], &n)) return INT64_MAX;
   return n;
 }
 
 bool TensorView::is_contiguous() const noexcept {
   int64_t st = 1;
-  for (int d = rank - 1; d >= 0; --d) {
+  for (int d = stored_rank(rank) - 1; d >= 0; --d) {
     if (shape[d] != 1 && stride[d] != st) return false;
     st *= shape[d];
   }
@@ -70,8 +81,8 @@ bool TensorView::is_contiguous() const noexcept {
 
 std::string TensorView::shape_string() const {
   std::string s = "[";
-  for (int d = 0; d < rank; ++d) s += fmt::format("{}{}", d ? ", " : "", shape[d]);
-  return s + "]";
+  for (int d = 0; d < stored_rank(rank); ++d) s += fmt::format("{}{}", d ? ", " : "", shape[d]);
+  return s + (rank > kMaxRank ? ", ...]" : "]");
 }
 
 }  // namespace attnjit

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/expect_error.hpp"
+#include "common/op_args.hpp"
 #include "attnjit/decode.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
@@ -17,10 +18,11 @@ namespace attnjit::ops {
 namespace {
 
 namespace feature = spec::feature;
-const spec::Arch kArch{90, true};
-
-// Never dereferenced: planning only looks at the addresses (alignment, null).
-void* fake(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+using testing::fake;
+using testing::kBatch, testing::kKvHeads, testing::kGroup, testing::kHeads, testing::kHd, testing::kPage,
+    testing::kPagesPerSeq, testing::kPages, testing::kSdHeads, testing::kSdKvHeads, testing::kSdLen;
+using testing::SingleDecodeCall, testing::valid_single, testing::valid_xqa;
+const spec::Arch kArch = testing::kPlanArch;
 
 using testing::expect_error;
 
@@ -28,38 +30,6 @@ using testing::expect_error;
 void expect_invalid(const std::function<void()>& f, const std::string& arg, std::vector<std::string> more = {}) {
   more.insert(more.begin(), "argument '" + arg + "'");
   expect_error(f, ErrorCode::kInvalidArgument, more);
-}
-
-// batch 2, 2 KV heads x group 4, head_dim 128, pages of 32, 4 pages per sequence.
-constexpr int kBatch = 2, kKvHeads = 2, kGroup = 4, kHeads = kKvHeads * kGroup, kHd = 128, kPage = 32,
-              kPagesPerSeq = 4, kPages = kBatch * kPagesPerSeq;
-
-XqaArgs valid_xqa(KvLayout layout = KvLayout::kNHD, int q_seq_len = 1) {
-  XqaArgs a;
-  const DType dt = DType::kBFloat16;
-  if (q_seq_len > 1) {
-    a.q = TensorView::contiguous(fake(0x10000), dt, {kBatch, 1, q_seq_len, kHeads, kHd});
-    a.output = TensorView::contiguous(fake(0x400000), dt, {kBatch, 1, q_seq_len, kHeads, kHd});
-    const int64_t words = (q_seq_len + 31) / 32;
-    a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, q_seq_len, words * 2});
-  } else {
-    a.q = TensorView::contiguous(fake(0x10000), dt, {kBatch, 1, kHeads, kHd});
-    a.output = TensorView::contiguous(fake(0x400000), dt, {kBatch, 1, kHeads, kHd});
-  }
-  a.q_seq_len = q_seq_len;
-  if (layout == KvLayout::kNHD) {
-    a.k_cache = TensorView::contiguous(fake(0x100000), dt, {kPages, kPage, kKvHeads, kHd});
-    a.v_cache = TensorView::contiguous(fake(0x200000), dt, {kPages, kPage, kKvHeads, kHd});
-  } else {
-    a.k_cache = TensorView::contiguous(fake(0x100000), dt, {kPages, kKvHeads, kPage, kHd});
-    a.v_cache = TensorView::contiguous(fake(0x200000), dt, {kPages, kKvHeads, kPage, kHd});
-  }
-  a.kv_layout = layout;
-  a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {kBatch, kPagesPerSeq});
-  a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kUInt32, {kBatch, 1});
-  a.num_kv_heads = kKvHeads;
-  a.page_size = kPage;
-  return a;
 }
 
 XqaPlan plan(const XqaArgs& a) { return plan_xqa(a, kArch); }
@@ -190,6 +160,19 @@ TEST(PlanXqa, EachBadInputNamesTheArgument) {
       {"null v_cache", [](XqaArgs& a) { a.v_cache.data = nullptr; }, "v_cache", {"null"}},
       {"num_kv_heads 3", [](XqaArgs& a) { a.num_kv_heads = 3; }, "num_kv_heads", {"3"}},
       {"num_kv_heads 0", [](XqaArgs& a) { a.num_kv_heads = 0; }, "num_kv_heads", {">= 1"}},
+      {"batch 0", [](XqaArgs& a) { a.q.shape[0] = 0; }, "q", {"sizes >= 1"}},
+      {"kv_layout enum 4", [](XqaArgs& a) { a.kv_layout = static_cast<KvLayout>(4); }, "kv_layout", {"NHD or HND"}},
+      {"backend enum 9", [](XqaArgs& a) { a.backend = static_cast<Backend>(9); }, "backend", {"9"}},
+      {"q_seq_len past the limit", [](XqaArgs& a) { a.q_seq_len = 1 << 30; }, "q_seq_len", {"65536"}},
+      {"rcp_out_scale NaN", [](XqaArgs& a) { a.rcp_out_scale = NAN; }, "rcp_out_scale", {"finite"}},
+      {"q rank 9", [](XqaArgs& a) { a.q.rank = 9; }, "q", {"rank 0 to 6", "rank 9"}},
+      {"workspace with a negative size", [](XqaArgs& a) {
+         a.workspace_buffer = TensorView::contiguous(fake(0x800000), DType::kUInt8, {-1});
+       }, "workspace_buffer", {"sizes >= 1"}},
+      {"sinks of rank 0", [](XqaArgs& a) {
+         a.sinks.data = fake(0x820000);
+         a.sinks.dtype = DType::kFloat32;
+       }, "sinks", {"[num_kv_heads, head_group_ratio]"}},
       {"group 128", [](XqaArgs& a) {
          a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {kBatch, 1, kKvHeads * 128, kHd});
        }, "num_kv_heads", {"64", "128"}},
@@ -276,32 +259,6 @@ TEST(PlanXqa, HndDimsAreCheckedInHndOrder) {
 }
 
 // --- single_decode_with_kv_cache
-
-constexpr int kSdHeads = 32, kSdKvHeads = 8, kSdLen = 1000;
-
-struct SingleDecodeCall {
-  TensorView q, k, v, out, lse;
-  SingleDecodeOptions o;
-  bool with_lse = false;
-  SingleDecodePlan plan() const { return plan_single_decode(q, k, v, out, o, with_lse ? &lse : nullptr, kArch); }
-};
-
-SingleDecodeCall valid_single(KvLayout layout = KvLayout::kNHD) {
-  SingleDecodeCall c;
-  const DType dt = DType::kFloat16;
-  c.q = TensorView::contiguous(fake(0x10000), dt, {kSdHeads, kHd});
-  c.out = TensorView::contiguous(fake(0x20000), dt, {kSdHeads, kHd});
-  if (layout == KvLayout::kNHD) {
-    c.k = TensorView::contiguous(fake(0x100000), dt, {kSdLen, kSdKvHeads, kHd});
-    c.v = TensorView::contiguous(fake(0x200000), dt, {kSdLen, kSdKvHeads, kHd});
-  } else {
-    c.k = TensorView::contiguous(fake(0x100000), dt, {kSdKvHeads, kSdLen, kHd});
-    c.v = TensorView::contiguous(fake(0x200000), dt, {kSdKvHeads, kSdLen, kHd});
-  }
-  c.o.kv_layout = layout;
-  c.lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {kSdHeads});
-  return c;
-}
 
 TEST(PlanSingleDecode, ValidNhdSucceeds) {
   const SingleDecodePlan p = valid_single().plan();
@@ -402,7 +359,14 @@ TEST(PlanSingleDecode, EachBadInputNamesTheArgument) {
       {"window_left -2", [](SingleDecodeCall& c) { c.o.window_left = -2; }, "window_left", {"-2"}},
       {"soft cap -1", [](SingleDecodeCall& c) { c.o.logits_soft_cap = -1.f; }, "logits_soft_cap"},
       {"sm_scale 0", [](SingleDecodeCall& c) { c.o.sm_scale = 0.f; }, "sm_scale"},
-      {"rope_theta 0", [](SingleDecodeCall& c) { c.o.rope_theta = 0.f; }, "rope_theta/rope_scale"},
+      {"rope_theta 0", [](SingleDecodeCall& c) { c.o.rope_theta = 0.f; }, "rope_theta"},
+      {"rope_scale inf", [](SingleDecodeCall& c) { c.o.rope_scale = INFINITY; }, "rope_scale"},
+      {"sm_scale NaN", [](SingleDecodeCall& c) { c.o.sm_scale = NAN; }, "sm_scale"},
+      {"soft cap inf", [](SingleDecodeCall& c) { c.o.logits_soft_cap = INFINITY; }, "logits_soft_cap"},
+      {"layout enum 7", [](SingleDecodeCall& c) { c.o.kv_layout = static_cast<KvLayout>(7); }, "kv_layout"},
+      {"pos encoding enum 9",
+       [](SingleDecodeCall& c) { c.o.pos_encoding_mode = static_cast<PosEncodingMode>(9); }, "pos_encoding_mode"},
+      {"backend enum 5", [](SingleDecodeCall& c) { c.o.backend = static_cast<Backend>(5); }, "backend"},
       {"q inner stride 2", [](SingleDecodeCall& c) { c.q.stride[1] = 2; }, "q", {"stride"}},
       {"k misaligned", [](SingleDecodeCall& c) { c.k.data = fake(0x100008); }, "k", {"aligned"}},
       {"out misaligned", [](SingleDecodeCall& c) { c.out.data = fake(0x20002); }, "out", {"aligned"}},

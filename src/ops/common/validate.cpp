@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "attnjit/error.hpp"
@@ -22,18 +23,31 @@ ShapesOnlyScope::~ShapesOnlyScope() { t_shapes_only = previous_; }
 bool shapes_only() { return t_shapes_only; }
 bool present(const TensorView& t) { return t.data != nullptr || (t_shapes_only && t.rank > 0); }
 
-void require_defined(const TensorView& t, const char* name) {
+namespace {
+void require_present(const TensorView& t, const char* name) {
   if (t_shapes_only) {
     if (t.rank <= 0) invalid(name, "a tensor (shape and dtype; data may be null when prewarming)", "none");
-    return;
+  } else if (!t.data) {
+    invalid(name, "a device pointer", "null");
   }
-  if (!t.data) invalid(name, "a device pointer", "null");
+}
+void require_positive_sizes(const TensorView& t, const char* name, const char* layout) {
+  for (int d = 0; d < t.rank; ++d)
+    if (t.shape[d] < 1) invalid(name, fmt::format("sizes >= 1{}{}", *layout ? " in " : "", layout), t.shape_string());
+}
+}  // namespace
+
+void require_defined(const TensorView& t, const char* name) {
+  require_present(t, name);
+  if (t.rank < 0 || t.rank > kMaxRank) invalid(name, fmt::format("rank 0 to {}", kMaxRank), fmt::format("rank {}", t.rank));
+  require_positive_sizes(t, name, "");
 }
 
 void require_rank(const TensorView& t, const char* name, int rank, const char* layout) {
-  require_defined(t, name);
+  require_present(t, name);
   if (t.rank != rank)
     invalid(name, fmt::format("rank {} {}", rank, layout), fmt::format("rank {} {}", t.rank, t.shape_string()));
+  require_positive_sizes(t, name, layout);
 }
 
 void require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed) {
@@ -67,6 +81,20 @@ void require_aligned(const TensorView& t, const char* name, int bytes) {
     if ((t.stride[d] * es) % bytes != 0)
       invalid(name, fmt::format("strides that are multiples of {} bytes", bytes),
               fmt::format("stride {} elements in dim {}", t.stride[d], d));
+}
+
+void require_finite_positive(float value, const char* name) {
+  if (!(value > 0.f && std::isfinite(value))) invalid(name, "a finite value > 0", fmt::format("{}", value));
+}
+
+void require_layout(KvLayout layout) {
+  if (layout != KvLayout::kNHD && layout != KvLayout::kHND)
+    invalid("kv_layout", "NHD or HND", fmt::format("enum value {}", static_cast<int>(layout)));
+}
+
+void require_backend(Backend backend) {
+  if (backend != Backend::kAuto && backend != Backend::kXqa && backend != Backend::kTrtllmGen)
+    invalid("backend", "auto, xqa or trtllm-gen", fmt::format("enum value {}", static_cast<int>(backend)));
 }
 
 }  // namespace attnjit::ops

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
 
 namespace attnjit::ops {
 
@@ -27,6 +28,7 @@ bool shapes_only();
 // An optional tensor argument was given.
 bool present(const TensorView& t);
 
+// Data (or, prewarming, a shape), a rank in [0, kMaxRank] and every size >= 1.
 void require_defined(const TensorView& t, const char* name);
 void require_rank(const TensorView& t, const char* name, int rank, const char* layout);
 void require_dtype(const TensorView& t, const char* name, std::initializer_list<DType> allowed);
@@ -34,6 +36,11 @@ void require_dim(const TensorView& t, const char* name, int dim, int64_t expecte
 void require_inner_contiguous(const TensorView& t, const char* name);  // stride[-1] == 1
 void require_contiguous(const TensorView& t, const char* name);
 void require_aligned(const TensorView& t, const char* name, int bytes);  // data and strides
+
+// Scalars and enums (an enum may hold any value a caller cast into it).
+void require_finite_positive(float value, const char* name);
+void require_layout(KvLayout layout);  // "kv_layout"
+void require_backend(Backend backend);  // "backend"
 
 }  // namespace attnjit::ops
 

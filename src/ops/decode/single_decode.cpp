@@ -21,6 +21,12 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
                                               const TensorView& v, const TensorView& out,
                                               const SingleDecodeOptions& o, const TensorView* lse,
                                               const spec::Arch& arch) {
+  require_layout(o.kv_layout);
+  require_backend(o.backend);
+  ATTNJIT_REQUIRE(o.pos_encoding_mode == PosEncodingMode::kNone || o.pos_encoding_mode == PosEncodingMode::kRopeLlama ||
+                      o.pos_encoding_mode == PosEncodingMode::kAlibi,
+                  "pos_encoding_mode", "NONE, ROPE_LLAMA or ALIBI",
+                  fmt::format("enum value {}", static_cast<int>(o.pos_encoding_mode)));
   require_rank(q, "q", 2, "[num_qo_heads, head_dim]");
   require_dtype(q, "q", {DType::kFloat16, DType::kBFloat16});
   require_rank(k, "k", 3, o.kv_layout == KvLayout::kNHD ? "[kv_len, num_kv_heads, head_dim]" : "[num_kv_heads, kv_len, head_dim]");
@@ -55,14 +61,15 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
     require_contiguous(*lse, "lse");
   }
   for (auto [value, name] : {std::pair{o.q_scale, "q_scale"}, {o.k_scale, "k_scale"}, {o.v_scale, "v_scale"}})
-    ATTNJIT_REQUIRE(value > 0.f && std::isfinite(value), name, "a finite value > 0", std::to_string(value));
+    require_finite_positive(value, name);
   ATTNJIT_REQUIRE(kv_heads * ops::decode_row_blocks(static_cast<int>(heads / kv_heads), 1) <= 65535, "k",
                   "num_kv_heads <= 65535", std::to_string(kv_heads));
   ATTNJIT_REQUIRE(o.window_left >= -1, "window_left", "-1 or >= 0", std::to_string(o.window_left));
-  ATTNJIT_REQUIRE(o.logits_soft_cap >= 0.f, "logits_soft_cap", ">= 0", std::to_string(o.logits_soft_cap));
-  ATTNJIT_REQUIRE(!o.sm_scale || *o.sm_scale > 0.f, "sm_scale", "> 0", o.sm_scale ? std::to_string(*o.sm_scale) : "");
-  ATTNJIT_REQUIRE(o.rope_theta > 0.f && o.rope_scale > 0.f, "rope_theta/rope_scale", "> 0",
-                fmt::format("{}/{}", o.rope_theta, o.rope_scale));
+  ATTNJIT_REQUIRE(o.logits_soft_cap == 0.f || (o.logits_soft_cap > 0.f && std::isfinite(o.logits_soft_cap)),
+                  "logits_soft_cap", "0 (off) or a finite value > 0", fmt::format("{}", o.logits_soft_cap));
+  if (o.sm_scale) require_finite_positive(*o.sm_scale, "sm_scale");
+  require_finite_positive(o.rope_theta, "rope_theta");
+  require_finite_positive(o.rope_scale, "rope_scale");
 
   SingleDecodePlan plan;
   spec::KernelSpec& s = plan.spec;

@@ -17,12 +17,16 @@ namespace attnjit {
 
 namespace {
 constexpr int kMaxGroup = 64;
+constexpr int kMaxQSeqLen = 65536;  // draft tokens per request (and the mask's row count)
 }
 
 ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   const bool ragged = present(a.q_cu_seq_lens);
   const bool spec_dec = a.q_seq_len > 1 || ragged;
-  ATTNJIT_REQUIRE(a.q_seq_len >= 1, "q_seq_len", ">= 1", std::to_string(a.q_seq_len));
+  ATTNJIT_REQUIRE(a.q_seq_len >= 1 && a.q_seq_len <= kMaxQSeqLen, "q_seq_len", fmt::format("1 to {}", kMaxQSeqLen),
+                  std::to_string(a.q_seq_len));
+  require_layout(a.kv_layout);
+  require_backend(a.backend);
   // q: [batch, beam, (q_seq_len,) heads, head_dim] or ragged [tokens, heads, head_dim].
   require_defined(a.q, "q");
   require_dtype(a.q, "q", {DType::kFloat16, DType::kBFloat16});
@@ -101,6 +105,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_aligned(*t, n, t == &a.output && fp8_kv ? 8 : 16);
   }
   if (present(a.sinks)) {
+    require_defined(a.sinks, "sinks");
     require_dtype(a.sinks, "sinks", {DType::kFloat32});
     ATTNJIT_REQUIRE(a.sinks.numel() == num_q_heads, "sinks",
                   fmt::format("[num_kv_heads, head_group_ratio] = [{}, {}]", a.num_kv_heads, group),
@@ -108,12 +113,9 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_contiguous(a.sinks, "sinks");
   }
   ATTNJIT_REQUIRE(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
-  ATTNJIT_REQUIRE(a.rcp_out_scale > 0.f && std::isfinite(a.rcp_out_scale), "rcp_out_scale", "a finite value > 0",
-                  std::to_string(a.rcp_out_scale));
-  ATTNJIT_REQUIRE(a.q_scale.device_ptr || (a.q_scale.value > 0.f && std::isfinite(a.q_scale.value)), "q_scale",
-                  "a finite value > 0 or a device pointer", std::to_string(a.q_scale.value));
-  ATTNJIT_REQUIRE(a.kv_scale.device_ptr || (a.kv_scale.value > 0.f && std::isfinite(a.kv_scale.value)), "kv_scale",
-                  "a finite value > 0 or a device pointer", std::to_string(a.kv_scale.value));
+  require_finite_positive(a.rcp_out_scale, "rcp_out_scale");
+  if (!a.q_scale.device_ptr) require_finite_positive(a.q_scale.value, "q_scale");
+  if (!a.kv_scale.device_ptr) require_finite_positive(a.kv_scale.value, "kv_scale");
   const int words = (a.q_seq_len + 31) / 32;
   if (spec_dec && ragged) {
     // XQA packs ragged masks by query token: row q_cu_seq_lens[b] + t.
@@ -216,18 +218,20 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
                   std::to_string(int64_t(a.num_kv_heads) * ops::decode_row_blocks(group, a.q_seq_len)));
   ATTNJIT_REQUIRE(int64_t(p.pages_per_seq) * a.page_size < (int64_t(1) << 31), "page_table",
                   "pages_per_seq * page_size < 2^31", std::to_string(int64_t(p.pages_per_seq) * a.page_size));
-  plan.workspace_bytes = present(a.workspace_buffer)
-                             ? static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype)
-                             : 0;
-  plan.semaphore_count = present(a.semaphores) ? static_cast<size_t>(a.semaphores.numel()) : 0;
   if (present(a.semaphores)) {
+    require_defined(a.semaphores, "semaphores");
     require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
     require_contiguous(a.semaphores, "semaphores");
     require_aligned(a.semaphores, "semaphores", 4);
+    plan.semaphore_count = static_cast<size_t>(a.semaphores.numel());
   }
   if (present(a.workspace_buffer)) {
+    require_defined(a.workspace_buffer, "workspace_buffer");
     require_contiguous(a.workspace_buffer, "workspace_buffer");
     require_aligned(a.workspace_buffer, "workspace_buffer", 16);
+    ATTNJIT_REQUIRE(dtype_size(a.workspace_buffer.dtype) > 0, "workspace_buffer", "a known dtype (uint8)",
+                    fmt::format("enum value {}", static_cast<int>(a.workspace_buffer.dtype)));
+    plan.workspace_bytes = static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype);
   }
   return plan;
 }

@@ -1,0 +1,79 @@
+// Valid argument sets for the decode-family ops, with fake device pointers: the
+// CPU tests of argument validation start from these and break one thing at a time.
+#pragma once
+
+#include <cstdint>
+
+#include "attnjit/decode.hpp"
+#include "attnjit/xqa.hpp"
+#include "ops/decode/decode_spec.hpp"
+
+namespace attnjit::testing {
+
+inline const spec::Arch kPlanArch{90, true};
+
+// Never dereferenced: planning only looks at the addresses (alignment, null).
+inline void* fake(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+
+// xqa: batch 2, 2 KV heads x group 4, head_dim 128, pages of 32, 4 pages per sequence.
+constexpr int kBatch = 2, kKvHeads = 2, kGroup = 4, kHeads = kKvHeads * kGroup, kHd = 128, kPage = 32,
+              kPagesPerSeq = 4, kPages = kBatch * kPagesPerSeq;
+
+inline XqaArgs valid_xqa(KvLayout layout = KvLayout::kNHD, int q_seq_len = 1) {
+  XqaArgs a;
+  const DType dt = DType::kBFloat16;
+  if (q_seq_len > 1) {
+    a.q = TensorView::contiguous(fake(0x10000), dt, {kBatch, 1, q_seq_len, kHeads, kHd});
+    a.output = TensorView::contiguous(fake(0x400000), dt, {kBatch, 1, q_seq_len, kHeads, kHd});
+    const int64_t words = (q_seq_len + 31) / 32;
+    a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, q_seq_len, words * 2});
+  } else {
+    a.q = TensorView::contiguous(fake(0x10000), dt, {kBatch, 1, kHeads, kHd});
+    a.output = TensorView::contiguous(fake(0x400000), dt, {kBatch, 1, kHeads, kHd});
+  }
+  a.q_seq_len = q_seq_len;
+  if (layout == KvLayout::kNHD) {
+    a.k_cache = TensorView::contiguous(fake(0x100000), dt, {kPages, kPage, kKvHeads, kHd});
+    a.v_cache = TensorView::contiguous(fake(0x200000), dt, {kPages, kPage, kKvHeads, kHd});
+  } else {
+    a.k_cache = TensorView::contiguous(fake(0x100000), dt, {kPages, kKvHeads, kPage, kHd});
+    a.v_cache = TensorView::contiguous(fake(0x200000), dt, {kPages, kKvHeads, kPage, kHd});
+  }
+  a.kv_layout = layout;
+  a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {kBatch, kPagesPerSeq});
+  a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kUInt32, {kBatch, 1});
+  a.num_kv_heads = kKvHeads;
+  a.page_size = kPage;
+  return a;
+}
+
+// single_decode_with_kv_cache: 32 q heads, 8 KV heads, head_dim 128, kv_len 1000.
+constexpr int kSdHeads = 32, kSdKvHeads = 8, kSdLen = 1000;
+
+struct SingleDecodeCall {
+  TensorView q, k, v, out, lse;
+  SingleDecodeOptions o;
+  bool with_lse = false;
+  ops::SingleDecodePlan plan() const {
+    return ops::plan_single_decode(q, k, v, out, o, with_lse ? &lse : nullptr, kPlanArch);
+  }
+};
+
+inline SingleDecodeCall valid_single(KvLayout layout = KvLayout::kNHD) {
+  SingleDecodeCall c;
+  const DType dt = DType::kFloat16;
+  c.q = TensorView::contiguous(fake(0x10000), dt, {kSdHeads, kHd});
+  c.out = TensorView::contiguous(fake(0x20000), dt, {kSdHeads, kHd});
+  if (layout == KvLayout::kNHD) {
+    c.k = TensorView::contiguous(fake(0x100000), dt, {kSdLen, kSdKvHeads, kHd});
+    c.v = TensorView::contiguous(fake(0x200000), dt, {kSdLen, kSdKvHeads, kHd});
+  } else {
+    c.k = TensorView::contiguous(fake(0x100000), dt, {kSdKvHeads, kSdLen, kHd});
+    c.v = TensorView::contiguous(fake(0x200000), dt, {kSdKvHeads, kSdLen, kHd});
+  }
+  c.o.kv_layout = layout;
+  c.lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {kSdHeads});
+  return c;
+}
+
+}  // namespace attnjit::testing

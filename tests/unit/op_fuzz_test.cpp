@@ -1,0 +1,228 @@
+// Randomly broken arguments for the decode-family ops (plan_xqa, plan_single_decode):
+// every call either plans a launch whose shapes hold together, or throws
+// attnjit::Error(kInvalidArgument or kUnsupported) whose message names an argument.
+// Never another exception and never a crash: CI also runs this under ASan and UBSan.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "attnjit/error.hpp"
+#include "common/op_args.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+using testing::fake;
+
+class Mutator {
+ public:
+  explicit Mutator(uint64_t seed) : rng_(seed) {}
+
+  int below(int n) { return static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
+  bool coin() { return below(2) == 0; }
+
+  int64_t dim() {
+    static const int64_t kDims[] = {-1, 0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 64, 100, 128, 256, 512,
+                                    65536, int64_t(1) << 31, int64_t(1) << 40, INT64_MAX, INT64_MIN};
+    return coin() ? kDims[below(sizeof(kDims) / sizeof(kDims[0]))] : 1 + below(300);
+  }
+  int small_int() {
+    static const int kInts[] = {INT_MIN, -100, -2, -1, 0, 1, 2, 3, 4, 5, 8, 16, 24, 31, 32, 33, 64, 100, 128,
+                                256, 1000, 65536, INT_MAX};
+    return kInts[below(sizeof(kInts) / sizeof(kInts[0]))];
+  }
+  float scalar() {
+    static const float kFloats[] = {-1.f, 0.f, 1e-30f, 0.5f, 1.f, 30.f, 1e30f,
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
+    return kFloats[below(sizeof(kFloats) / sizeof(kFloats[0]))];
+  }
+  // Any enum value, including ones past the last enumerator (a cast by the caller).
+  template <class E>
+  E any_enum(int past_last) { return static_cast<E>(below(past_last + 3)); }
+
+  void tensor(TensorView& t) {
+    switch (below(9)) {
+      case 0: {
+        static const int kRanks[] = {INT_MIN, -1, 0, 1, 2, 3, 4, 5, 6, 7, 100};
+        t.rank = kRanks[below(sizeof(kRanks) / sizeof(kRanks[0]))];
+        break;
+      }
+      case 1: t.shape[below(kMaxRank)] = dim(); break;
+      case 2: t.stride[below(kMaxRank)] = coin() ? dim() : -dim(); break;
+      case 3: t.dtype = any_enum<DType>(int(DType::kInt64) + 1); break;
+      case 4: t.data = nullptr; break;
+      case 5: t.data = static_cast<char*>(t.data) + (1 << below(4)); break;
+      case 6: t = TensorView{}; break;
+      case 7: t.data = fake(0x900000); break;  // present where it may have been absent
+      default: {  // a well-formed view of another shape
+        const int rank = 1 + below(kMaxRank);
+        TensorView u;
+        u.data = t.data ? t.data : fake(0x900000);
+        u.dtype = coin() ? t.dtype : any_enum<DType>(int(DType::kInt64));
+        u.rank = rank;
+        int64_t st = 1;
+        for (int d = rank - 1; d >= 0; --d) {
+          u.shape[d] = 1 + below(d == rank - 1 ? 300 : 40);
+          u.stride[d] = st;
+          st *= u.shape[d];
+        }
+        t = u;
+      }
+    }
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+// The outcome of one call: planned, refused with a named argument, or a defect.
+template <class F>
+bool planned(F&& f, std::string* defect) {
+  try {
+    f();
+    return true;
+  } catch (const Error& e) {
+    const bool code_ok = e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kUnsupported;
+    const std::string what = e.what();
+    const bool named = what.find("argument '") != std::string::npos || what.find("backend") != std::string::npos;
+    if (!code_ok || !named) *defect = std::string("unclear error (") + to_string(e.code()) + "): " + what;
+  } catch (const std::exception& e) {
+    *defect = std::string("not an attnjit::Error: ") + e.what();
+  }
+  return false;
+}
+
+bool well_formed(const TensorView& t) {
+  if (t.rank < 1 || t.rank > kMaxRank || !t.data || dtype_size(t.dtype) == 0) return false;
+  for (int d = 0; d < t.rank; ++d)
+    if (t.shape[d] < 1) return false;
+  return true;
+}
+
+constexpr int kCases = 20000;
+
+TEST(OpFuzz, XqaPlansOrNamesTheArgument) {
+  Mutator mu(20261129);
+  int accepted = 0;
+  for (int i = 0; i < kCases; ++i) {
+    const int q_seq_len = mu.below(4) == 0 ? 3 : 1;
+    XqaArgs a = testing::valid_xqa(mu.coin() ? KvLayout::kNHD : KvLayout::kHND, q_seq_len);
+    if (mu.below(4) == 0) a.workspace_buffer = TensorView::contiguous(fake(0x800000), DType::kUInt8, {1 << 20});
+    if (mu.below(4) == 0) a.semaphores = TensorView::contiguous(fake(0x810000), DType::kUInt32, {64});
+    if (mu.below(4) == 0)
+      a.sinks = TensorView::contiguous(fake(0x820000), DType::kFloat32, {testing::kKvHeads, testing::kGroup});
+    const int edits = 1 + mu.below(3);
+    for (int e = 0; e < edits; ++e) {
+      switch (mu.below(20)) {
+        case 0: mu.tensor(a.q); break;
+        case 1: mu.tensor(a.k_cache); break;
+        case 2: mu.tensor(a.v_cache); break;
+        case 3: mu.tensor(a.page_table); break;
+        case 4: mu.tensor(a.seq_lens); break;
+        case 5: mu.tensor(a.output); break;
+        case 6: mu.tensor(a.workspace_buffer); break;
+        case 7: mu.tensor(a.semaphores); break;
+        case 8: mu.tensor(a.sinks); break;
+        case 9: mu.tensor(a.mask); break;
+        case 10: mu.tensor(a.q_cu_seq_lens); break;
+        case 11: a.num_kv_heads = mu.small_int(); break;
+        case 12: a.page_size = mu.small_int(); break;
+        case 13: a.q_seq_len = mu.small_int(); break;
+        case 14: a.sliding_win_size = mu.small_int(); break;
+        case 15: a.rcp_out_scale = mu.scalar(); break;
+        case 16: a.q_scale = mu.coin() ? ScaleArg(mu.scalar()) : ScaleArg(static_cast<const float*>(fake(0x830000))); break;
+        case 17: a.kv_scale = mu.coin() ? ScaleArg(mu.scalar()) : ScaleArg(static_cast<const float*>(fake(0x830000))); break;
+        case 18: a.sm_count = mu.small_int(); break;
+        default:
+          if (mu.coin()) a.kv_layout = mu.any_enum<KvLayout>(2);
+          else a.backend = mu.any_enum<Backend>(3);
+      }
+    }
+    std::string defect;
+    XqaPlan plan;
+    if (planned([&] { plan = plan_xqa(a, testing::kPlanArch); }, &defect)) {
+      ++accepted;
+      // What a launch would rely on.
+      SCOPED_TRACE("case " + std::to_string(i));
+      for (const TensorView* t : {&a.q, &a.k_cache, &a.v_cache, &a.page_table, &a.seq_lens, &a.output})
+        ASSERT_TRUE(well_formed(*t)) << "accepted a malformed tensor " << t->shape_string();
+      ASSERT_TRUE(a.kv_layout == KvLayout::kNHD || a.kv_layout == KvLayout::kHND);
+      const DecodeShape& s = plan.shape;
+      ASSERT_GE(s.batch, 1);
+      ASSERT_GE(s.num_kv_heads, 1);
+      ASSERT_TRUE(s.group >= 1 && s.group <= 64) << s.group;
+      ASSERT_TRUE(s.head_dim >= 16 && s.head_dim % 16 == 0) << s.head_dim;
+      ASSERT_GE(s.q_seq_len, 1);
+      ASSERT_GE(s.max_seq_len, a.page_size);
+      ASSERT_GE(plan.params.pages_per_seq, 1);
+    } else {
+      ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
+    }
+  }
+  // The fuzzer must reach both outcomes, or it tests only one side.
+  EXPECT_GT(accepted, kCases / 50);
+  EXPECT_LT(accepted, kCases / 2);
+}
+
+TEST(OpFuzz, SingleDecodePlansOrNamesTheArgument) {
+  Mutator mu(11292026);
+  int accepted = 0;
+  for (int i = 0; i < kCases; ++i) {
+    testing::SingleDecodeCall c = testing::valid_single(mu.coin() ? KvLayout::kNHD : KvLayout::kHND);
+    c.with_lse = mu.coin();
+    const int edits = 1 + mu.below(3);
+    for (int e = 0; e < edits; ++e) {
+      switch (mu.below(16)) {
+        case 0: mu.tensor(c.q); break;
+        case 1: mu.tensor(c.k); break;
+        case 2: mu.tensor(c.v); break;
+        case 3: mu.tensor(c.out); break;
+        case 4: mu.tensor(c.lse); break;
+        case 5: c.o.q_scale = mu.scalar(); break;
+        case 6: c.o.k_scale = mu.scalar(); break;
+        case 7: c.o.v_scale = mu.scalar(); break;
+        case 8: c.o.window_left = mu.small_int(); break;
+        case 9: c.o.logits_soft_cap = mu.scalar(); break;
+        case 10: c.o.sm_scale = mu.scalar(); break;
+        case 11: c.o.rope_scale = mu.scalar(); break;
+        case 12: c.o.rope_theta = mu.scalar(); break;
+        case 13: c.o.pos_encoding_mode = mu.any_enum<PosEncodingMode>(3); break;
+        case 14: c.o.kv_layout = mu.any_enum<KvLayout>(2); break;
+        default: c.o.backend = mu.any_enum<Backend>(3);
+      }
+    }
+    std::string defect;
+    SingleDecodePlan plan;
+    if (planned([&] { plan = c.plan(); }, &defect)) {
+      ++accepted;
+      SCOPED_TRACE("case " + std::to_string(i));
+      for (const TensorView* t : {&c.q, &c.k, &c.v, &c.out})
+        ASSERT_TRUE(well_formed(*t)) << "accepted a malformed tensor " << t->shape_string();
+      if (c.with_lse) ASSERT_TRUE(well_formed(c.lse)) << c.lse.shape_string();
+      ASSERT_TRUE(c.o.kv_layout == KvLayout::kNHD || c.o.kv_layout == KvLayout::kHND);
+      ASSERT_TRUE(c.o.pos_encoding_mode == PosEncodingMode::kNone ||
+                  c.o.pos_encoding_mode == PosEncodingMode::kRopeLlama ||
+                  c.o.pos_encoding_mode == PosEncodingMode::kAlibi);
+      const DecodeParams& p = plan.params;
+      for (float x : {p.sm_scale, p.q_scale, p.k_scale, p.v_scale, p.rope_rcp_scale, p.rope_rcp_theta})
+        ASSERT_TRUE(std::isfinite(x) && x > 0.f) << "accepted a scale that poisons the output: " << x;
+      ASSERT_TRUE(std::isfinite(p.soft_cap) && p.soft_cap >= 0.f) << p.soft_cap;
+      ASSERT_GE(plan.shape.num_kv_heads, 1);
+      ASSERT_GE(plan.shape.group, 1);
+      ASSERT_GE(plan.shape.max_seq_len, 1);
+    } else {
+      ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
+    }
+  }
+  EXPECT_GT(accepted, kCases / 50);
+  EXPECT_LT(accepted, kCases / 2);
+}
+
+}  // namespace
+}  // namespace attnjit::ops

@@ -47,17 +47,38 @@ const char* device_type(DType d) {
   }
 }
 
-RenderedUnit render_decode(const spec::KernelSpec& s) {
+// Every spec reaches the templates through here (ops, CLI names, JSON, model
+// configs), so here is where one the templates cannot build is refused.
+void check_decode_spec(const spec::KernelSpec& s) {
+  auto refuse = [&](const std::string& why) {
+    throw Error(ErrorCode::kUnsupported, fmt::format("{}: {}", s.name(), why));
+  };
+  if (s.backend != spec::Backend::kXqa) refuse("only the xqa backend has decode templates");
+  if (s.arch.sm < 80) refuse("the decode templates need sm_80 or newer (mma.sync bf16, cp.async)");
+  if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
+    refuse(fmt::format("q dtype {}: the decode templates take fp16 or bf16 queries", dtype_name(s.q_dtype)));
+  const bool fp8_kv = s.kv_dtype == DType::kFloat8E4M3 || s.kv_dtype == DType::kFloat8E5M2;
+  if (s.kv_dtype != s.q_dtype && !fp8_kv)
+    refuse(fmt::format("kv dtype {}: K/V are q's dtype or fp8", dtype_name(s.kv_dtype)));
+  const bool out_16 = s.out_dtype == DType::kFloat16 || s.out_dtype == DType::kBFloat16;
+  if (!out_16 && !(fp8_kv && s.out_dtype == DType::kFloat8E4M3))
+    refuse(fmt::format("output dtype {}: fp16, bf16, or fp8_e4m3 with fp8 K/V", dtype_name(s.out_dtype)));
   if (s.head_dim % 16 != 0 || s.head_dim < 16 || s.head_dim > 256)
-    throw Error(ErrorCode::kUnsupported,
-                fmt::format("head_dim {}: the decode templates need a multiple of 16 in [16, 256]",
-                            s.head_dim));
-  if (s.page_size != 0 && s.page_size % 16 != 0)
-    throw Error(ErrorCode::kUnsupported,
-                fmt::format("page_size {}: must be a multiple of 16", s.page_size));
-  if (s.backend != spec::Backend::kXqa)
-    throw Error(ErrorCode::kUnsupported,
-                fmt::format("{}: only the xqa backend has decode templates", s.name()));
+    refuse(fmt::format("head_dim {}: the decode templates need a multiple of 16 in [16, 256]", s.head_dim));
+  if (s.group_size < 1 || s.group_size > 256) refuse(fmt::format("group_size {}: expected 1 to 256", s.group_size));
+  if (s.page_size != 0 && (s.page_size % 16 != 0 || s.page_size < 16 || s.page_size > 1024))
+    refuse(fmt::format("page_size {}: 0 (contiguous) or a multiple of 16 up to 1024", s.page_size));
+  if (s.layout != spec::KvLayout::kNHD && s.layout != spec::KvLayout::kHND) refuse("unknown KV layout");
+  if (s.mask != spec::MaskMode::kNone && s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
+    refuse("unknown mask mode");
+  if (s.pos_encoding != spec::PosEncoding::kNone && s.pos_encoding != spec::PosEncoding::kRopeLlama &&
+      s.pos_encoding != spec::PosEncoding::kAlibi)
+    refuse("unknown positional encoding");
+  if (s.features & ~spec::feature::kAll) refuse(fmt::format("unknown feature bits {:#x}", s.features));
+}
+
+RenderedUnit render_decode(const spec::KernelSpec& s) {
+  check_decode_spec(s);
   const DecodeTiling t = decode_tiling(s);
   if (t.smem_bytes > t.smem_limit)
     throw Error(ErrorCode::kUnsupported,

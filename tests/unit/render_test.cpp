@@ -185,7 +185,18 @@ TEST(Render, UnsupportedSpecsThrowNamingTheProblem) {
                {"head_dim"});
   expect_error([&] { render(with([](KernelSpec& s) { s.page_size = 24; })); }, ErrorCode::kUnsupported,
                {"page_size", "24"});
-  // (the CUDA-core feature renders: the op layer gates it until it is verified on a GPU)
+  expect_error([&] { render(with([](KernelSpec& s) { s.group_size = 0; })); }, ErrorCode::kUnsupported,
+               {"group_size 0"});
+  expect_error([&] { render(with([](KernelSpec& s) { s.page_size = -16; })); }, ErrorCode::kUnsupported,
+               {"page_size -16"});
+  expect_error([&] { render(with([](KernelSpec& s) { s.arch = {75, false}; })); }, ErrorCode::kUnsupported,
+               {"sm_80"});
+  expect_error([&] { render(with([](KernelSpec& s) { s.q_dtype = DType::kFloat8E5M2; })); },
+               ErrorCode::kUnsupported, {"q dtype fp8_e5m2"});
+  expect_error([&] { render(with([](KernelSpec& s) { s.mask = static_cast<spec::MaskMode>(9); })); },
+               ErrorCode::kUnsupported, {"mask"});
+  expect_error([&] { render(with([](KernelSpec& s) { s.features |= 1u << 9; })); }, ErrorCode::kUnsupported,
+               {"feature bits"});
   EXPECT_NE(render(with([](KernelSpec& s) { s.features |= spec::feature::kCudaCores; })).source.find("32u"),
             std::string::npos);
   expect_error([&] { render(with([](KernelSpec& s) { s.backend = spec::Backend::kTrtllmGen; })); },

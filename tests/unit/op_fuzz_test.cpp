@@ -54,7 +54,7 @@ class Mutator {
         break;
       }
       case 1: t.shape[below(kMaxRank)] = dim(); break;
-      case 2: t.stride[below(kMaxRank)] = coin() ? dim() : -dim(); break;
+      case 2: t.stride[below(kMaxRank)] = coin() ? dim() : -(dim() & INT64_MAX); break;
       case 3: t.dtype = any_enum<DType>(int(DType::kInt64) + 1); break;
       case 4: t.data = nullptr; break;
       case 5: t.data = static_cast<char*>(t.data) + (1 << below(4)); break;

@@ -78,7 +78,7 @@ void require_aligned(const TensorView& t, const char* name, int bytes) {
     invalid(name, fmt::format("a {}-byte aligned pointer", bytes), fmt::format("{}", t.data));
   const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
   for (int d = 0; d + 1 < t.rank; ++d)
-    if ((t.stride[d] * es) % bytes != 0)
+    if ((t.stride[d] % bytes) * es % bytes != 0)  // (s * es) % b without overflowing s * es
       invalid(name, fmt::format("strides that are multiples of {} bytes", bytes),
               fmt::format("stride {} elements in dim {}", t.stride[d], d));
 }

@@ -31,7 +31,10 @@ struct SingleDecodeOptions {
 // or [num_kv_heads, kv_len, head_dim] (HND), q's dtype or fp8 e4m3/e5m2.
 // out: q's shape and dtype, written in place. lse (optional, return_lse):
 // fp32 [num_qo_heads], base-2 log-sum-exp of the scaled logits (FlashInfer's convention).
-// Long kv_len is split across SMs automatically (scratch lives in the Runtime).
+// Long kv_len is split across SMs automatically. The split scratch lives in the
+// Runtime, one per (device, stream) used, and is kept for the Runtime's lifetime
+// (a captured graph may point at it): a host that creates streams without end
+// should launch on a bounded set of them.
 // Conventions: logits = q.k * sm_scale (times q_scale * k_scale); with a soft cap,
 // cap * tanh(logits / cap); ALiBi then adds slope_h * (kv_pos - q_pos), q at
 // kv_len - 1 (FlashInfer adds the bias before the cap and measures it from 0, which
@@ -43,8 +46,11 @@ void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const
                                  Runtime* runtime = nullptr);
 
 // Compiles, or finds in the store, the kernel this call would launch on `arch`
-// ("sm_90a"; empty: the current GPU's). Tensor data may be null. Returns the
-// kernel's readable name; with an arch it needs no GPU.
+// ("sm_90a"; empty: the current GPU's, and then it is also loaded on the current
+// device, so the call may then be captured in a CUDA graph). Tensor data may be
+// null. Returns the kernel's readable name; with an arch it needs no GPU. The
+// split-KV scratch this op uses grows on first use per stream: run the op once
+// on the capturing stream's shapes before capture as well.
 std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const TensorView& k,
                                                 const TensorView& v, const TensorView& out,
                                                 const SingleDecodeOptions& options = {},

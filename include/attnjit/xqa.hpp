@@ -43,10 +43,13 @@ struct XqaArgs {
 };
 
 // Workspace and semaphores that any call with at most this batch, these head
-// counts, q_seq_len, head_dim and max_seq_len (= pages_per_seq * page_size) may
-// need on a GPU with sm_count SMs: an upper bound over the op's split choices,
-// so one buffer sized for the largest batch serves every call. Semaphores are
-// zeroed once by the caller and stay reusable: every launch leaves them at zero.
+// counts, at most this q_seq_len and max_seq_len (= pages_per_seq * page_size),
+// and this head_dim may need on a GPU with sm_count SMs: an upper bound over the
+// op's split choices, so one buffer sized for the largest call serves every call.
+// Semaphores are zeroed once by the caller and stay reusable: every launch leaves
+// them at zero. One workspace/semaphore pair serves one stream at a time: launches
+// that may run concurrently (other streams, graphs replayed side by side) each
+// need their own pair. Bad arguments throw Error(kInvalidArgument) naming them.
 size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
                            int head_dim, int max_seq_len, int sm_count);
 size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len);
@@ -54,9 +57,10 @@ size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, in
 void xqa(const XqaArgs& args, Stream stream = nullptr, Runtime* runtime = nullptr);
 
 // Compiles, or finds in the store, the kernel this call would launch on `arch`
-// ("sm_90a"; empty: the current GPU's). Only shapes, dtypes and options matter:
-// tensor data may be null. Returns the kernel's readable name. With an arch it
-// needs no GPU. Run it before CUDA-graph capture, or at start-up.
+// ("sm_90a"; empty: the current GPU's, and then it is also loaded on the current
+// device, so the call may then be captured in a CUDA graph). Only shapes, dtypes
+// and options matter: tensor data may be null. Returns the kernel's readable
+// name. With an arch it needs no GPU. Run it at start-up or before capture.
 std::string prewarm_xqa(const XqaArgs& args, const std::string& arch = "", Runtime* runtime = nullptr);
 
 }  // namespace attnjit

@@ -439,4 +439,18 @@ bool is_capturing(CUstream stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+RelaxedCaptureScope::RelaxedCaptureScope() {
+  ensure();
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  check(g_api.cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode");
+  previous_ = static_cast<int>(mode);
+  active_ = true;
+}
+
+RelaxedCaptureScope::~RelaxedCaptureScope() {
+  if (!active_) return;
+  CUstreamCaptureMode mode = static_cast<CUstreamCaptureMode>(previous_);
+  g_api.cuThreadExchangeStreamCaptureMode(&mode);  // restores the thread's mode; cannot fail usefully
+}
+
 }  // namespace attnjit::driver

@@ -83,6 +83,22 @@ void launch(CUfunction f, const LaunchConfig& cfg, void** args);
 // True when the stream is capturing (cuStreamIsCapturing).
 bool is_capturing(CUstream stream);
 
+// While alive, this thread's calls that are unsafe during a global-mode capture
+// (module loads, allocations) are allowed even when another thread is capturing,
+// so that first-use work here never invalidates someone else's graph. The work
+// done under it must not touch a capturing stream.
+class RelaxedCaptureScope {
+ public:
+  RelaxedCaptureScope();
+  ~RelaxedCaptureScope();
+  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+ private:
+  int previous_ = 0;  // CUstreamCaptureMode
+  bool active_ = false;
+};
+
 // --- thin helpers for tests, the benchmark and the CLI demo -------------------
 CUdeviceptr mem_alloc(size_t bytes);
 void mem_free(CUdeviceptr p) noexcept;
@@ -90,6 +106,7 @@ void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
 void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
 void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
 void memset_d32(CUdeviceptr dst, unsigned value, size_t count);
+void memset_d32_async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream);
 void stream_sync(CUstream stream);
 
 // A stream's process-unique id: the per-thread default stream has one handle

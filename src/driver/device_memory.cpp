@@ -53,6 +53,12 @@ void memset_d32(CUdeviceptr dst, unsigned value, size_t count) {
   check(g_api.cuMemsetD32(dst, value, count), "cuMemsetD32");
 }
 
+void memset_d32_async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
+  ensure();
+  ensure_context();
+  check(g_api.cuMemsetD32Async(dst, value, count, stream), "cuMemsetD32Async");
+}
+
 void stream_sync(CUstream stream) {
   ensure();
   if (!stream) ensure_context();  // the legacy stream belongs to the current context

@@ -51,6 +51,8 @@ namespace attnjit::driver::detail {
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020)                      \
   X(cuMemsetD8, PFN_cuMemsetD8_v3020)                          \
   X(cuMemsetD32, PFN_cuMemsetD32_v3020)                        \
+  X(cuMemsetD32Async, PFN_cuMemsetD32Async_v3020)              \
+  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode_v10010) \
   X(cuEventCreate, PFN_cuEventCreate_v2000)                    \
   X(cuEventRecord, PFN_cuEventRecord_v2000)                    \
   X(cuEventSynchronize, PFN_cuEventSynchronize_v2000)          \

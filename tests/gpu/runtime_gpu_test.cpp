@@ -99,6 +99,38 @@ spec::KernelSpec probe_spec() {
   return s;
 }
 
+// prewarm_xqa without an arch loads the kernel on this GPU, so the very first
+// launch may be captured: an engine prewarms at start-up, then captures graphs.
+TEST(RuntimeGpu, PrewarmWithoutArchLetsTheFirstLaunchBeCaptured) {
+  ATTNJIT_REQUIRE_GPU();
+  testing::TempDir dir;
+  RuntimeOptions options;
+  options.cache_dir = dir.path();
+  Runtime rt(options);  // its own registry: nothing loaded by earlier tests
+  SmallXqa x;
+  prewarm_xqa(x.args, "", &rt);
+  CUstream s = driver::stream_create();
+  driver::begin_capture(s);
+  try {
+    xqa(x.args, reinterpret_cast<Stream>(s), &rt);
+  } catch (const Error& e) {
+    driver::end_capture(s);
+    driver::stream_destroy(s);
+    FAIL() << "the prewarmed launch could not be captured: " << e.what();
+  }
+  driver::CapturedGraph graph = driver::end_capture(s);
+  x.out.poison();
+  graph.launch(s);
+  driver::stream_sync(s);
+  const auto captured = x.out.download();
+  x.out.poison();
+  xqa(x.args, reinterpret_cast<Stream>(s), &rt);
+  driver::stream_sync(s);
+  EXPECT_EQ(x.out.download(), captured);
+  EXPECT_EQ(rt.stats().module_loads, 1);
+  driver::stream_destroy(s);
+}
+
 TEST(RuntimeGpu, SecondProcessLoadsFromTheStoreWithoutCompiling) {
   ATTNJIT_REQUIRE_GPU();
   if (std::getenv("ATTNJIT_TEST_CHILD")) GTEST_SKIP() << "parent-only test";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
 #include "decode/decode_params.cuh"
 #include "ops/decode/decode_launch.hpp"
@@ -167,6 +168,58 @@ TEST(Workspace, XqaWorkspaceMonotoneInSeqLenAndHeadDim) {
       EXPECT_LE(xqa_workspace_bytes(batch, 8, 8, 1, 64, 32768, sms),
                 xqa_workspace_bytes(batch, 8, 8, 1, 256, 32768, sms));
     }
+}
+
+// The contract of xqa_workspace_bytes, checked against what a launch asks for
+// (plan_splits, as launch_decode calls it): every call with batch, q_seq_len and
+// max_seq_len at most the sized ones, at any occupancy and tile. A ragged spec-
+// decode call passes a smaller q_seq_len than the host sized for; once that
+// needed more (sm 16, 8 KV heads, group 16: sized for q_seq_len 16, q_seq_len 10
+// needed 2,662,400 bytes against 2,129,920).
+TEST(Workspace, XqaWorkspaceCoversEverySmallerCall) {
+  uint64_t seed = 7;
+  auto next = [&](int n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return 1 + static_cast<int>((seed >> 33) % static_cast<uint64_t>(n));
+  };
+  const int kSms[] = {16, 78, 108, 132, 170};
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int sms = kSms[next(5) - 1], kv_heads = next(16), group = next(64);
+    const int batch = next(trial % 3 == 0 ? 300 : 24), q_len = next(trial % 2 ? 16 : 3);
+    const int len = next(trial % 4 == 0 ? 1 << 20 : 40000), hd = 16 * next(16);
+    const size_t ws = xqa_workspace_bytes(batch, kv_heads, group, q_len, hd, len, sms);
+    for (int k = 0; k < 6; ++k) {
+      const DecodeShape call{next(batch), kv_heads, group, next(q_len), hd, next(len)};
+      const int slots = sms * next(kMaxBlocksPerSmForSplit);
+      const SplitPlan plan = plan_splits(call, slots, k % 2 ? 32 : 16);
+      ASSERT_GE(ws, decode_workspace_bytes(call, plan.splits))
+          << "sized for batch " << batch << " q_seq_len " << q_len << " len " << len << " sms " << sms
+          << "; call batch " << call.batch << " q_seq_len " << call.q_seq_len << " len " << call.max_seq_len
+          << " slots " << slots;
+      ASSERT_GE(xqa_semaphore_count(batch, kv_heads, group, q_len), decode_semaphore_count(call));
+    }
+  }
+}
+
+TEST(Workspace, SizingHelpersNameBadArguments) {
+  auto expect_names = [](auto&& f, const std::string& arg) {
+    try {
+      f();
+      ADD_FAILURE() << arg << ": nothing thrown";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("argument '" + arg + "'"), std::string::npos) << e.what();
+    }
+  };
+  expect_names([] { xqa_workspace_bytes(4, 0, 8, 1, 128, 4096, 132); }, "num_kv_heads");
+  expect_names([] { xqa_workspace_bytes(4, 8, 0, 1, 128, 4096, 132); }, "head_group_ratio");
+  expect_names([] { xqa_workspace_bytes(4, 8, 8, 0, 128, 4096, 132); }, "q_seq_len");
+  expect_names([] { xqa_workspace_bytes(4, 8, 8, 1, -128, 4096, 132); }, "head_dim");
+  expect_names([] { xqa_workspace_bytes(4, 8, 8, 1, 128, 0, 132); }, "max_seq_len");
+  expect_names([] { xqa_workspace_bytes(4, 8, 8, 1, 128, 4096, 0); }, "sm_count");
+  expect_names([] { xqa_workspace_bytes(0, 8, 8, 1, 128, 4096, 132); }, "batch");
+  expect_names([] { xqa_semaphore_count(4, -8, 8, 1); }, "num_kv_heads");
+  expect_names([] { xqa_semaphore_count(4, 8, 65, 1); }, "head_group_ratio");
 }
 
 }  // namespace

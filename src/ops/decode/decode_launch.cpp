@@ -65,6 +65,24 @@ int max_splits(const DecodeShape& s, int sm_count) {
                             kMaxSplits})));
 }
 
+SplitPlan plan_splits(const DecodeShape& s, int slots, int tile_tokens) {
+  SplitPlan plan;
+  plan.splits = forced_splits() > 0 ? forced_splits() : choose_splits(decode_base_ctas(s), s.max_seq_len, slots);
+  const int tile = std::max(tile_tokens, 1);
+  plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(s.max_seq_len, plan.splits), tile) * tile);
+  plan.splits = static_cast<int>(ceil_div(s.max_seq_len, plan.tokens_per_split));
+  return plan;
+}
+
+size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {
+  const int64_t base = decode_base_ctas(largest);
+  const int64_t by_length = std::min<int64_t>(ceil_div(largest.max_seq_len, kMinTokensPerSplit), kMaxSplits);
+  const int64_t by_waves = kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit;
+  if (base <= 0 || by_length <= 1) return 0;
+  const int64_t partials = std::min(base * by_length, by_waves + base - 1);
+  return static_cast<size_t>(partials) * decode_partial_floats(largest.head_dim) * sizeof(float);
+}
+
 size_t decode_workspace_bytes(const DecodeShape& s, int splits) {
   if (splits <= 1) return 0;
   return static_cast<size_t>(decode_base_ctas(s)) * splits * decode_partial_floats(s.head_dim) * sizeof(float);
@@ -82,6 +100,12 @@ spec::Arch prewarm_arch(const std::string& arch) {
   return spec::arch_for_device(caps.sm_major, caps.sm_minor);
 }
 
+std::string prewarm_spec(Runtime& rt, const spec::KernelSpec& spec, const std::string& arch) {
+  auto& registry = rt.registry();
+  if (arch.empty()) registry.kernel(spec, driver::current_device(), nullptr);
+  return registry.artifact(spec).name;
+}
+
 int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
   auto& registry = rt.registry();
   CUstream cs = reinterpret_cast<CUstream>(stream);
@@ -89,13 +113,9 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   const runtime::LoadedKernel& k = registry.kernel(*l.spec, device, cs);
   const int sms = l.sm_count > 0 ? l.sm_count : k.num_sms;
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);
-  const int64_t base = decode_base_ctas(l.shape);
 
-  int splits = forced_splits() > 0 ? forced_splits() : choose_splits(base, l.shape.max_seq_len, slots);
-  // Split boundaries fall on warp-tile boundaries, so a tile never spans two pages.
-  const int tile = k.tile_tokens;
-  int tps = static_cast<int>(ceil_div(ceil_div(l.shape.max_seq_len, splits), tile) * tile);
-  splits = static_cast<int>(ceil_div(l.shape.max_seq_len, tps));
+  const SplitPlan plan = plan_splits(l.shape, slots, k.tile_tokens);
+  const int splits = plan.splits, tps = plan.tokens_per_split;
 
   void* workspace = l.workspace;
   unsigned* semaphores = l.semaphores;

@@ -34,8 +34,21 @@ int64_t decode_base_ctas(const DecodeShape& s);  // CTAs before splitting
 int choose_splits(int64_t base_ctas, int max_seq_len, int slots);
 int max_splits(const DecodeShape& s, int sm_count);
 
+// What a launch splits into: the split count after rounding each split to whole
+// warp tiles of `tile_tokens` (a tile never spans two pages), and its tokens.
+struct SplitPlan {
+  int splits = 1;
+  int tokens_per_split = 1;
+};
+SplitPlan plan_splits(const DecodeShape& s, int slots, int tile_tokens);
+
 size_t decode_workspace_bytes(const DecodeShape& s, int splits);
 size_t decode_semaphore_count(const DecodeShape& s);
+// An upper bound on decode_workspace_bytes over every launch whose base grid is
+// at most largest's and whose sequences are at most largest.max_seq_len, on
+// sm_count SMs: base x splits <= min(base x K, C + base - 1) for K the split cap by
+// length and C the cap by waves, and both grow with base.
+size_t decode_workspace_bound(const DecodeShape& largest, int sm_count);
 
 struct DecodeLaunch {
   const spec::KernelSpec* spec = nullptr;
@@ -55,6 +68,10 @@ struct DecodeLaunch {
 // The arch to prewarm for: `arch` when given, else the current GPU's (kNoDevice
 // without one).
 spec::Arch prewarm_arch(const std::string& arch);
+// Compiles (or fetches) the spec; with no arch given it is for this GPU, so the
+// kernel is also loaded on the current device: a launch inside a CUDA-graph
+// capture then finds it. Returns the kernel's name.
+std::string prewarm_spec(Runtime& rt, const spec::KernelSpec& spec, const std::string& arch);
 
 // Fills the split fields of `p` and launches. Returns the number of splits used.
 int launch_decode(Runtime& rt, const DecodeLaunch& launch, DecodeParams& p, Stream stream);

@@ -155,7 +155,7 @@ std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const Tenso
   ops::ShapesOnlyScope shapes_only;
   ops::SingleDecodePlan plan = ops::plan_single_decode(q, k, v, out, options, lse, target);
   Runtime& rt = runtime ? *runtime : Runtime::global();
-  return rt.registry().artifact(plan.spec).name;
+  return ops::prewarm_spec(rt, plan.spec, arch);
 }
 
 }  // namespace attnjit

@@ -236,21 +236,37 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   return plan;
 }
 
+namespace {
+// The sizing helpers take the same limits as a call (plan_xqa), so a size is never
+// computed for a shape no call could have.
+void check_sizing_args(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len) {
+  ATTNJIT_REQUIRE(batch >= 1 && batch <= 65535, "batch", "1 to 65535", std::to_string(batch));
+  ATTNJIT_REQUIRE(num_kv_heads >= 1, "num_kv_heads", ">= 1", std::to_string(num_kv_heads));
+  ATTNJIT_REQUIRE(head_group_ratio >= 1 && head_group_ratio <= kMaxGroup, "head_group_ratio",
+                  fmt::format("1 to {}", kMaxGroup), std::to_string(head_group_ratio));
+  ATTNJIT_REQUIRE(q_seq_len >= 1 && q_seq_len <= kMaxQSeqLen, "q_seq_len", fmt::format("1 to {}", kMaxQSeqLen),
+                  std::to_string(q_seq_len));
+  ATTNJIT_REQUIRE(int64_t(num_kv_heads) * ops::decode_row_blocks(head_group_ratio, q_seq_len) <= 65535,
+                  "num_kv_heads", "num_kv_heads * ceil(q_seq_len * head_group_ratio / 16) <= 65535",
+                  std::to_string(num_kv_heads));
+}
+}  // namespace
+
 size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
                            int head_dim, int max_seq_len, int sm_count) {
+  check_sizing_args(batch, num_kv_heads, head_group_ratio, q_seq_len);
+  ATTNJIT_REQUIRE(head_dim >= 16 && head_dim <= 256 && head_dim % 16 == 0, "head_dim",
+                  "a multiple of 16 in [16, 256]", std::to_string(head_dim));
+  ATTNJIT_REQUIRE(max_seq_len >= 1, "max_seq_len", ">= 1 (pages_per_seq * page_size)", std::to_string(max_seq_len));
   ATTNJIT_REQUIRE(sm_count >= 1, "sm_count", ">= 1 (the GPU's multiprocessor count)", std::to_string(sm_count));
-  ATTNJIT_REQUIRE(batch >= 1, "batch", ">= 1", std::to_string(batch));
-  // A smaller batch may split more: size for every batch up to this one, so one
-  // buffer sized for the largest batch serves all calls.
-  size_t bytes = 0;
-  for (int b = 1; b <= batch; ++b) {
-    ops::DecodeShape s{b, num_kv_heads, head_group_ratio, q_seq_len, head_dim, max_seq_len};
-    bytes = std::max(bytes, ops::decode_workspace_bytes(s, ops::max_splits(s, sm_count)));
-  }
-  return bytes;
+  // A smaller batch or a shorter draft (ragged q_seq_len varies per call) may
+  // split more: the bound covers every base grid up to this one.
+  const ops::DecodeShape largest{batch, num_kv_heads, head_group_ratio, q_seq_len, head_dim, max_seq_len};
+  return ops::decode_workspace_bound(largest, sm_count);
 }
 
 size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len) {
+  check_sizing_args(batch, num_kv_heads, head_group_ratio, q_seq_len);
   ops::DecodeShape s{batch, num_kv_heads, head_group_ratio, q_seq_len, 128, 1};
   return ops::decode_semaphore_count(s);
 }
@@ -260,7 +276,7 @@ std::string prewarm_xqa(const XqaArgs& args, const std::string& arch, Runtime* r
   ops::ShapesOnlyScope shapes_only;
   ops::XqaPlan plan = ops::plan_xqa(args, target);
   Runtime& rt = runtime ? *runtime : Runtime::global();
-  return rt.registry().artifact(plan.spec).name;
+  return ops::prewarm_spec(rt, plan.spec, arch);
 }
 
 void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {

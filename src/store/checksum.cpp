@@ -7,9 +7,14 @@
 #include <cstdio>
 #include <memory>
 
+#include "store/cubin_store.hpp"
+
 namespace attnjit::store {
 
 namespace {
+
+// Bumped whenever the covered fields change, so old checksums never match.
+constexpr std::string_view kChecksumTag = "attnjit.row.v2";
 
 struct StateDeleter {
   void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
@@ -25,13 +30,15 @@ void update_field(XXH3_state_t* state, std::string_view bytes) {
 
 }  // namespace
 
-std::string entry_checksum(std::string_view key, std::string_view cubin, std::string_view ptx) {
+std::string row_checksum(const Entry& e) {
   // Streaming, so that a large cubin is hashed in place rather than copied.
   std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
   XXH3_128bits_reset(state.get());
-  update_field(state.get(), key);
-  update_field(state.get(), cubin);
-  update_field(state.get(), ptx);
+  for (std::string_view field : {kChecksumTag, std::string_view(e.key), std::string_view(e.name),
+                                 std::string_view(e.arch), std::string_view(e.cubin),
+                                 std::string_view(e.ptx), std::string_view(e.meta_json)}) {
+    update_field(state.get(), field);
+  }
   XXH128_hash_t h = XXH3_128bits_digest(state.get());
   char out[33];
   std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),

@@ -1,4 +1,4 @@
-// The per-row checksum of the store: XXH3-128 over the length-prefixed key, cubin and ptx.
+// The per-row checksum of the store: XXH3-128 over every column a reader trusts.
 #pragma once
 
 #include <string>
@@ -6,8 +6,14 @@
 
 namespace attnjit::store {
 
-// 32 lowercase hex digits (high 64 bits first, as util::xxh128_hex). The key is
-// included so that a blob copied onto another key's row also fails the check.
-std::string entry_checksum(std::string_view key, std::string_view cubin, std::string_view ptx);
+struct Entry;
+
+// 32 lowercase hex digits (high 64 bits first, as util::xxh128_hex) over a
+// version tag and the length-prefixed key, name, arch, cubin, ptx and
+// meta_json. The key is included so that a blob copied onto another key's row
+// fails the check; name, arch and meta_json so that the metadata the runtime
+// parses is as trustworthy as the cubin (schema 002; rows of schema 001 only
+// covered key, cubin and ptx and never match this).
+std::string row_checksum(const Entry& entry);
 
 }  // namespace attnjit::store

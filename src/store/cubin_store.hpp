@@ -53,7 +53,7 @@ struct StoreStats {
 
 struct VerifyReport {
   int64_t checked = 0;
-  int64_t bad = 0;                 // checksum mismatches (removed when repair=true)
+  int64_t bad = 0;                 // checksum or size mismatches (removed when repair=true)
   std::vector<std::string> bad_keys;
   bool integrity_ok = true;        // PRAGMA integrity_check
 };
@@ -77,7 +77,9 @@ class CubinStore {
   virtual StoreStats stats() = 0;
   virtual int64_t gc(int64_t max_bytes) = 0;  // evict LRU until under; returns rows evicted
   virtual VerifyReport verify(bool repair) = 0;
-  virtual int64_t export_to(const std::string& file) = 0;    // verified rows copied
+  // Verified rows copied. Throws Error(kInvalidArgument) for a target that is
+  // the live store or has a -wal/-shm beside it.
+  virtual int64_t export_to(const std::string& file) = 0;
   virtual int64_t import_from(const std::string& file) = 0;  // verified rows added
   virtual void clear() = 0;
   virtual std::string path() const = 0;  // db file path, or ":memory:"

@@ -152,6 +152,10 @@ void Db::persist_wal() {
   sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &on);
 }
 
+void Db::skip_checkpoint_on_close() {
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+}
+
 // --- Txn ----------------------------------------------------------------------
 
 Txn::Txn(Db& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }

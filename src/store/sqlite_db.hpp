@@ -79,6 +79,9 @@ class Db {
   // of the fresh store that now has that name. (SQLite also skips that when it
   // sees the file moved; this does not depend on it.)
   void persist_wal();
+  // Close without checkpointing: keeps fork() quick (the WAL stays for the
+  // next connection, which reads it as usual).
+  void skip_checkpoint_on_close();
   // Forget the handle without closing it. For a connection inherited across
   // fork(): SQLite forbids using it in the child, and closing it there could
   // drop the parent's locks or unlink its WAL.

@@ -61,13 +61,21 @@ std::unique_ptr<CubinStore> CubinStore::open(const StoreOptions& options) {
 
 SqliteStore::SqliteStore(StoreOptions options) : options_(std::move(options)) {
   dir_ = options_.dir.empty() ? resolve_cache_dir() : options_.dir;
-  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  // Absolute now: a reopen after the process's chdir() must find the same file.
+  if (!dir_.empty()) dir_ = absolute_path(dir_);
   path_ = dir_ + "/" + kDbFileName;
-  std::lock_guard<std::mutex> lock(mu_);
-  open_locked();
+  track_for_fork(this);  // before any connection exists, so a fork never misses one
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_locked();
+  } catch (...) {
+    untrack_for_fork(this);
+    throw;
+  }
 }
 
 SqliteStore::~SqliteStore() {
+  untrack_for_fork(this);
   std::lock_guard<std::mutex> lock(mu_);
   if (db_ && getpid() == pid_) {
     try {
@@ -152,7 +160,12 @@ SqliteStore::OpenResult SqliteStore::try_open_file(std::string* why, FileId* id)
     return OpenResult::kBad;
   }
   // Shared: no one may quarantine these files while we look at them.
-  DirLock lock(path_, /*exclusive=*/false);
+  DirLock lock(path_, /*exclusive=*/false, options_.busy_timeout_ms);
+  if (lock.timed_out()) {
+    *why = "timed out after " + std::to_string(options_.busy_timeout_ms) + " ms waiting for " +
+           lock.lock_path() + " (held by a stopped or hung process?)";
+    return OpenResult::kFailed;
+  }
   FileId now;
   if (!file_id(path_, &now) || now != *id) {
     *why = path_ + " was replaced while opening";
@@ -297,28 +310,49 @@ bool SqliteStore::attach_read_only(std::string* error) {
 
 void SqliteStore::ensure_open_locked() {
   if (getpid() != pid_) {
-    // A fork: never touch the parent's connection (see Db::leak).
+    // A fork child: never touch the parent's connection (see Db::leak).
     close_locked();
     note_.clear();
-    open_locked();
+    reopen_locked();
     return;
   }
   if (!db_) {
-    open_locked();
+    reopen_locked();  // closed for a fork, or a failed reopen
     return;
   }
-  if (!in_memory_) {
-    FileId now;
-    if (!file_id(path_, &now) || now != file_id_) {
-      util::log().info("cubin store {} was replaced (quarantined or removed); reopening", path_);
-      close_locked();
-      open_locked();
+  if (in_memory_) {
+    if (reattach_ro_) {
+      reattach_ro_ = false;
+      std::string error;
+      if (!attach_read_only(&error)) add_note("cannot read " + path_ + " again (" + error + ")");
     }
+    return;
+  }
+  FileId now;
+  if (!file_id(path_, &now) || now != file_id_) {
+    util::log().info("cubin store {} was replaced (quarantined or removed); reopening", path_);
+    close_locked();
+    reopen_locked();
+  }
+}
+
+void SqliteStore::reopen_locked() {
+  try {
+    open_locked();
+  } catch (const Error& e) {
+    // Refused now (e.g. the folder became group-writable): a running program
+    // keeps working from memory rather than failing get/put.
+    open_memory(std::string("cannot reopen the store: ") + e.what(), false);
   }
 }
 
 void SqliteStore::close_locked() {
   pending_ = Pending{};
+  reattach_ro_ = false;
+  close_connection_locked();
+}
+
+void SqliteStore::close_connection_locked() {
   if (!db_) return;
   if (getpid() != pid_) {
     db_->leak();
@@ -333,7 +367,13 @@ void SqliteStore::close_locked() {
 bool SqliteStore::quarantine_locked(const std::string& reason, const FileId& id,
                                     std::string* moved_to, std::string* error) {
   close_locked();
-  DirLock lock(path_, /*exclusive=*/true);
+  DirLock lock(path_, /*exclusive=*/true, options_.busy_timeout_ms);
+  if (lock.timed_out()) {
+    *error = "cannot quarantine " + path_ + " (" + reason + "): timed out after " +
+             std::to_string(options_.busy_timeout_ms) + " ms waiting for " + lock.lock_path() +
+             " (held by a stopped or hung process?)";
+    return false;
+  }
   FileId now;
   // Already moved by another process (or removed): nothing for us to move.
   if (!file_id(path_, &now) || now != id) return true;
@@ -367,7 +407,7 @@ bool SqliteStore::recover_locked(const char* what, const SqliteError& e) {
       open_memory(error, false);
       return true;
     }
-    open_locked();
+    reopen_locked();
     return true;
   }
   if (e.readonly() && !in_memory_) {
@@ -383,7 +423,7 @@ void SqliteStore::salvage_locked(const std::string& reason) {
   if (!quarantine_locked(reason, id, &moved, &error)) {
     throw Error(ErrorCode::kStore, "verify: " + error);
   }
-  open_locked();
+  reopen_locked();
   if (moved.empty() || in_memory_) return;
   try {
     auto src = Db::open(sqlite_uri(moved, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);

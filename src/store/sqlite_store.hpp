@@ -4,8 +4,9 @@
 // - File: <dir>/cubins.sqlite3, WAL, synchronous=NORMAL, auto_vacuum=INCREMENTAL.
 //   Created complete in a 0600 temp file and hard-linked into place, so no one
 //   ever sees a half-made store; an empty file at that name is therefore foreign.
-// - Checksum: XXH3-128 over the length-prefixed key, cubin and ptx, checked on
-//   every read; a bad row is deleted and the read is a miss.
+// - Checksum: XXH3-128 over the length-prefixed key, name, arch, cubin, ptx and
+//   meta_json, checked on every read; a bad row is deleted and the read is a
+//   miss. Sizes are length(cubin) + length(ptx), never the unchecked `bytes`.
 // - Writes: BEGIN IMMEDIATE + busy timeout; put() re-checks the key under the
 //   write lock, INSERT OR IGNOREs, then evicts by last_used_us above max_bytes
 //   (never the row it just put). Hit counts and last_used wait in memory and
@@ -19,11 +20,18 @@
 // - Read-only location (folder or file not writable, StoreOptions::read_only):
 //   an in-memory store with the same schema, with the file ATTACHed read-only
 //   (mode=ro, else immutable=1) when it exists, so shipped caches still serve.
-// - Fork: the pid is recorded at open; a call from another pid abandons the
-//   inherited connection without closing it and opens its own. A fork while
-//   another thread is inside a call leaves the child's mutex held: fork+exec.
+// - Fork: pthread_atfork handlers (store_fork.cpp) take every store's mutex and
+//   close its file connection before fork(), so no SQLite connection or lock
+//   state crosses into the child; parent and child reopen on their next call.
+//   A fork that skips the handlers (a raw syscall) is caught by the pid check:
+//   the inherited connection is abandoned unclosed.
 // - Another process replacing the file (quarantine, rm) is noticed by a stat
 //   per call; the old connection is closed with its WAL kept and we reopen.
+//   A reopen that fails (even a refused folder) falls back to memory with a
+//   note: get/put/contains never throw.
+// - The <name>.lock flock waits at most busy_timeout_ms (a holder may be
+//   stopped); then the store falls back to memory with a note.
+// - The folder is made absolute at open, so a later chdir() changes nothing.
 #pragma once
 
 #include <sys/types.h>
@@ -60,6 +68,10 @@ struct Row {
   std::string checksum;
   int64_t created_us = 0, last_used_us = 0, hits = 0;
 };
+// The columns the checksum covers, in the order read_entry expects them
+// (as the first six of a SELECT); compile_ms is left at 0.
+extern const char* const kEntryColumns;
+Entry read_entry(Stmt& select);
 // The INSERT OR IGNORE that every writer uses; bind_row fills its parameters.
 extern const char* const kInsertRowSql;
 void bind_row(Stmt& insert, const Row& row);
@@ -116,14 +128,24 @@ class SqliteStore final : public CubinStore {
  private:
   enum class OpenResult { kOk, kReadOnly, kNewer, kBad, kFailed, kRetry };
 
+  // Fork safety (store_fork.cpp): the atfork handlers walk every live store.
+  static void track_for_fork(SqliteStore* store);
+  static void untrack_for_fork(SqliteStore* store);
+  static void prepare_fork();
+  static void after_fork_in_parent();
+  static void after_fork_in_child();
+  void release_for_fork_locked();
+
   // Connection management (sqlite_store.cpp). All *_locked run under mu_.
   void open_locked();
+  void reopen_locked();  // open_locked, but a refusal falls back to memory
   OpenResult try_open_file(std::string* why, FileId* id);
   bool create_fresh_db(std::string* why);
   void open_memory(const std::string& why, bool attach_file);
   bool attach_read_only(std::string* error);
   void ensure_open_locked();
   void close_locked();
+  void close_connection_locked();  // close_locked, keeping the pending counts
   bool quarantine_locked(const std::string& reason, const FileId& id, std::string* moved_to,
                          std::string* error);
   bool recover_locked(const char* what, const SqliteError& e);
@@ -144,6 +166,7 @@ class SqliteStore final : public CubinStore {
   void apply_pending_locked();
   int64_t evict_locked(int64_t cap, const std::string* keep_key);
   void vacuum_locked();
+  void refuse_live_export_target(const std::string& file) const;
 
   StoreOptions options_;
   std::string dir_;
@@ -155,6 +178,7 @@ class SqliteStore final : public CubinStore {
   bool in_memory_ = false;
   static constexpr int kQuarantineKeep = 3;  // newest quarantined sets gc keeps
   bool has_ro_ = false;   // the file is attached read-only as schema "ro"
+  bool reattach_ro_ = false;  // "ro" was detached for a fork: attach again on next use
   std::string note_;
   Pending pending_;
 };

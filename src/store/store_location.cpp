@@ -12,11 +12,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -237,12 +239,25 @@ int prune_quarantine(const std::string& db_path, int keep) {
   return removed;
 }
 
-DirLock::DirLock(const std::string& db_path, bool exclusive) {
-  std::string lock_path = db_path + ".lock";
-  fd_ = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+DirLock::DirLock(const std::string& db_path, bool exclusive, int timeout_ms)
+    : lock_path_(db_path + ".lock") {
+  fd_ = ::open(lock_path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
   if (fd_ < 0) return;  // best effort: without it only a narrow race remains
   fchmod(fd_, 0600);
-  while (flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
+  // Non-blocking with retries: a stopped holder must not hang every opener.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto pause = std::chrono::milliseconds(1);
+  while (flock(fd_, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (errno != EWOULDBLOCK || now >= deadline) {
+      timed_out_ = errno == EWOULDBLOCK;  // another errno (e.g. ENOLCK): go on unlocked
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
 }
 
@@ -263,9 +278,30 @@ bool file_exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+std::string absolute_path(const std::string& path) {
+  std::string full = path;
+  if (full.empty() || full[0] != '/') {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) return path;
+    full = std::string(cwd) + "/" + full;
+  }
+  std::string out;
+  size_t i = 0;
+  while (i < full.size()) {
+    size_t end = full.find('/', i);
+    if (end == std::string::npos) end = full.size();
+    const std::string part = full.substr(i, end - i);
+    if (!part.empty() && part != ".") out += "/" + part;
+    i = end + 1;
+  }
+  return out.empty() ? "/" : out;
+}
+
 std::string sqlite_uri(const std::string& path, const std::string& query) {
-  std::string uri = "file:";
-  for (unsigned char c : path) {
+  // "file:" + "//" + "/abs": an empty authority, so "//host/..." can never be
+  // read as a host name.
+  std::string uri = "file://";
+  for (unsigned char c : absolute_path(path)) {
     if (c == '%' || c == '?' || c == '#' || c < 0x20 || c == 0x7f) {
       char buf[4];
       std::snprintf(buf, sizeof(buf), "%%%02X", c);

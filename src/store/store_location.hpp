@@ -53,15 +53,21 @@ int prune_quarantine(const std::string& db_path, int keep);
 
 // An flock(2) on "<db>.lock": shared while opening, exclusive while
 // quarantining, so that no process opens a half-renamed set of files.
+// Waits at most timeout_ms (a holder may be stopped or hung); then
+// timed_out() is true and nothing is held.
 class DirLock {
  public:
-  DirLock(const std::string& db_path, bool exclusive);
+  DirLock(const std::string& db_path, bool exclusive, int timeout_ms);
   ~DirLock();
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
+  bool timed_out() const { return timed_out_; }
+  const std::string& lock_path() const { return lock_path_; }
 
  private:
+  std::string lock_path_;
   int fd_ = -1;
+  bool timed_out_ = false;
 };
 
 struct FileId {
@@ -74,7 +80,13 @@ struct FileId {
 bool file_id(const std::string& path, FileId* id, int64_t* size = nullptr);
 bool file_exists(const std::string& path);
 
-// A "file:" URI for sqlite3_open_v2/ATTACH, with `query` (e.g. "mode=ro") appended.
+// `path` made absolute against the current folder, with repeated slashes and
+// "." components removed and no trailing slash (".." is kept: a symlink may
+// stand before it). Returns path unchanged if the current folder is unknown.
+std::string absolute_path(const std::string& path);
+
+// A "file:///abs/path" URI for sqlite3_open_v2/ATTACH ('%', '?', '#' and
+// control characters escaped), with `query` (e.g. "mode=ro") appended.
 std::string sqlite_uri(const std::string& path, const std::string& query);
 
 int64_t now_us();

@@ -12,8 +12,23 @@ namespace {
 // A get() must not wait long just to record a hit; the counts wait in Pending.
 constexpr int kShortBusyMs = 250;
 constexpr size_t kMaxPendingTouches = 4096;
+// Blob lengths are read from the record header, without loading the blobs.
+constexpr const char* kRowBytesSum = "coalesce(sum(length(cubin) + length(ptx)), 0)";
 
 }  // namespace
+
+const char* const kEntryColumns = "key, name, arch, cubin, ptx, meta_json";
+
+Entry read_entry(Stmt& s) {
+  Entry e;
+  e.key = s.col_text(0);
+  e.name = s.col_text(1);
+  e.arch = s.col_text(2);
+  e.cubin = s.col_blob(3);
+  e.ptx = s.col_blob(4);
+  e.meta_json = s.col_text(5);
+  return e;
+}
 
 const char* const kInsertRowSql =
     "INSERT OR IGNORE INTO main.entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
@@ -47,7 +62,7 @@ std::optional<Entry> SqliteStore::get(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   try {
     return run_op("get", [&] { return get_locked(key); });
-  } catch (const OpError& e) {
+  } catch (const Error& e) {  // OpError, or even memory could not be opened
     util::log().warn("{}; treating it as a miss", e.what());
     return std::nullopt;
   }
@@ -58,22 +73,18 @@ std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
     Entry entry;
     std::string stored;
     {
-      Stmt s = db_->prepare("SELECT name, arch, cubin, ptx, meta_json, compile_ms, checksum FROM " +
+      Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", compile_ms, checksum FROM " +
                             schema + ".entries WHERE key = ?1");
       s.bind_text(1, key);
       if (!s.step()) continue;
-      entry.key = key;
-      entry.name = s.col_text(0);
-      entry.arch = s.col_text(1);
-      entry.cubin = s.col_blob(2);
-      entry.ptx = s.col_blob(3);
-      entry.meta_json = s.col_text(4);
-      entry.compile_ms = s.col_double(5);
-      stored = s.col_text(6);
+      entry = read_entry(s);
+      entry.compile_ms = s.col_double(6);
+      stored = s.col_text(7);
     }
-    if (entry_checksum(key, entry.cubin, entry.ptx) != stored) {
-      util::log().warn("cubin store {}: checksum mismatch for {} ({}); removing it", path_, key,
-                       entry.name);
+    // The checksum covers the metadata too: a caller never sees a tampered meta_json.
+    if (row_checksum(entry) != stored) {
+      util::log().warn("cubin store {}: checksum mismatch for {} ({}){}", path_, key, entry.name,
+                       schema == "main" ? "; removing it" : "");
       if (schema == "main") delete_bad_row_locked(key, stored);
       ++pending_.misses;
       flush_pending_locked();
@@ -116,17 +127,18 @@ bool SqliteStore::contains(const std::string& key) {
       }
       return false;
     });
-  } catch (const OpError& e) {
+  } catch (const Error& e) {
     util::log().warn("{}", e.what());
     return false;
   }
 }
 
 bool SqliteStore::valid_row_locked(const std::string& schema, const std::string& key) {
-  Stmt s = db_->prepare("SELECT cubin, ptx, checksum FROM " + schema + ".entries WHERE key = ?1");
+  Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM " + schema +
+                        ".entries WHERE key = ?1");
   s.bind_text(1, key);
   if (!s.step()) return false;
-  return entry_checksum(key, s.col_blob(0), s.col_blob(1)) == s.col_text(2);
+  return row_checksum(read_entry(s)) == s.col_text(6);
 }
 
 // --- pending hit bookkeeping --------------------------------------------------
@@ -173,7 +185,7 @@ bool SqliteStore::put(const Entry& entry) {
   std::lock_guard<std::mutex> lock(mu_);
   try {
     return run_op("put", [&] { return put_locked(entry); });
-  } catch (const OpError& e) {
+  } catch (const Error& e) {
     util::log().warn("{}; the kernel was not stored", e.what());
     return false;
   }
@@ -184,7 +196,7 @@ bool SqliteStore::put_locked(const Entry& entry) {
   if (has_ro_ && valid_row_locked("ro", entry.key)) return false;
   Row row;
   row.entry = entry;
-  row.checksum = entry_checksum(entry.key, entry.cubin, entry.ptx);
+  row.checksum = row_checksum(entry);
   row.created_us = row.last_used_us = now_us();
 
   Txn txn(*db_);
@@ -219,12 +231,15 @@ bool SqliteStore::put_locked(const Entry& entry) {
 
 int64_t SqliteStore::evict_locked(int64_t cap, const std::string* keep_key) {
   cap = std::max<int64_t>(cap, 0);
-  int64_t total = db_->query_int("SELECT coalesce(sum(bytes), 0) FROM main.entries");
+  // Sizes come from the blobs, never from the `bytes` column: it is not
+  // covered by the checksum, and a wrong value there could overflow sum().
+  int64_t total = db_->query_int(std::string("SELECT ") + kRowBytesSum + " FROM main.entries");
   if (total <= cap) return 0;
   std::vector<std::string> victims;
   {
     Stmt s = db_->prepare(
-        "SELECT key, bytes FROM main.entries ORDER BY last_used_us, created_us, rowid");
+        "SELECT key, length(cubin) + length(ptx) FROM main.entries "
+        "ORDER BY last_used_us, created_us, rowid");
     while (total > cap && s.step()) {
       std::string key = s.col_text(0);
       if (keep_key && key == *keep_key) continue;  // the newest put survives its own cap check
@@ -328,7 +343,8 @@ StoreStats SqliteStore::stats() {
     flush_pending_locked();
     StoreStats st;
     for (const std::string& schema : schemas()) {
-      Stmt s = db_->prepare("SELECT count(*), coalesce(sum(bytes), 0) FROM " + schema + ".entries");
+      Stmt s = db_->prepare(std::string("SELECT count(*), ") + kRowBytesSum + " FROM " + schema +
+                            ".entries");
       if (s.step()) {
         st.entries += s.col_int(0);
         st.total_bytes += s.col_int(1);

@@ -1,0 +1,192 @@
+// Tests of src/store/: what a reader trusts (checksummed metadata, sizes from the blobs), the
+// schema 001 -> 002 upgrade, and export never replacing a live database.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "common/log_capture.hpp"
+#include "common/temp_dir.hpp"
+#include "store/cubin_store.hpp"
+#include "store/schema.hpp"
+
+namespace attnjit::store {
+namespace {
+
+namespace fs = std::filesystem;
+using TempDir = ::attnjit::testing::TempDir;
+using ::attnjit::testing::LogCapture;
+
+// Plain SQL on a store file, as another tool (or an attacker) would write it.
+void raw_exec(const std::string& db, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << sql << ": " << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(raw);
+}
+
+int64_t raw_int(const std::string& db, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(raw, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+  const int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+  sqlite3_finalize(s);
+  sqlite3_close(raw);
+  return v;
+}
+
+Entry make_entry(const std::string& key, size_t cubin_bytes) {
+  Entry e;
+  e.key = key;
+  e.name = "xqa.bf16." + key;
+  e.arch = "sm_90a";
+  e.cubin.resize(cubin_bytes);
+  for (size_t i = 0; i < cubin_bytes; ++i) e.cubin[i] = static_cast<char>((i * 131 + key.size()) & 0xff);
+  e.ptx = std::string(64, 'p');
+  e.meta_json = R"({"log":"ok","resources":{"registers":32}})";
+  return e;
+}
+
+std::unique_ptr<CubinStore> open_store(const std::string& dir, int64_t max_bytes = 4LL << 30) {
+  StoreOptions options;
+  options.dir = dir;
+  options.max_bytes = max_bytes;
+  return CubinStore::open(options);
+}
+
+// meta_json is parsed by the runtime (wrong JSON types there throw), and name
+// and arch are shown to users: a row whose metadata changed is a bad row.
+TEST(StoreIntegrityTest, MetadataIsCoveredByTheChecksum) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  auto store = open_store(tmp.path());
+  for (const char* k : {"meta", "name", "arch", "fine"}) ASSERT_TRUE(store->put(make_entry(k, 3000)));
+  raw_exec(db, R"(UPDATE entries SET meta_json = '{"log":5,"resources":{"registers":"many"}}')"
+               " WHERE key = 'meta'");
+  raw_exec(db, "UPDATE entries SET name = 'other' WHERE key = 'name'");
+  raw_exec(db, "UPDATE entries SET arch = 'sm_80' WHERE key = 'arch'");
+  auto report = store->verify(false);
+  std::sort(report.bad_keys.begin(), report.bad_keys.end());
+  EXPECT_EQ(report.bad_keys, (std::vector<std::string>{"arch", "meta", "name"}));
+  LogCapture log;
+  for (const char* k : {"meta", "name", "arch"}) EXPECT_FALSE(store->get(k).has_value()) << k;
+  EXPECT_EQ(log.count("checksum mismatch"), 3) << log.text();
+  EXPECT_EQ(raw_int(db, "SELECT count(*) FROM entries"), 1) << "the bad rows were removed";
+  auto fine = store->get("fine");
+  ASSERT_TRUE(fine.has_value());
+  EXPECT_EQ(fine->meta_json, make_entry("fine", 3000).meta_json);
+}
+
+TEST(StoreIntegrityTest, HugeBytesValuesBreakNeitherPutNorStats) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  auto store = open_store(tmp.path());
+  ASSERT_TRUE(store->put(make_entry("a", 2000)));
+  ASSERT_TRUE(store->put(make_entry("b", 2000)));
+  raw_exec(db, "UPDATE entries SET bytes = 9223372036854775000");  // sum() would overflow
+  EXPECT_TRUE(store->put(make_entry("c", 2000)));
+  StoreStats st;
+  ASSERT_NO_THROW(st = store->stats());
+  EXPECT_EQ(st.entries, 3);
+  EXPECT_EQ(st.total_bytes, 3 * (2000 + 64)) << "sizes come from the blobs";
+  EXPECT_NO_THROW(store->gc(int64_t(1) << 40));
+  EXPECT_EQ(store->list().size(), 3u);
+}
+
+TEST(StoreIntegrityTest, EvictionSizesRowsByTheirBlobs) {
+  TempDir tmp;
+  auto store = open_store(tmp.path(), /*max_bytes=*/5000);
+  ASSERT_TRUE(store->put(make_entry("a", 2000)));
+  ASSERT_TRUE(store->put(make_entry("b", 2000)));
+  raw_exec(tmp.sub("cubins.sqlite3"), "UPDATE entries SET bytes = 0");  // claims to be free
+  ASSERT_TRUE(store->put(make_entry("c", 2000)));  // 3 x 2064 real bytes > 5000
+  EXPECT_FALSE(store->contains("a")) << "the least recently used row is evicted";
+  EXPECT_TRUE(store->contains("b"));
+  EXPECT_TRUE(store->contains("c"));
+  EXPECT_EQ(store->stats().total_bytes, 2 * (2000 + 64));
+}
+
+TEST(StoreIntegrityTest, VerifyFlagsRowsWhoseBytesColumnIsWrong) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  for (const char* k : {"x", "y", "z"}) ASSERT_TRUE(store->put(make_entry(k, 1500)));
+  raw_exec(tmp.sub("cubins.sqlite3"), "UPDATE entries SET bytes = 1 WHERE key = 'y'");
+  VerifyReport r = store->verify(false);
+  EXPECT_EQ(r.checked, 3);
+  EXPECT_EQ(r.bad_keys, std::vector<std::string>{"y"});
+  EXPECT_TRUE(r.integrity_ok);
+  store->verify(true);
+  r = store->verify(false);
+  EXPECT_EQ(r.checked, 2);
+  EXPECT_EQ(r.bad, 0);
+}
+
+// Rows of schema 001 have checksums that do not cover the metadata: the
+// upgrade drops them (a recompile), it never quarantines or fails.
+TEST(StoreIntegrityTest, SchemaOneStoreIsUpgradedAndItsRowsAreMisses) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  const auto& migrations = schema_migrations();
+  ASSERT_GE(migrations.size(), 2u);
+  ASSERT_EQ(std::atoi(migrations[0].file), 1);
+  raw_exec(db, std::string(migrations[0].sql) + "; PRAGMA user_version = 1;");
+  raw_exec(db, "INSERT INTO entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
+               "created_us, last_used_us) VALUES ('old', 'n', 'sm_90a', X'0102', X'', "
+               "'{\"log\":5}', '00000000000000000000000000000000', 2, 1, 1)");
+  auto store = open_store(tmp.path());
+  auto st = store->stats();
+  EXPECT_FALSE(st.in_memory) << st.note;
+  EXPECT_EQ(st.note.find("quarantined"), std::string::npos) << st.note;
+  EXPECT_EQ(st.entries, 0);
+  EXPECT_FALSE(store->get("old").has_value());
+  EXPECT_TRUE(store->put(make_entry("new", 100)));
+  EXPECT_TRUE(store->get("new").has_value());
+  EXPECT_EQ(raw_int(db, "PRAGMA user_version"), std::atoi(migrations.back().file));
+}
+
+void expect_export_refused(CubinStore& store, const std::string& target) {
+  try {
+    store.export_to(target);
+    ADD_FAILURE() << "exported onto " << target;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(target), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreIntegrityTest, ExportNeverReplacesALiveDatabase) {
+  TempDir tmp;
+  auto store = open_store(tmp.sub("live"));
+  ASSERT_TRUE(store->put(make_entry("x", 4000)));
+  const std::string live = tmp.sub("live/cubins.sqlite3");
+  ASSERT_EQ(link(live.c_str(), tmp.sub("alias.sqlite3").c_str()), 0);
+  expect_export_refused(*store, live);
+  expect_export_refused(*store, tmp.sub("live/./cubins.sqlite3"));
+  expect_export_refused(*store, tmp.sub("alias.sqlite3"));  // the same inode by another name
+  // Another process's live store: its -wal and -shm sit beside it.
+  auto other = open_store(tmp.sub("other"));
+  ASSERT_TRUE(other->put(make_entry("o", 100)));
+  expect_export_refused(*store, tmp.sub("other/cubins.sqlite3"));
+  std::ofstream(tmp.sub("stale.sqlite3-wal")) << "left by a crash";
+  expect_export_refused(*store, tmp.sub("stale.sqlite3"));
+  EXPECT_TRUE(other->get("o").has_value());
+  auto got = store->get("x");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->cubin, make_entry("x", 4000).cubin);
+  EXPECT_TRUE(store->verify(false).integrity_ok);
+  EXPECT_EQ(store->export_to(tmp.sub("bundle.sqlite3")), 1) << "an ordinary target still works";
+}
+
+}  // namespace
+}  // namespace attnjit::store

@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
                "attnjit"};
   app.set_version_flag("--version", ATTNJIT_VERSION);
   app.fallthrough();  // global options may follow the subcommand
+  // One command per run: a second name (`cache ls clear`, `inspect K doctor`) is
+  // an "argument not expected" usage error, not a command that replaces the first.
+  app.require_subcommand(0, 1);
   app.add_option("--cache-dir", ctx.cache_dir, "Cache folder (overrides $ATTNJIT_CACHE_DIR)");
   app.add_flag("-v,--verbose", ctx.verbose, "More log output (-v info, -vv debug, -vvv trace; see $ATTNJIT_LOG_LEVEL)");
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <tuple>
 
 #include "attnjit/error.hpp"
@@ -166,6 +167,12 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   auto num = [&](const char* k) -> int {
     if (!j.contains(k) || !j[k].is_number_integer())
       bad(fmt::format("spec field '{}' missing or not an integer", k));
+    // get<int>() would truncate 4294967424 to 128: a different kernel than asked for.
+    const bool fits = j[k].is_number_unsigned()
+                          ? j[k].get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
+                          : j[k].get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                j[k].get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits) bad(fmt::format("spec field '{}': {} is out of range (expected a 32-bit integer)", k, j[k].dump()));
     return j[k].get<int>();
   };
   s.family = parse_enum("family", str("family"), kFamilies);

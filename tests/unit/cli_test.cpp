@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "attnjit/decode.hpp"
 #include "attnjit/runtime.hpp"
@@ -239,6 +241,177 @@ TEST_F(CliTest, BundledConfigsExpand) {
     if (std::string(name) == "deepseek-v3") EXPECT_TRUE(j["specs"].empty());
     else EXPECT_FALSE(j["specs"].empty()) << name;
   }
+}
+
+// A second command name used to replace the first: `cache ls clear` wiped the store.
+TEST_F(CliTest, ASecondCommandNameIsAUsageError) {
+  const std::string kernel = "decode.bf16.hd64.g4.contig.nhd.sm90a";
+  ASSERT_EQ(run("prewarm --spec " + kernel + " -q").code, 0);
+  for (const std::string& args :
+       {std::string("cache ls clear"), std::string("cache ls stats"), std::string("cache gc --max-size 1G clear"),
+        "prewarm -c '" + config_ + "' --list cache clear", "inspect " + kernel + " doctor",
+        std::string("doctor cache clear"), std::string("cache stats ls --json")}) {
+    CliResult r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.all();
+    EXPECT_NE(r.err.find("not expected"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.out.find("removed"), std::string::npos) << args << "\n" << r.out;
+  }
+  EXPECT_EQ(stored_names(), std::set<std::string>{kernel});
+  // Global options still follow the command.
+  const std::string other = dir_ + "/other";
+  ASSERT_EQ(run("prewarm --spec " + kernel + " -q --cache-dir '" + other + "'").code, 0);
+  json j = run_json("cache ls --json --cache-dir '" + other + "' -v");
+  EXPECT_EQ(j["path"], other + "/cubins.sqlite3") << j.dump(2);
+  EXPECT_EQ(j["entries"].size(), 1u);
+  EXPECT_EQ(run("cache stats -vv").code, 0);
+}
+
+// 10000000T used to wrap to a negative limit and evict everything.
+TEST_F(CliTest, AHugeOrHexMaxSizeIsAUsageError) {
+  ASSERT_EQ(run("prewarm --spec decode.bf16.hd64.g4.contig.nhd.sm90a -q").code, 0);
+  for (const char* size : {"10000000T", "1e19", "9223372036854775808", "8192P", "0x10", "inf", "-1", ""}) {
+    CliResult r = run(std::string("cache gc --max-size '") + size + "'");
+    EXPECT_EQ(r.code, 2) << size << "\n" << r.all();
+    EXPECT_NE(r.err.find("--max-size"), std::string::npos) << size << "\n" << r.err;
+  }
+  EXPECT_EQ(stored_names().size(), 1u);
+  json gc = run_json("cache gc --max-size 8388607T --json");  // just below 2^63 bytes
+  EXPECT_EQ(gc["entries"], 1) << gc.dump();
+  EXPECT_EQ(run_json("cache gc --max-size 1.5GiB --json")["entries"], 1);
+}
+
+// A cache folder that cannot be created: the store falls back to memory.
+TEST_F(CliTest, AnUnusableCacheFolderFailsPrewarmExportAndDoctor) {
+  std::ofstream(dir_ + "/a-file") << "x";
+  cache_ = dir_ + "/a-file/cache";
+  CliResult r = run("prewarm --spec decode.bf16.hd64.g4.contig.nhd.sm90a -q");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("prewarm: the cache in " + cache_ + " is not usable"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("compiled"), std::string::npos) << "compiled nothing: " << r.out;
+  EXPECT_EQ(run("prewarm -c '" + config_ + "' --list").code, 0) << "--list needs no store";
+
+  const std::string bundle = dir_ + "/bundle.sqlite3";
+  r = run("cache export '" + bundle + "'");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("cache export: the cache in"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(bundle));
+
+  r = run("doctor");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.out.find("health:     unusable: not file-backed"), std::string::npos) << r.out;
+  json j = run_json("doctor --json", 1);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["cache"]["in_memory"], true);
+}
+
+TEST_F(CliTest, DoctorReportsAQuarantinedStore) {
+  ASSERT_TRUE(fs::create_directories(cache_));
+  fs::permissions(cache_, fs::perms::owner_all, fs::perm_options::replace);
+  std::ofstream(cache_ + "/cubins.sqlite3") << std::string(8192, 'x');
+  CliResult r = run("doctor");
+  EXPECT_EQ(r.code, 1) << r.all();
+  const std::string want = "health:     corrupt (quarantined to " + cache_ + "/cubins.sqlite3.corrupt-";
+  EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+
+  std::ofstream(cache_ + "/cubins.sqlite3", std::ios::trunc) << std::string(8192, 'y');
+  json j = run_json("doctor --json", 1);
+  EXPECT_EQ(j["ok"], false);
+  const std::string moved = j["cache"].value("quarantined_to", "");
+  EXPECT_EQ(moved.rfind(cache_ + "/cubins.sqlite3.corrupt-", 0), 0u) << j.dump(2);
+  EXPECT_TRUE(fs::exists(moved)) << moved;
+  EXPECT_EQ(run("doctor").code, 0) << "the fresh store is healthy";
+}
+
+// Writes a config and returns `prewarm --list` on it.
+class ModelConfigCliTest : public CliTest {
+ protected:
+  CliResult list(const std::string& config_json) {
+    std::ofstream(config_, std::ios::trunc) << config_json;
+    return run("prewarm --config '" + config_ + "' --arch sm_90a --list");
+  }
+  static std::string config(const std::string& top, const std::string& op) {
+    return R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64)" + top +
+           R"(, "ops": [{"op": "xqa")" + op + "}]}";
+  }
+  void expect_error(const std::string& top, const std::string& op, const std::vector<std::string>& needles) {
+    CliResult r = list(config(top, op));
+    EXPECT_EQ(r.code, 1) << top << op << "\n" << r.all();
+    for (const auto& n : needles) EXPECT_NE(r.err.find(n), std::string::npos) << "'" << n << "' not in: " << r.err;
+    EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("attnjit:", 1), std::string::npos) << "doubled prefix: " << r.err;
+  }
+};
+
+// get<int>() kept the low 32 bits: 4294967328 heads became 32.
+TEST_F(ModelConfigCliTest, LargeIntegersNameTheField) {
+  CliResult r = list(R"({"name": "x", "num_attention_heads": 4294967328, "num_key_value_heads": 8, "head_dim": 64,
+                         "ops": [{"op": "decode"}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("model config: num_attention_heads: expected a positive integer"), std::string::npos) << r.err;
+  r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 4294967424,
+              "ops": [{"op": "decode"}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("model config: head_dim: expected a positive integer"), std::string::npos) << r.err;
+  expect_error("", R"(, "page_sizes": [4294967328])", {"ops[0].page_sizes", "4294967328"});
+  expect_error(R"(, "sliding_window": 18446744073709551615)", "", {"sliding_window"});
+  r = run(R"(inspect '{"head_dim": 4294967424}' --arch sm_90a)");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("'head_dim': 4294967424 is out of range"), std::string::npos) << r.err;
+}
+
+TEST_F(ModelConfigCliTest, WrongTypesAndUnknownValuesNameTheField) {
+  expect_error(R"(, "dtype": 16)", "", {"model config: dtype: expected a string, got number"});
+  expect_error(R"(, "dtype": null)", "", {"model config: dtype: expected a string, got null"});
+  expect_error(R"(, "dtype": "bogus")", "", {"model config: dtype: unknown dtype 'bogus'"});
+  expect_error("", R"(, "backend": 1)", {"model config: ops[0].backend: expected a string, got number"});
+  expect_error("", R"(, "backend": "bogus")", {"model config: ops[0].backend: expected \"auto\"", "bogus"});
+  expect_error("", R"(, "kv_cache_dtypes": ["fp7"])", {"model config: ops[0].kv_cache_dtypes: unknown dtype 'fp7'"});
+  // Unknown op: every planned family is listed.
+  CliResult r = list(R"({"name": "x", "ops": [{"op": "bogus"}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  for (const char* op :
+       {"'bogus'", "decode", "xqa", "mla", "batch_decode_mla", "fused_infer_attention_score", "prefill"})
+    EXPECT_NE(r.err.find(op), std::string::npos) << op << " not in: " << r.err;
+}
+
+TEST_F(ModelConfigCliTest, Fp8OutputNeedsAnFp8KvCache) {
+  expect_error("", R"(, "fp8_output": true)", {"ops[0].fp8_output", "fp8_e4m3"});
+  CliResult r = list(config("", R"(, "fp8_output": true, "kv_cache_dtypes": ["bf16", "fp8_e4m3"])"));
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("xqa.bf16.kve4m3.oe4m3.hd64.g4.p32.nhd.sm90a"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, EmptyArchsAndBadJobCountsAreUsageErrors) {
+  const std::string kernel = "decode.bf16.hd64.g4.contig.nhd";
+  for (const std::string& args : {"prewarm --spec " + kernel + " --arch ''", "prewarm --spec " + kernel + " --arch ,",
+                                  "prewarm --spec " + kernel + " --arch sm_90a,,sm_80",
+                                  "inspect " + kernel + " --arch ''"}) {
+    CliResult r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.all();
+    EXPECT_NE(r.err.find("--arch"), std::string::npos) << args << "\n" << r.err;
+  }
+  for (const char* jobs : {"abc", "-1", "4097"}) {
+    CliResult r = run(std::string("prewarm --spec ") + kernel + " --arch sm_90a -j " + jobs);
+    EXPECT_EQ(r.code, 2) << jobs << "\n" << r.all();
+    EXPECT_NE(r.err.find("jobs"), std::string::npos) << r.err;
+    EXPECT_LT(r.err.size(), 400u) << "no 300-digit range: " << r.err;
+  }
+  EXPECT_TRUE(stored_names().empty());
+}
+
+TEST_F(CliTest, CacheExportRefusesAnExistingFileWithoutForce) {
+  ASSERT_EQ(run("prewarm --spec decode.bf16.hd64.g4.contig.nhd.sm90a -q").code, 0);
+  const std::string file = dir_ + "/precious.txt";
+  std::ofstream(file) << "keep me";
+  CliResult r = run("cache export '" + file + "'");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("already exists; pass --force"), std::string::npos) << r.err;
+  std::ifstream in(file);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "keep me");
+  r = run("cache export --force '" + file + "'");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("exported 1 entries"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -131,6 +131,22 @@ TEST(SpecJson, FromJsonErrorsNameTheField) {
   expect_error([&] { KernelSpec::from_json(nlohmann::json::array()); }, ErrorCode::kInvalidArgument, {"object"});
 }
 
+// get<int>() used to keep the low 32 bits: 4294967424 became head_dim 128.
+TEST(SpecJson, FromJsonRejectsIntegersOutsideIntRange) {
+  const nlohmann::json good = xqa_spec().to_json();
+  for (const char* field : {"head_dim", "group_size", "page_size"}) {
+    for (const nlohmann::json& v : {nlohmann::json(4294967424ull), nlohmann::json(int64_t{2147483648}),
+                                    nlohmann::json(int64_t{-2147483649}), nlohmann::json(18446744073709551615ull)}) {
+      auto j = good;
+      j[field] = v;
+      expect_error([&] { KernelSpec::from_json(j); }, ErrorCode::kInvalidArgument, {field, "out of range"});
+    }
+  }
+  auto j = good;
+  j["head_dim"] = int64_t{2147483647};  // the edge still parses (validation happens elsewhere)
+  EXPECT_EQ(KernelSpec::from_json(j).head_dim, 2147483647);
+}
+
 TEST(SpecJson, ParseDtypeAcceptsAliases) {
   for (DType d : kAllDtypes) EXPECT_EQ(parse_dtype(dtype_name(d)), d) << dtype_name(d);
   EXPECT_EQ(parse_dtype("e4m3"), DType::kFloat8E4M3);

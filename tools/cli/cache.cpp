@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
+#include "attnjit/error.hpp"
 #include "cli/context.hpp"
 
 namespace attnjit::cli {
@@ -76,6 +78,8 @@ int cache_stats(Context& ctx, bool json) {
 
 void add_cache_command(CLI::App& app, Context& ctx) {
   CLI::App* cache = app.add_subcommand("cache", "Inspect and maintain the cubin store");
+  // One verb: `cache ls clear` must not run `clear` (the last callback used to win).
+  cache->require_subcommand(0, 1);
 
   auto json = std::make_shared<bool>(false);
   CLI::App* ls = cache->add_subcommand("ls", "List the stored kernels (name, arch, size, hits, last used)");
@@ -92,7 +96,7 @@ void add_cache_command(CLI::App& app, Context& ctx) {
   gc->add_flag("--json", *json, "Print JSON");
   gc->callback([&ctx, max_size, json] {
     ctx.action = [&ctx, max_size, json] {
-      const int64_t bytes = parse_size(*max_size);
+      const int64_t bytes = parse_size(*max_size, "--max-size");
       auto st = ctx.open_store();
       const int64_t evicted = st->gc(bytes);
       const auto s = st->stats();
@@ -127,11 +131,19 @@ void add_cache_command(CLI::App& app, Context& ctx) {
   });
 
   auto file = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
   CLI::App* exp = cache->add_subcommand("export", "Write every verified entry to a bundle file (a store database)");
   exp->add_option("file", *file, "Bundle file to write")->required();
-  exp->callback([&ctx, file] {
-    ctx.action = [&ctx, file] {
+  exp->add_flag("--force", *force, "Overwrite FILE if it exists");
+  exp->callback([&ctx, file, force] {
+    ctx.action = [&ctx, file, force] {
+      // A typo must not replace a bundle (or any other file) without asking.
+      std::error_code ec;
+      if (!*force && std::filesystem::symlink_status(*file, ec).type() != std::filesystem::file_type::not_found)
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("cache export: {} already exists; pass --force to overwrite it", *file));
       auto st = ctx.open_store();
+      require_file_backed(st->stats(), "cache export");
       const int64_t n = st->export_to(*file);
       std::cout << fmt::format("exported {} entries to {}\n", n, *file);
       return kExitOk;

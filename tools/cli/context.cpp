@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "attnjit/error.hpp"
 #include "driver/cuda_driver.hpp"
 #include "util/log.hpp"
 
@@ -36,6 +37,14 @@ std::string Context::resolved_cache_dir() const {
   return store::resolve_cache_dir();
 }
 
+void require_file_backed(const store::StoreStats& stats, const std::string& command) {
+  if (!stats.in_memory) return;
+  throw Error(ErrorCode::kStore,
+              fmt::format("{}: the cache in {} is not usable, so nothing would persist ({}); fix the folder "
+                          "or pass --cache-dir (see `attnjit doctor`)",
+                          command, store::resolve_cache_dir(), stats.note));
+}
+
 void apply_global_options(const Context& ctx) {
   if (!ctx.cache_dir.empty()) {
     std::error_code ec;
@@ -50,14 +59,20 @@ void apply_global_options(const Context& ctx) {
   }
 }
 
-int64_t parse_size(const std::string& text) {
+int64_t parse_size(const std::string& text, const std::string& option) {
+  // Plain decimals only: std::stod would also take hex ("0x10"), "inf" and
+  // exponents; here their letters end up as an unknown unit.
   size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    throw UsageError(fmt::format("size '{}': expected a number with an optional K/M/G/T suffix, e.g. 512M or 2G", text));
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+  const size_t int_digits = pos;
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
   }
+  if (int_digits == 0)
+    throw UsageError(fmt::format("{} '{}': expected a decimal number with an optional K/M/G/T suffix, e.g. 512M or 2G",
+                                 option, text));
+  const double value = std::strtod(text.substr(0, pos).c_str(), nullptr);
   std::string unit = text.substr(pos);
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -69,10 +84,12 @@ int64_t parse_size(const std::string& text) {
   else if (unit == "M") scale = 1024.0 * 1024;
   else if (unit == "G") scale = 1024.0 * 1024 * 1024;
   else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else throw UsageError(fmt::format("size '{}': unknown unit '{}' (use K, M, G or T)", text, text.substr(pos)));
-  if (!(value >= 0) || !std::isfinite(value))
-    throw UsageError(fmt::format("size '{}': must be >= 0", text));
-  return static_cast<int64_t>(value * scale);
+  else throw UsageError(fmt::format("{} '{}': unknown unit '{}' (use K, M, G or T)", option, text, text.substr(pos)));
+  // 2^63 and above do not fit int64_t: the cast would wrap to a negative limit.
+  const double bytes = value * scale;
+  if (!std::isfinite(bytes) || bytes >= 9223372036854775808.0)
+    throw UsageError(fmt::format("{} '{}': too large (it must be below 8 EiB)", option, text));
+  return static_cast<int64_t>(bytes);
 }
 
 std::string human_bytes(int64_t bytes) {
@@ -115,12 +132,13 @@ std::vector<spec::Arch> parse_archs(const std::vector<std::string>& values) {
     while (start <= v.size()) {
       size_t comma = v.find(',', start);
       std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!item.empty()) {
-        spec::Arch a = spec::Arch::parse(item);  // throws Error(kInvalidArgument)
-        bool dup = false;
-        for (const auto& b : archs) dup = dup || b == a;
-        if (!dup) archs.push_back(a);
-      }
+      // An empty item is a typo ("--arch ''", "sm_90a,,sm_80"), not a request for the default.
+      if (item.empty())
+        throw UsageError(fmt::format("--arch '{}': empty arch name (expected e.g. sm_90a or sm_90a,sm_100a)", v));
+      spec::Arch a = spec::Arch::parse(item);  // throws Error(kInvalidArgument)
+      bool dup = false;
+      for (const auto& b : archs) dup = dup || b == a;
+      if (!dup) archs.push_back(a);
       if (comma == std::string::npos) break;
       start = comma + 1;
     }

@@ -45,14 +45,19 @@ struct Context {
 // Applies --cache-dir and -v; called once after parsing, before any action.
 void apply_global_options(const Context& ctx);
 
-// "512M", "2G", "1.5GiB", "4096" -> bytes. Throws UsageError.
-int64_t parse_size(const std::string& text);
+// Throws Error(kStore) when the store fell back to memory (unusable or read-only
+// folder): `command` would fill or read a store that vanishes with the process.
+void require_file_backed(const store::StoreStats& stats, const std::string& command);
+
+// "512M", "2G", "1.5GiB", "4096" -> bytes, below 2^63. Throws UsageError naming `option`.
+int64_t parse_size(const std::string& text, const std::string& option);
 std::string human_bytes(int64_t bytes);        // "1.2 MiB"
 std::string format_unix_time(int64_t unix_s);  // "2025-01-31 12:00:00", "-" for 0
 
 // The GPU's arch when one is present, else sm_90a. `why` (optional) says which.
 spec::Arch default_arch(std::string* why = nullptr);
-// --arch values (each may be comma-separated); empty -> {default_arch()}.
+// --arch values (each may be comma-separated); no values -> {default_arch()}.
+// An empty name ("--arch ''", "--arch ,") throws UsageError.
 std::vector<spec::Arch> parse_archs(const std::vector<std::string>& values);
 
 bool is_tty(int fd);

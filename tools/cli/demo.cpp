@@ -120,7 +120,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
   CLI::App* sub = app.add_subcommand(
       "demo", "Prewarm a bundled config, inspect one kernel, and launch it on a GPU if there is one");
   sub->add_option("-c,--config", o->config, "Model config to prewarm (default: llama-3-8b)");
-  sub->add_option("-j,--jobs", o->jobs, "Compile threads (default: hardware concurrency)");
+  sub->add_option("-j,--jobs", o->jobs, "Compile threads (default: hardware concurrency)")->check(CLI::Range(0, 4096));
   sub->add_option("--kv-len", o->kv_len, "KV length of the test launch")->check(CLI::Range(1, 1 << 20));
   sub->callback([&ctx, o] {
     ctx.action = [&ctx, o]() -> int {
@@ -132,7 +132,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       ModelPlan plan = expand_model_config(load_config(path), {arch});
       plan.source = path;
       const PrewarmResult r = prewarm_specs(rt, plan.specs, o->jobs, progress_mode(false));
-      print_prewarm_summary(plan, r, "");
+      print_prewarm_summary(plan, r);
       if (r.failed) return kExitFailure;
 
       // The kernel the launch below uses: the config's contiguous decode variant.

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <regex>
 
 #include "attnjit/error.hpp"
 #include "cli/context.hpp"
@@ -37,13 +38,24 @@ nlohmann::json gpu_json() {
   return g;
 }
 
+// What doctor says when opening the store quarantined a corrupt file, from its note
+// ("quarantined <db> (<why>) as <db>.corrupt-<time>-<pid>"); "" when it did not.
+std::string quarantine_health(const std::string& note, std::string* moved_to) {
+  if (note.find("quarantined") == std::string::npos) return "";
+  static const std::regex moved(R"( as (\S+\.corrupt-[0-9]+-[0-9]+))");
+  std::smatch m;
+  if (!std::regex_search(note, m, moved)) return "corrupt (" + note + ")";
+  *moved_to = m[1].str();
+  return "corrupt (quarantined to " + *moved_to + ")";
+}
+
 nlohmann::json cache_json(const Context& ctx) {
   nlohmann::json c;
   c["dir"] = ctx.resolved_cache_dir();
   try {
     auto st = ctx.open_store();
-    const auto s = st->stats();
     const auto v = st->verify(false);
+    const auto s = st->stats();  // after verify: its note also says what verify found
     c["path"] = s.path;
     c["entries"] = s.entries;
     c["bytes"] = s.total_bytes;
@@ -52,10 +64,15 @@ nlohmann::json cache_json(const Context& ctx) {
     c["checked"] = v.checked;
     c["bad"] = v.bad;
     c["integrity_ok"] = v.integrity_ok;
-    c["health"] = !v.integrity_ok ? "integrity check failed: run `attnjit cache verify --repair`"
-                  : v.bad         ? fmt::format("{} entries fail their checksum: run `attnjit cache verify --repair`", v.bad)
-                  : s.in_memory   ? "degraded: in memory (" + s.note + ")"
-                                  : "ok";
+    std::string moved;
+    const std::string quarantined = quarantine_health(s.note, &moved);
+    if (!moved.empty()) c["quarantined_to"] = moved;
+    // Only "ok" is healthy: a store in memory loses every kernel with the process.
+    c["health"] = !quarantined.empty() ? quarantined
+                  : !v.integrity_ok    ? "integrity check failed: run `attnjit cache verify --repair`"
+                  : v.bad ? fmt::format("{} entries fail their checksum: run `attnjit cache verify --repair`", v.bad)
+                  : s.in_memory        ? "unusable: not file-backed, in memory (" + s.note + ")"
+                                       : "ok";
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (what.rfind("attnjit: ", 0) == 0) what.erase(0, 9);
@@ -93,8 +110,7 @@ void add_doctor_command(CLI::App& app, Context& ctx) {
                   {"XDG_CACHE_HOME", env_or("XDG_CACHE_HOME", "")},
                   {"ATTNJIT_LOG_LEVEL", env_or("ATTNJIT_LOG_LEVEL", "")},
                   {"ATTNJIT_TEMPLATE_DIR", env_or("ATTNJIT_TEMPLATE_DIR", "")}};
-      const bool healthy = j["cache"]["health"] == "ok" ||
-                           j["cache"]["health"].get<std::string>().rfind("degraded", 0) == 0;
+      const bool healthy = j["cache"]["health"] == "ok";
       j["ok"] = healthy;
       if (*json) {
         print_json(j);

@@ -97,16 +97,20 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
   sub->add_option("kernel", o->target,
                   "A kernel name (decode.bf16.hd128.g4.contig.nhd.sm90a), a spec JSON object, or a .json file")
       ->required();
-  sub->add_option("-a,--arch", o->arch, "Override the target arch (default: the name's, else the GPU's, else sm_90a)");
+  CLI::Option* arch_opt = sub->add_option(
+      "-a,--arch", o->arch, "Override the target arch (default: the name's, else the GPU's, else sm_90a)");
   sub->add_flag("--source", o->source, "Print the rendered translation unit");
   sub->add_flag("--ptx", o->ptx, "Print the PTX");
   sub->add_flag("--sass", o->sass, "Print the SASS (needs cuobjdump or nvdisasm)");
   sub->add_flag("--resources", o->resources, "Print the ptxas resource report");
   sub->add_flag("--json", o->json, "Print everything asked for as one JSON object");
-  sub->callback([&ctx, o] {
-    ctx.action = [&ctx, o]() -> int {
+  sub->callback([&ctx, o, arch_opt] {
+    const bool arch_given = arch_opt->count() > 0;
+    ctx.action = [&ctx, o, arch_given]() -> int {
       std::optional<spec::Arch> arch;
-      if (!o->arch.empty()) arch = spec::Arch::parse(o->arch);
+      // `--arch ""` is a typo, not a request for the default.
+      if (arch_given && o->arch.empty()) throw UsageError("--arch '': empty arch name (expected e.g. sm_90a)");
+      if (arch_given) arch = spec::Arch::parse(o->arch);
       const spec::KernelSpec s = spec_from_text(o->target, arch, default_arch());
       // Check for SASS tools before a possibly long compile.
       if (o->sass && find_program("cuobjdump").empty() && find_program("nvdisasm").empty()) {

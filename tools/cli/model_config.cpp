@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <set>
 
 #include "attnjit/error.hpp"
@@ -28,6 +30,35 @@ namespace {
 
 [[noreturn]] void bad(const std::string& field, const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, fmt::format("model config: {}: {}", field, what));
+}
+
+// e.what() without its "attnjit: invalid argument: " prefix, which bad() adds again.
+std::string bare(const Error& e) {
+  const std::string prefix = std::string("attnjit: ") + to_string(e.code()) + ": ";
+  std::string what = e.what();
+  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+}
+
+// An integer that fits in int, or nullopt: get<int>() would silently truncate
+// 4294967328 to 32.
+std::optional<int> as_int(const json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int>::max())) return std::nullopt;
+    return static_cast<int>(u);
+  }
+  if (!v.is_number_integer()) return std::nullopt;
+  const auto i = v.get<int64_t>();
+  if (i < std::numeric_limits<int>::min() || i > std::numeric_limits<int>::max()) return std::nullopt;
+  return static_cast<int>(i);
+}
+
+// A string field (nlohmann's value() throws a type_error that names no field).
+std::string get_string(const json& obj, const char* key, const std::string& fallback, const std::string& field) {
+  if (!obj.contains(key)) return fallback;
+  if (!obj[key].is_string())
+    bad(field, fmt::format("expected a string, got {} {}", obj[key].type_name(), obj[key].dump()));
+  return obj[key].get<std::string>();
 }
 
 std::vector<std::string> config_dirs() {
@@ -60,9 +91,10 @@ void check_fields(const json& obj, const std::set<std::string>& allowed, const s
 
 int get_int(const json& obj, const char* key, const std::string& where) {
   if (!obj.contains(key)) bad(where + key, "missing (an integer)");
-  if (!obj[key].is_number_integer() || obj[key].get<int64_t>() <= 0)
-    bad(where + key, fmt::format("expected a positive integer, got {}", obj[key].dump()));
-  return obj[key].get<int>();
+  const std::optional<int> v = as_int(obj[key]);
+  if (!v || *v <= 0)
+    bad(where + key, fmt::format("expected a positive integer below 2^31, got {}", obj[key].dump()));
+  return *v;
 }
 
 bool get_bool(const json& op, const char* key, bool fallback, const std::string& where) {
@@ -89,7 +121,7 @@ std::vector<DType> dtype_list(const json& v, const std::string& field, const std
     try {
       d = spec::parse_dtype(item.get<std::string>());
     } catch (const Error& e) {
-      bad(field, e.what());
+      bad(field, bare(e));
     }
     if (std::find(allowed.begin(), allowed.end(), d) == allowed.end()) {
       std::string names;
@@ -116,7 +148,7 @@ std::vector<spec::KvLayout> layout_list(const json& v, const std::string& field)
 std::vector<int> page_size_list(const json& v, const std::string& field) {
   std::vector<int> out;
   for (const auto& item : v) {
-    const int p = item.is_number_integer() ? item.get<int>() : -1;
+    const int p = as_int(item).value_or(-1);
     if (p != 16 && p != 32 && p != 64 && p != 128)
       bad(field, fmt::format("page sizes are 16, 32, 64 or 128, got {}", item.dump()));
     out.push_back(p);
@@ -139,14 +171,19 @@ ModelShape model_shape(const json& c) {
     bad("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", kv_heads, heads));
   m.group = heads / kv_heads;
   if (m.group > 64) bad("num_key_value_heads", fmt::format("a group of {} query heads per KV head is above 64", m.group));
-  const std::string dt = c.value("dtype", std::string("bf16"));
-  m.dtype = spec::parse_dtype(dt);
+  const std::string dt = get_string(c, "dtype", "bf16", "dtype");
+  try {
+    m.dtype = spec::parse_dtype(dt);
+  } catch (const Error& e) {
+    bad("dtype", bare(e));
+  }
   if (m.dtype != DType::kBFloat16 && m.dtype != DType::kFloat16)
     bad("dtype", fmt::format("expected \"bf16\" or \"fp16\" (the query/output dtype), got \"{}\"", dt));
   if (c.contains("sliding_window") && !c["sliding_window"].is_null()) {
-    if (!c["sliding_window"].is_number_integer() || c["sliding_window"].get<int64_t>() < 0)
+    const std::optional<int> w = as_int(c["sliding_window"]);
+    if (!w || *w < 0)
       bad("sliding_window", fmt::format("expected a window length in tokens (or null), got {}", c["sliding_window"].dump()));
-    m.window = c["sliding_window"].get<int64_t>() > 0;
+    m.window = *w > 0;
   }
   return m;
 }
@@ -224,16 +261,20 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       plan.skipped.push_back({name, "family not implemented yet"});
       continue;
     }
-    if (name != "decode" && name != "xqa")
-      bad(where + ".op", fmt::format("unknown op '{}' (known: decode, xqa; planned: mla, "
-                                     "fused_infer_attention_score)", name));
+    if (name != "decode" && name != "xqa") {
+      std::string names;
+      for (const auto& p : planned) names += (names.empty() ? "" : ", ") + p;
+      bad(where + ".op", fmt::format("unknown op '{}' (known: decode, xqa; planned: {})", name, names));
+    }
     const ModelShape m = model_shape(c);
-    const std::string backend_text = op.value("backend", std::string("auto"));
+    const std::string backend_text = get_string(op, "backend", "auto", where + ".backend");
     runtime::BackendChoice backend;
     try {
       backend = runtime::parse_backend_choice(backend_text);
     } catch (const Error& e) {
-      bad(where + ".backend", e.what());
+      std::string why = bare(e);
+      if (why.rfind("backend: ", 0) == 0) why.erase(0, 9);  // the field is named already
+      bad(where + ".backend", why);
     }
     const bool window = get_bool(op, "sliding_window", m.window, where);
     std::string field;
@@ -284,6 +325,11 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       if (get_bool(op, "sinks", false, where)) base.features |= spec::feature::kSinks;
       if (get_bool(op, "scale_pointers", false, where)) base.features |= spec::feature::kScalePointers;
       const bool fp8_out = get_bool(op, "fp8_output", false, where);
+      // The fp8 output variant exists only next to an fp8 KV cache: asking for it
+      // without one would silently prewarm nothing.
+      if (fp8_out && std::find(kv_dtypes.begin(), kv_dtypes.end(), DType::kFloat8E4M3) == kv_dtypes.end())
+        bad(where + ".fp8_output",
+            "needs fp8_e4m3 in kv_cache_dtypes (the fp8 output is built only for an fp8 KV cache)");
       std::vector<spec::MaskMode> masks = {spec::MaskMode::kNone};
       if (get_bool(op, "spec_decode", false, where)) masks.push_back(spec::MaskMode::kCustom);
       for (DType kv : kv_dtypes)

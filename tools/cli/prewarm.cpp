@@ -119,18 +119,16 @@ PrewarmResult prewarm_specs(Runtime& rt, const std::vector<spec::KernelSpec>& sp
   return result;
 }
 
-void print_prewarm_summary(const ModelPlan& plan, const PrewarmResult& r, const std::string& store_note) {
+void print_prewarm_summary(const ModelPlan& plan, const PrewarmResult& r) {
   for (const auto& s : plan.skipped) std::cout << fmt::format("skipping op '{}': {}\n", s.op, s.reason);
   for (const auto& item : r.items)
     if (item.origin == "failed") std::cout << "failed " << item.name << ":\n  " << item.error << "\n";
   std::cout << fmt::format("prewarm {}: {} kernels: {} compiled, {} already present, {} failed in {:.1f} s\n",
                            plan.model, r.items.size(), r.compiled, r.present, r.failed, r.seconds);
-  if (!store_note.empty()) std::cout << "note: " << store_note << "\n";
   std::cout << std::flush;
 }
 
-nlohmann::json prewarm_json(const ModelPlan& plan, const PrewarmResult& r, const std::vector<spec::Arch>& archs,
-                            const std::string& store_note) {
+nlohmann::json prewarm_json(const ModelPlan& plan, const PrewarmResult& r, const std::vector<spec::Arch>& archs) {
   nlohmann::json j;
   j["model"] = plan.model;
   j["config"] = plan.source;
@@ -150,7 +148,6 @@ nlohmann::json prewarm_json(const ModelPlan& plan, const PrewarmResult& r, const
     if (!item.error.empty()) k["error"] = item.error;
     j["kernels"].push_back(k);
   }
-  if (!store_note.empty()) j["store_note"] = store_note;
   return j;
 }
 
@@ -182,7 +179,8 @@ void add_prewarm_command(CLI::App& app, Context& ctx) {
   sub->add_option("-s,--spec", o->specs, "A kernel name or spec JSON to prewarm too (repeatable)");
   sub->add_option("-a,--arch", o->archs, "Target arch(s), e.g. sm_90a (repeat or comma-separate); "
                                          "default: the GPU's, else sm_90a");
-  sub->add_option("-j,--jobs", o->jobs, "Compile threads (default: hardware concurrency)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-j,--jobs", o->jobs, "Compile threads (default: hardware concurrency)")
+      ->check(CLI::Range(0, 4096));
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("-q,--quiet", o->quiet, "No progress output");
   sub->add_flag("--list", o->list, "Only list the kernels the config expands to; compile nothing");
@@ -208,22 +206,18 @@ void add_prewarm_command(CLI::App& app, Context& ctx) {
           for (const auto& s : plan.specs) std::cout << s.name() << "\n";
         return kExitOk;
       }
+      Runtime& rt = ctx.runtime();
+      // Prewarming exists to fill the cache file: compiling into memory helps no one.
+      auto* st = rt.registry().store();
+      if (!st) throw Error(ErrorCode::kStore, "prewarm: the runtime has no cubin store: nothing would persist");
+      require_file_backed(st->stats(), "prewarm");
       if (!o->json)
         for (const auto& s : plan.skipped) std::cout << fmt::format("skipping op '{}': {}", s.op, s.reason) << std::endl;
-      Runtime& rt = ctx.runtime();
-      std::string note;
-      if (auto* st = rt.registry().store()) {
-        const auto stats = st->stats();
-        if (stats.in_memory)
-          note = "the store is in memory (" + stats.note + "): nothing compiled here will persist";
-      } else {
-        note = "no store: nothing compiled here will persist";
-      }
       const PrewarmResult r = prewarm_specs(rt, plan.specs, o->jobs, progress_mode(o->quiet));
-      if (o->json) print_json(prewarm_json(plan, r, archs, note));
+      if (o->json) print_json(prewarm_json(plan, r, archs));
       else {
         plan.skipped.clear();  // already said above
-        print_prewarm_summary(plan, r, note);
+        print_prewarm_summary(plan, r);
       }
       return r.failed ? kExitFailure : kExitOk;
     };

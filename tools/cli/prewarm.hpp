@@ -38,8 +38,7 @@ PrewarmResult prewarm_specs(Runtime& rt, const std::vector<spec::KernelSpec>& sp
                             Progress progress);
 
 // The human summary (stdout) and the JSON form.
-void print_prewarm_summary(const ModelPlan& plan, const PrewarmResult& r, const std::string& store_note);
-nlohmann::json prewarm_json(const ModelPlan& plan, const PrewarmResult& r, const std::vector<spec::Arch>& archs,
-                            const std::string& store_note);
+void print_prewarm_summary(const ModelPlan& plan, const PrewarmResult& r);
+nlohmann::json prewarm_json(const ModelPlan& plan, const PrewarmResult& r, const std::vector<spec::Arch>& archs);
 
 }  // namespace attnjit::cli

@@ -163,6 +163,9 @@ TEST(PlanXqa, EachBadInputNamesTheArgument) {
       {"batch 0", [](XqaArgs& a) { a.q.shape[0] = 0; }, "q", {"sizes >= 1"}},
       {"kv_layout enum 4", [](XqaArgs& a) { a.kv_layout = static_cast<KvLayout>(4); }, "kv_layout", {"NHD or HND"}},
       {"backend enum 9", [](XqaArgs& a) { a.backend = static_cast<Backend>(9); }, "backend", {"9"}},
+      {"pages_per_seq past int", [](XqaArgs& a) {
+         a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {kBatch, (int64_t(1) << 32) + 4});
+       }, "page_table", {"pages_per_seq * page_size <="}},
       {"q_seq_len past the limit", [](XqaArgs& a) { a.q_seq_len = 1 << 30; }, "q_seq_len", {"65536"}},
       {"rcp_out_scale NaN", [](XqaArgs& a) { a.rcp_out_scale = NAN; }, "rcp_out_scale", {"finite"}},
       {"q rank 9", [](XqaArgs& a) { a.q.rank = 9; }, "q", {"rank 0 to 6", "rank 9"}},

@@ -23,6 +23,9 @@ struct DecodeShape {
 };
 
 constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA
+// Longest KV a decode call may address: the kernel forms token indices in int, a
+// split start plus up to a few hundred tokens of prologue, so keep clear of 2^31.
+constexpr int64_t kMaxDecodeSeqLen = (int64_t(1) << 31) - (int64_t(1) << 16);
 constexpr int kMaxBlocksPerSmForSplit = 4;
 
 int decode_row_blocks(int group, int q_seq_len);

@@ -42,7 +42,8 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
                 "head_dim a multiple of 16 in [16, 256]", fmt::format("head_dim {}", hd));
   require_dim(k, "k", 2, hd, "head_dim, as q");
   for (int d = 0; d < 3; ++d) require_dim(v, "v", d, k.shape[d], "as k");
-  ATTNJIT_REQUIRE(kv_len >= 1 && kv_len < (int64_t(1) << 31), "k", "1 <= kv_len < 2^31", fmt::format("kv_len {}", kv_len));
+  ATTNJIT_REQUIRE(kv_len >= 1 && kv_len <= ops::kMaxDecodeSeqLen, "k", fmt::format("1 <= kv_len <= {}", ops::kMaxDecodeSeqLen),
+                  fmt::format("kv_len {}", kv_len));
   ATTNJIT_REQUIRE(kv_heads >= 1 && heads % kv_heads == 0, "q",
                 fmt::format("num_qo_heads a multiple of num_kv_heads ({})", kv_heads),
                 fmt::format("{} heads", heads));

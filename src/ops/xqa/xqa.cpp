@@ -82,6 +82,10 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   for (int d = 0; d < 4; ++d) require_dim(a.v_cache, "v_cache", d, a.k_cache.shape[d], "as k_cache");
 
   require_rank(a.page_table, "page_table", 2, "[batch, pages_per_seq]");
+  // Checked before anything narrows it to int (max_seq_len is an int in the kernel).
+  ATTNJIT_REQUIRE(a.page_table.shape[1] <= ops::kMaxDecodeSeqLen / a.page_size, "page_table",
+                  fmt::format("pages_per_seq * page_size <= {}", ops::kMaxDecodeSeqLen),
+                  fmt::format("pages_per_seq {}", a.page_table.shape[1]));
   require_dtype(a.page_table, "page_table", {DType::kInt32});
   require_dim(a.page_table, "page_table", 0, batch, "batch");
   require_contiguous(a.page_table, "page_table");
@@ -216,8 +220,6 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   ATTNJIT_REQUIRE(int64_t(a.num_kv_heads) * ops::decode_row_blocks(group, a.q_seq_len) <= 65535, "q",
                   "num_kv_heads * ceil(q_seq_len * head_group_ratio / 16) <= 65535",
                   std::to_string(int64_t(a.num_kv_heads) * ops::decode_row_blocks(group, a.q_seq_len)));
-  ATTNJIT_REQUIRE(int64_t(p.pages_per_seq) * a.page_size < (int64_t(1) << 31), "page_table",
-                  "pages_per_seq * page_size < 2^31", std::to_string(int64_t(p.pages_per_seq) * a.page_size));
   if (present(a.semaphores)) {
     require_defined(a.semaphores, "semaphores");
     require_dtype(a.semaphores, "semaphores", {DType::kUInt32, DType::kInt32});
@@ -257,7 +259,8 @@ size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, in
   check_sizing_args(batch, num_kv_heads, head_group_ratio, q_seq_len);
   ATTNJIT_REQUIRE(head_dim >= 16 && head_dim <= 256 && head_dim % 16 == 0, "head_dim",
                   "a multiple of 16 in [16, 256]", std::to_string(head_dim));
-  ATTNJIT_REQUIRE(max_seq_len >= 1, "max_seq_len", ">= 1 (pages_per_seq * page_size)", std::to_string(max_seq_len));
+  ATTNJIT_REQUIRE(max_seq_len >= 1 && max_seq_len <= ops::kMaxDecodeSeqLen, "max_seq_len",
+                  fmt::format("1 to {} (pages_per_seq * page_size)", ops::kMaxDecodeSeqLen), std::to_string(max_seq_len));
   ATTNJIT_REQUIRE(sm_count >= 1, "sm_count", ">= 1 (the GPU's multiprocessor count)", std::to_string(sm_count));
   // A smaller batch or a shorter draft (ragged q_seq_len varies per call) may
   // split more: the bound covers every base grid up to this one.

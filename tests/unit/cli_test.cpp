@@ -296,6 +296,10 @@ TEST_F(CliTest, AnUnusableCacheFolderFailsPrewarmExportAndDoctor) {
   EXPECT_NE(r.err.find("cache export: the cache in"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(bundle));
 
+  r = run("cache import '" + dir_ + "/a-file'");  // an import that would not persist
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("cache import: the cache in"), std::string::npos) << r.err;
+
   r = run("doctor");
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_NE(r.out.find("health:     unusable: not file-backed"), std::string::npos) << r.out;

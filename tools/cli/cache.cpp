@@ -143,7 +143,9 @@ void add_cache_command(CLI::App& app, Context& ctx) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("cache export: {} already exists; pass --force to overwrite it", *file));
       auto st = ctx.open_store();
-      require_file_backed(st->stats(), "cache export");
+      // A read-only cache still serves its file's entries, which export can copy;
+      // a store with no file behind it has nothing to give.
+      if (st->stats().entries == 0) require_file_backed(st->stats(), "cache export");
       const int64_t n = st->export_to(*file);
       std::cout << fmt::format("exported {} entries to {}\n", n, *file);
       return kExitOk;
@@ -155,10 +157,9 @@ void add_cache_command(CLI::App& app, Context& ctx) {
   imp->callback([&ctx, file] {
     ctx.action = [&ctx, file] {
       auto st = ctx.open_store();
+      require_file_backed(st->stats(), "cache import");  // an import that does not persist is a failure
       const int64_t n = st->import_from(*file);
-      const auto s = st->stats();
-      std::cout << fmt::format("imported {} entries from {}; the store holds {}\n", n, *file, s.entries);
-      if (s.in_memory) std::cout << "note: the store is in memory (" << s.note << "): the import will not persist\n";
+      std::cout << fmt::format("imported {} entries from {}; the store holds {}\n", n, *file, st->stats().entries);
       return kExitOk;
     };
   });

@@ -37,9 +37,13 @@ struct SingleDecodeOptions {
 // should launch on a bounded set of them.
 // Conventions: logits = q.k * sm_scale (times q_scale * k_scale); with a soft cap,
 // cap * tanh(logits / cap); ALiBi then adds slope_h * (kv_pos - q_pos), q at
-// kv_len - 1 (FlashInfer adds the bias before the cap and measures it from 0, which
-// gives the same output and an LSE offset by a per-head constant). With fp8 k/v the
-// tensor cores run in fp16: q elements must stay within fp16 range (|q| < 65504).
+// kv_len - 1. Where this departs from FlashInfer: FlashInfer measures the ALiBi
+// bias from position 0, so with ALiBi its LSE is larger by slope_h * (kv_len - 1)
+// * log2(e) (outputs equal); and it adds the bias before the soft cap, so with both
+// ALiBi and a soft cap the outputs differ (no common model uses both). With fp8 k/v
+// the tensor cores run in fp16: q elements must stay within fp16 range (|q| < 65504).
+// use_tensor_cores defaults to true (FlashInfer: false): the paths agree to
+// rounding, and tensor cores were faster at every group size measured (PERFORMANCE.md).
 void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const TensorView& v,
                                  const TensorView& out, const SingleDecodeOptions& options = {},
                                  Stream stream = nullptr, const TensorView* lse = nullptr,

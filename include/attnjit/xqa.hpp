@@ -29,13 +29,14 @@ struct XqaArgs {
   int page_size = 0;            // 16, 32, 64 or 128
   TensorView sinks;             // optional fp32 [num_kv_heads, head_group_ratio]
   ScaleArg q_scale = 1.0f;
-  ScaleArg kv_scale = 1.0f;
+  ScaleArg kv_scale = 1.0f;     // dequantizes fp8 K/V; ignored for fp16/bf16 K/V (as FlashInfer)
   int sliding_win_size = 0;     // 0: off; else the last sliding_win_size keys are visible
   KvLayout kv_layout = KvLayout::kNHD;
   std::optional<int> sm_count;  // inferred when absent
   std::optional<bool> enable_pdl;  // default: on where supported (sm_90+)
-  float rcp_out_scale = 1.0f;   // fp8 output: out = o * rcp_out_scale
-  int q_seq_len = 1;            // > 1: speculative decoding, needs mask (the longest draft when ragged)
+  float rcp_out_scale = 1.0f;   // fp8 output: out = o * rcp_out_scale (ignored otherwise)
+  int q_seq_len = 1;            // > 1: speculative decoding, needs mask (the longest draft when ragged);
+                                // at 1 (and no q_cu_seq_lens) a mask is ignored
   TensorView mask;              // uint16 [batch, q_seq_len, ((q_seq_len + 31) / 32) * 2]; ragged:
                                 // [total_q_tokens, ...], row q_cu_seq_lens[b] + t (XQA's packing)
   TensorView q_cu_seq_lens;     // optional uint32 [batch + 1]: ragged draft lengths, each <= q_seq_len

@@ -188,7 +188,7 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
   pr.v = [&](int b, int j, int h, int d) { return double(vvals[kidx(b, j, h, d)]); };
   pr.sm_scale = 1.0 / std::sqrt(double(D));
   pr.q_scale = c.q_scale;
-  pr.k_scale = pr.v_scale = c.kv_scale;
+  pr.k_scale = pr.v_scale = fp8 ? c.kv_scale : 1.f;  // FlashInfer's XQA: kv_scale dequantizes fp8 KV only
   pr.window_left = c.window > 0 ? c.window - 1 : -1;
   if (c.sinks) pr.sinks.assign(sinks_host.begin(), sinks_host.end());
   if (c.q_seq_len > 1 || c.ragged)

@@ -90,9 +90,12 @@ TEST(PlanXqa, SpecDecodeFeaturesAndScales) {
   a.kv_scale = &scale;
   XqaPlan p = plan(a);
   EXPECT_EQ(p.spec.mask, spec::MaskMode::kCustom);
-  EXPECT_EQ(p.spec.features, feature::kSinks | feature::kSlidingWindow | feature::kScalePointers);
+  // kv_scale dequantizes fp8 KV only: with bf16 KV FlashInfer's XQA ignores it.
+  EXPECT_EQ(p.spec.features, feature::kSinks | feature::kSlidingWindow);
   EXPECT_EQ(p.params.window_left, 99);
-  EXPECT_EQ(p.params.kv_scale_ptr, &scale);
+  EXPECT_EQ(p.params.kv_scale_ptr, nullptr);
+  EXPECT_EQ(p.params.k_scale, 1.0f);
+  EXPECT_EQ(p.params.v_scale, 1.0f);
   EXPECT_EQ(p.params.q_stride_t, kHeads * kHd);
   EXPECT_EQ(p.params.mask_stride_b, 3);  // in 32-bit words
   EXPECT_EQ(p.params.mask_stride_t, 1);
@@ -105,12 +108,28 @@ TEST(PlanXqa, SpecDecodeFeaturesAndScales) {
   f.output.dtype = DType::kFloat8E4M3;
   f.rcp_out_scale = 2.0f;
   f.q_scale = &scale;
+  f.kv_scale = &scale;
   p = plan(f);
   EXPECT_EQ(p.spec.kv_dtype, DType::kFloat8E4M3);
   EXPECT_EQ(p.spec.out_dtype, DType::kFloat8E4M3);
   EXPECT_EQ(p.spec.features, feature::kScalePointers);
   EXPECT_EQ(p.params.rcp_out_scale, 2.0f);
+  EXPECT_EQ(p.params.kv_scale_ptr, &scale);
   EXPECT_EQ(p.spec.name(), "xqa.bf16.kve4m3.oe4m3.hd128.g4.p32.hnd.scaleptr.sm90a");
+  f.kv_scale = 0.75f;
+  EXPECT_EQ(plan(f).params.k_scale, 0.75f);
+  EXPECT_EQ(plan(f).params.v_scale, 0.75f);
+
+  // rcp_out_scale only scales an fp8 output; a mask without spec decode is
+  // ignored (both as in FlashInfer).
+  XqaArgs plain = valid_xqa();
+  plain.rcp_out_scale = 0.f;
+  plain.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, 1, 2});
+  p = plan(plain);
+  EXPECT_EQ(p.params.rcp_out_scale, 1.0f);
+  EXPECT_EQ(p.params.mask, nullptr);
+  EXPECT_EQ(p.spec.mask, spec::MaskMode::kNone);
+  EXPECT_EQ(plan(f).params.kv_scale_ptr, nullptr) << "kv_scale by value";
 }
 
 TEST(PlanXqa, RaggedQ) {
@@ -167,7 +186,10 @@ TEST(PlanXqa, EachBadInputNamesTheArgument) {
          a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {kBatch, (int64_t(1) << 32) + 4});
        }, "page_table", {"pages_per_seq * page_size <="}},
       {"q_seq_len past the limit", [](XqaArgs& a) { a.q_seq_len = 1 << 30; }, "q_seq_len", {"65536"}},
-      {"rcp_out_scale NaN", [](XqaArgs& a) { a.rcp_out_scale = NAN; }, "rcp_out_scale", {"finite"}},
+      {"rcp_out_scale NaN", [](XqaArgs& a) {
+         a.k_cache.dtype = a.v_cache.dtype = a.output.dtype = DType::kFloat8E4M3;
+         a.rcp_out_scale = NAN;
+       }, "rcp_out_scale", {"finite"}},
       {"q rank 9", [](XqaArgs& a) { a.q.rank = 9; }, "q", {"rank 0 to 6", "rank 9"}},
       {"workspace with a negative size", [](XqaArgs& a) {
          a.workspace_buffer = TensorView::contiguous(fake(0x800000), DType::kUInt8, {-1});
@@ -206,15 +228,19 @@ TEST(PlanXqa, EachBadInputNamesTheArgument) {
       {"output null", [](XqaArgs& a) { a.output.data = nullptr; }, "output", {"null"}},
       {"output fp8 with bf16 KV", [](XqaArgs& a) { a.output.dtype = DType::kFloat8E4M3; }, "output", {"fp8_e4m3"}},
       {"output fp16 with bf16 q", [](XqaArgs& a) { a.output.dtype = DType::kFloat16; }, "output", {"fp16"}},
-      {"mask with q_seq_len 1", [](XqaArgs& a) {
-         a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {kBatch, 1, 2});
-       }, "mask"},
       {"sinks numel 6", [](XqaArgs& a) { a.sinks = TensorView::contiguous(fake(0x600000), DType::kFloat32, {2, 3}); },
        "sinks", {"[2, 4]"}},
       {"sinks bf16", [](XqaArgs& a) { a.sinks = TensorView::contiguous(fake(0x600000), DType::kBFloat16, {kHeads}); },
        "sinks", {"fp32"}},
       {"sliding_win_size -1", [](XqaArgs& a) { a.sliding_win_size = -1; }, "sliding_win_size", {"-1"}},
-      {"rcp_out_scale 0", [](XqaArgs& a) { a.rcp_out_scale = 0.f; }, "rcp_out_scale"},
+      {"rcp_out_scale 0", [](XqaArgs& a) {
+         a.k_cache.dtype = a.v_cache.dtype = a.output.dtype = DType::kFloat8E4M3;
+         a.rcp_out_scale = 0.f;
+       }, "rcp_out_scale"},
+      {"kv_scale 0 with fp8 KV", [](XqaArgs& a) {
+         a.k_cache.dtype = a.v_cache.dtype = DType::kFloat8E4M3;
+         a.kv_scale = 0.f;
+       }, "kv_scale"},
       {"sm_count 0", [](XqaArgs& a) { a.sm_count = 0; }, "sm_count"},
       {"q_seq_len 0", [](XqaArgs& a) { a.q_seq_len = 0; }, "q_seq_len"},
       {"q inner stride 2", [](XqaArgs& a) { a.q.stride[3] = 2; }, "q", {"stride"}},

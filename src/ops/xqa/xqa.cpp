@@ -117,9 +117,13 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_contiguous(a.sinks, "sinks");
   }
   ATTNJIT_REQUIRE(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
-  require_finite_positive(a.rcp_out_scale, "rcp_out_scale");
+  // As in FlashInfer's XQA: kv_scale dequantizes an fp8 cache and is ignored for
+  // 16-bit KV; rcp_out_scale only scales an fp8 output.
+  const bool fp8_out = a.output.dtype == DType::kFloat8E4M3;
+  if (fp8_out) require_finite_positive(a.rcp_out_scale, "rcp_out_scale");
   if (!a.q_scale.device_ptr) require_finite_positive(a.q_scale.value, "q_scale");
-  if (!a.kv_scale.device_ptr) require_finite_positive(a.kv_scale.value, "kv_scale");
+  if (fp8_kv && !a.kv_scale.device_ptr) require_finite_positive(a.kv_scale.value, "kv_scale");
+  const float* kv_scale_ptr = fp8_kv ? a.kv_scale.device_ptr : nullptr;
   const int words = (a.q_seq_len + 31) / 32;
   if (spec_dec && ragged) {
     // XQA packs ragged masks by query token: row q_cu_seq_lens[b] + t.
@@ -137,9 +141,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_dim(a.mask, "mask", 2, int64_t(words) * 2, "((q_seq_len + 31) / 32) * 2");
     require_contiguous(a.mask, "mask");
     require_aligned(a.mask, "mask", 4);
-  } else {
-    ATTNJIT_REQUIRE(!present(a.mask), "mask", "none when q_seq_len == 1", "a mask");
-  }
+  }  // without speculative decoding a mask is ignored, as FlashInfer does
   if (a.sm_count) ATTNJIT_REQUIRE(*a.sm_count >= 1, "sm_count", ">= 1", std::to_string(*a.sm_count));
 
   XqaPlan plan;
@@ -155,7 +157,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   s.mask = spec_dec ? spec::MaskMode::kCustom : spec::MaskMode::kNone;
   if (present(a.sinks)) s.features |= spec::feature::kSinks;
   if (a.sliding_win_size > 0) s.features |= spec::feature::kSlidingWindow;
-  if (a.q_scale.device_ptr || a.kv_scale.device_ptr) s.features |= spec::feature::kScalePointers;
+  if (a.q_scale.device_ptr || kv_scale_ptr) s.features |= spec::feature::kScalePointers;
   if (ragged) s.features |= spec::feature::kRaggedQ;
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
@@ -172,7 +174,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   p.mask = spec_dec ? static_cast<const unsigned*>(a.mask.data) : nullptr;
   p.sinks = present(a.sinks) ? static_cast<const float*>(a.sinks.data) : nullptr;
   p.q_scale_ptr = a.q_scale.device_ptr;
-  p.kv_scale_ptr = a.kv_scale.device_ptr;
+  p.kv_scale_ptr = kv_scale_ptr;
   const TensorView& q = a.q;
   const TensorView& o = a.output;
   if (ragged) {
@@ -203,8 +205,8 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   p.pages_per_seq = static_cast<int>(a.page_table.shape[1]);
   p.sm_scale = 1.0f / std::sqrt(static_cast<float>(hd));
   p.q_scale = a.q_scale.value;
-  p.k_scale = p.v_scale = a.kv_scale.value;
-  p.rcp_out_scale = a.output.dtype == DType::kFloat8E4M3 ? a.rcp_out_scale : 1.0f;
+  p.k_scale = p.v_scale = fp8_kv ? a.kv_scale.value : 1.0f;
+  p.rcp_out_scale = fp8_out ? a.rcp_out_scale : 1.0f;
   p.soft_cap = 0.f;
   p.window_left = a.sliding_win_size > 0 ? a.sliding_win_size - 1 : -1;
   p.rope_rcp_scale = p.rope_rcp_theta = 1.0f;

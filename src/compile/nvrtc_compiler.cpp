@@ -39,12 +39,18 @@ nlohmann::json Resources::to_json() const {
 }
 
 Resources Resources::from_json(const nlohmann::json& j) {
+  // Stored metadata may come from an imported bundle: a field of the wrong type
+  // reads as unknown (-1) rather than throwing.
+  auto field = [&](const char* name) {
+    const auto it = j.is_object() ? j.find(name) : j.end();
+    return it != j.end() && it->is_number_integer() ? it->get<int>() : -1;
+  };
   Resources r;
-  r.registers = j.value("registers", -1);
-  r.shared_bytes = j.value("shared_bytes", -1);
-  r.stack_bytes = j.value("stack_bytes", -1);
-  r.spill_stores = j.value("spill_stores", -1);
-  r.spill_loads = j.value("spill_loads", -1);
+  r.registers = field("registers");
+  r.shared_bytes = field("shared_bytes");
+  r.stack_bytes = field("stack_bytes");
+  r.spill_stores = field("spill_stores");
+  r.spill_loads = field("spill_loads");
   return r;
 }
 

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "attnjit/error.hpp"
@@ -15,6 +17,35 @@
 namespace attnjit::render {
 
 namespace {
+
+// NVRTC reads an include it was not handed from disk (relative to the working
+// directory), where the template hash cannot see it; and the host fills the params
+// struct as it was built. So an override must be self-contained and keep that struct.
+void check_template_set(const std::vector<TemplateFile>& files, const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& f : files) names.insert(f.path);
+  static const std::regex include_line(R"(^\s*#\s*include\s*([<"])([^">]*)[">])");
+  for (const auto& f : files) {
+    std::istringstream lines(f.content);
+    std::string line;
+    std::smatch m;
+    while (std::getline(lines, line))
+      if (std::regex_search(line, m, include_line) && (m[1] == "<" || !names.count(m[2])))
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("ATTNJIT_TEMPLATE_DIR='{}': {} includes {}{}{}, which is not a .cuh file of that "
+                                "folder; the cache key covers only those, so the templates must be self-contained",
+                                dir, f.path, m[1].str(), m[2].str(), m[1] == "<" ? ">" : "\""));
+  }
+  const char* params = "decode/decode_params.cuh";
+  for (const auto& built : embedded_templates())
+    if (built.path == params)
+      for (const auto& f : files)
+        if (f.path == params && f.content != built.content)
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("ATTNJIT_TEMPLATE_DIR='{}': {} differs from the one this library was built "
+                                  "with; the host fills that struct, so it cannot change without a rebuild",
+                                  dir, params));
+}
 
 std::vector<TemplateFile> load_template_dir(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -32,6 +63,7 @@ std::vector<TemplateFile> load_template_dir(const std::string& dir) {
   }
   std::sort(files.begin(), files.end(),
             [](const TemplateFile& a, const TemplateFile& b) { return a.path < b.path; });
+  check_template_set(files, dir);
   return files;
 }
 

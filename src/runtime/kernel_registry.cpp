@@ -33,6 +33,27 @@ spec::KeyInputs key_inputs(const spec::KernelSpec& s, const render::RenderedUnit
           compile::join_options(compile::nvrtc_options(s.arch))};
 }
 
+// A store row is used only if its recorded inputs are this request's: the rendered
+// source, the NVRTC options and version, the entry point and the arch. The key
+// hashes all of them, so a mismatch means a row the key does not describe.
+bool built_from_same_inputs(const store::Entry& e, const Artifact& a, const spec::KernelSpec& s, std::string* why) {
+  const auto meta = nlohmann::json::parse(e.meta_json, nullptr, false);
+  auto text = [&](const char* field) {
+    const auto it = meta.is_object() ? meta.find(field) : meta.end();
+    return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string("\x01missing");
+  };
+  if (!meta.is_object()) *why = "no metadata";
+  else if (e.arch != s.arch.str()) *why = "arch " + e.arch;
+  else if (text("source") != a.unit.source) *why = "another rendered source";
+  else if (text("options") != a.options) *why = "other NVRTC options";
+  else if (text("nvrtc") != compile::nvrtc_version()) *why = "NVRTC " + text("nvrtc");
+  else if (text("entry") != a.unit.entry) *why = "another entry point";
+  else if (meta.contains("resources") && !meta["resources"].is_object()) *why = "malformed resources";
+  else if (meta.contains("log") && !meta["log"].is_string()) *why = "malformed log";
+  else return true;
+  return false;
+}
+
 }  // namespace
 
 KernelRegistry::KernelRegistry(const RuntimeOptions& options) : options_(options) {
@@ -78,29 +99,26 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
   if (store_) {
     auto t0 = std::chrono::steady_clock::now();
     if (auto hit = store_->get(a.key)) {
-      a.cubin = std::move(hit->cubin);
-      a.ptx = std::move(hit->ptx);
-      a.compile_ms = hit->compile_ms;
-      // The metadata is informational (inspect shows it): a malformed one costs
-      // the figures, never the launch.
-      try {
-        auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
-        if (meta.is_object()) {
-          a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
-          a.log = meta.value("log", "");
-        }
-      } catch (const nlohmann::json::exception& e) {
-        util::log().warn("store entry {} has malformed metadata ({}); using the cubin without it", a.name, e.what());
-        a.resources = {};
-        a.log.clear();
+      std::string why;
+      if (built_from_same_inputs(*hit, a, s, &why)) {
+        a.cubin = std::move(hit->cubin);
+        a.ptx = std::move(hit->ptx);
+        a.compile_ms = hit->compile_ms;
+        const auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
+        a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
+        a.log = meta.value("log", "");
+        a.from_store = true;
+        store_hits_ += 1;
+        store_load_us_ += static_cast<int64_t>(ms_since(t0) * 1000);
+        util::log().debug("store hit {} ({})", a.name, a.key);
+        slot.artifact = std::move(a);
+        if (origin) *origin = Origin::kStore;
+        return;
       }
-      a.from_store = true;
-      store_hits_ += 1;
-      store_load_us_ += static_cast<int64_t>(ms_since(t0) * 1000);
-      util::log().debug("store hit {} ({})", a.name, a.key);
-      slot.artifact = std::move(a);
-      if (origin) *origin = Origin::kStore;
-      return;
+      // Intact (the checksum held) but not what this key means here: an imported
+      // bundle, or a key that missed an input. Never run it; replace it.
+      util::log().warn("store entry {} ({}) was built from other inputs ({}); compiling it again", a.name, a.key, why);
+      store_->remove(a.key);
     }
   }
   compile::CompileResult r = compile::compile(a.name, a.unit, s.arch);

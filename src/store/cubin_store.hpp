@@ -72,6 +72,9 @@ class CubinStore {
   // INSERT OR IGNORE under BEGIN IMMEDIATE. True when this call inserted it.
   virtual bool put(const Entry& entry) = 0;
   virtual bool contains(const std::string& key) = 0;
+  // Deletes a row that is intact but wrong for its key (the registry found its
+  // recorded inputs differ from the request's). True when a row was removed.
+  virtual bool remove(const std::string& key) = 0;
 
   virtual std::vector<EntryInfo> list() = 0;
   virtual StoreStats stats() = 0;

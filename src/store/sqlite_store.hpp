@@ -116,6 +116,7 @@ class SqliteStore final : public CubinStore {
   std::optional<Entry> get(const std::string& key) override;
   bool put(const Entry& entry) override;
   bool contains(const std::string& key) override;
+  bool remove(const std::string& key) override;
   std::vector<EntryInfo> list() override;
   StoreStats stats() override;
   int64_t gc(int64_t max_bytes) override;

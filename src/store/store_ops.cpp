@@ -102,6 +102,24 @@ std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
   return std::nullopt;
 }
 
+bool SqliteStore::remove(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return run_op("remove", [&] {
+      Txn txn(*db_);
+      Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1");
+      del.bind_text(1, key);
+      del.run();
+      const bool removed = db_->changes() > 0;
+      txn.commit();
+      return removed;
+    });
+  } catch (const Error& e) {
+    util::log().warn("{}; the row stays", e.what());
+    return false;
+  }
+}
+
 void SqliteStore::delete_bad_row_locked(const std::string& key, const std::string& checksum) {
   try {
     Txn txn(*db_);

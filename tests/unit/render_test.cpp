@@ -257,6 +257,12 @@ void template_dir_probe() {
     for (const auto& f : files) EXPECT_EQ(f.path.find(".txt"), std::string::npos) << "only .cuh files: " << f.path;
     EXPECT_TRUE(std::is_sorted(files.begin(), files.end(),
                                [](const TemplateFile& a, const TemplateFile& b) { return a.path < b.path; }));
+  } else if (m == "stray-include") {
+    expect_error([] { template_files(); }, ErrorCode::kInvalidArgument,
+                 {"common/mma.cuh includes \"common/knob.h\"", "self-contained"});
+  } else if (m == "params-changed") {
+    expect_error([] { template_files(); }, ErrorCode::kInvalidArgument,
+                 {"decode/decode_params.cuh differs", "rebuild"});
   } else if (m == "missing") {
     expect_error([] { template_files(); }, ErrorCode::kInvalidArgument, {"ATTNJIT_TEMPLATE_DIR", "not a directory"});
   } else {
@@ -332,6 +338,29 @@ TEST(TemplateDirOverride, ReadsCuhFilesFromTheDirectory) {
                             "ATTNJIT_RENDER_TEST_EMBEDDED_HASH=" + template_hash()});
   EXPECT_EQ(rc, 0) << "child probe failed (see its output above)";
   fs::remove_all(dir);
+}
+
+// An include outside the folder's .cuh files would be read from disk by NVRTC,
+// unseen by the cache key (a stale cubin once a helper header changed); a changed
+// params struct would not match what the host fills in.
+TEST(TemplateDirOverride, RefusesIncludesOutsideTheSetAndAChangedParamsStruct) {
+  for (const char* mode : {"stray-include", "params-changed"}) {
+    char tmpl[] = "/tmp/attnjit-render-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string dir = tmpl;
+    for (const auto& f : template_files()) {
+      fs::create_directories(fs::path(dir + "/" + f.path).parent_path());
+      std::ofstream out(dir + "/" + f.path, std::ios::binary);
+      out << f.content;
+      if (f.path == "common/mma.cuh" && std::string(mode) == "stray-include") out << "\n#include \"common/knob.h\"\n";
+      if (f.path == "decode/decode_params.cuh" && std::string(mode) == "params-changed")
+        out << "\nnamespace attnjit { struct Extra { int x; }; }\n";
+    }
+    std::ofstream(dir + "/common/knob.h") << "#define ATTNJIT_KNOB 1\n";
+    const int rc = run_probe({std::string(kProbeEnv) + "=" + mode, "ATTNJIT_TEMPLATE_DIR=" + dir});
+    EXPECT_EQ(rc, 0) << mode << ": child probe failed (see its output above)";
+    fs::remove_all(dir);
+  }
 }
 
 TEST(TemplateDirOverride, MissingDirectoryIsAClearError) {

@@ -71,6 +71,39 @@ TEST(RuntimeTest, SecondRuntimeReadsTheStoreWithoutCompiling) {
   EXPECT_GT(b.resources.registers, 0);
 }
 
+// A row whose checksum holds but whose recorded inputs are not this key's (an
+// imported bundle, a key that missed an input) is never run: it is replaced.
+TEST(RuntimeTest, StoreRowBuiltFromOtherInputsIsRecompiled) {
+  RuntimeOptions o;
+  testing::TempDir dir("runtime");
+  o.cache_dir = dir.path();
+  std::string key, source;
+  {
+    Runtime first(o);
+    const auto& a = first.registry().artifact(small_spec(2));
+    key = a.key;
+    source = a.unit.source;
+    auto* store = first.registry().store();
+    auto row = store->get(key);
+    ASSERT_TRUE(row);
+    auto meta = nlohmann::json::parse(row->meta_json);
+    meta["source"] = source + "// another kernel\n";
+    row->meta_json = meta.dump();
+    row->cubin = "not the kernel this key means";
+    ASSERT_TRUE(store->remove(key));
+    ASSERT_TRUE(store->put(*row));  // self-consistent: the checksum covers the new content
+  }
+  Runtime second(o);
+  runtime::Origin origin;
+  const auto& b = second.registry().artifact(small_spec(2), &origin);
+  EXPECT_EQ(origin, runtime::Origin::kCompiled);
+  EXPECT_EQ(second.stats().compiles, 1);
+  EXPECT_NE(b.cubin, "not the kernel this key means");
+  auto row = second.registry().store()->get(key);
+  ASSERT_TRUE(row) << "the compiled kernel replaced the row";
+  EXPECT_EQ(nlohmann::json::parse(row->meta_json).value("source", ""), source);
+}
+
 TEST(RuntimeTest, WithoutStoreCompilesInMemory) {
   RuntimeOptions o;
   o.use_store = false;

@@ -201,6 +201,43 @@ TEST(Workspace, XqaWorkspaceCoversEverySmallerCall) {
   }
 }
 
+// xqa's caller-owned workspace and semaphores are checked against the split the
+// launch chose, naming the argument (the issue: "too small a workspace").
+TEST(Workspace, TooSmallCallerScratchNamesTheArgument) {
+  DecodeLaunch l;
+  l.shape = DecodeShape{2, 8, 8, 1, 128, 32768};
+  const int splits = 4;
+  const size_t need = decode_workspace_bytes(l.shape, splits);
+  l.workspace = reinterpret_cast<void*>(0x1000);
+  l.semaphores = reinterpret_cast<unsigned*>(0x2000);
+  l.workspace_bytes = need;
+  l.semaphore_count = decode_semaphore_count(l.shape);
+  require_caller_scratch(l, splits);  // exactly enough
+  auto expect_names = [&](const DecodeLaunch& bad, const std::string& arg, const std::string& needle) {
+    try {
+      require_caller_scratch(bad, splits);
+      ADD_FAILURE() << arg << ": nothing thrown";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("argument '" + arg + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  DecodeLaunch small = l;
+  small.workspace_bytes = need - 16;
+  expect_names(small, "workspace_buffer", ">= " + std::to_string(need) + " bytes");
+  DecodeLaunch none = l;
+  none.workspace = nullptr;
+  none.workspace_bytes = 0;
+  expect_names(none, "workspace_buffer", "none");
+  DecodeLaunch few = l;
+  few.semaphore_count = decode_semaphore_count(l.shape) - 1;
+  expect_names(few, "semaphores", "uint32 counters");
+  DecodeLaunch unsplit = none;
+  unsplit.semaphores = nullptr;
+  require_caller_scratch(unsplit, 1);  // one split needs no scratch
+}
+
 TEST(Workspace, SizingHelpersNameBadArguments) {
   auto expect_names = [](auto&& f, const std::string& arg) {
     try {

@@ -100,6 +100,18 @@ spec::Arch prewarm_arch(const std::string& arch) {
   return spec::arch_for_device(caps.sm_major, caps.sm_minor);
 }
 
+void require_caller_scratch(const DecodeLaunch& l, int splits) {
+  if (splits <= 1) return;
+  const size_t need_ws = decode_workspace_bytes(l.shape, splits);
+  const size_t need_sem = decode_semaphore_count(l.shape);
+  ATTNJIT_REQUIRE(l.workspace && l.workspace_bytes >= need_ws, l.workspace_name,
+                  fmt::format(">= {} bytes for this call ({} splits; xqa_workspace_bytes sizes it)", need_ws, splits),
+                  l.workspace ? fmt::format("{} bytes", l.workspace_bytes) : std::string("none"));
+  ATTNJIT_REQUIRE(l.semaphores && l.semaphore_count >= need_sem, l.semaphores_name,
+                  fmt::format(">= {} uint32 counters (xqa_semaphore_count sizes them)", need_sem),
+                  l.semaphores ? fmt::format("{}", l.semaphore_count) : std::string("none"));
+}
+
 std::string prewarm_spec(Runtime& rt, const spec::KernelSpec& spec, const std::string& arch) {
   auto& registry = rt.registry();
   if (arch.empty()) registry.kernel(spec, driver::current_device(), nullptr);
@@ -127,11 +139,7 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
       workspace = scratch.workspace;
       semaphores = scratch.semaphores;
     } else {
-      ATTNJIT_REQUIRE(l.workspace_bytes >= need_ws, l.workspace_name,
-                    fmt::format(">= {} bytes for this call ({} splits)", need_ws, splits),
-                    fmt::format("{} bytes", l.workspace_bytes));
-      ATTNJIT_REQUIRE(l.semaphore_count >= need_sem, l.semaphores_name,
-                    fmt::format(">= {} uint32 counters", need_sem), fmt::format("{}", l.semaphore_count));
+      require_caller_scratch(l, splits);
     }
   }
   p.workspace = static_cast<float*>(workspace);

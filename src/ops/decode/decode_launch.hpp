@@ -76,6 +76,10 @@ spec::Arch prewarm_arch(const std::string& arch);
 // capture then finds it. Returns the kernel's name.
 std::string prewarm_spec(Runtime& rt, const spec::KernelSpec& spec, const std::string& arch);
 
+// A caller-owned workspace and semaphores (xqa) large enough for `splits`, else
+// Error(kInvalidArgument) naming them. Pure: tested on the CPU.
+void require_caller_scratch(const DecodeLaunch& launch, int splits);
+
 // Fills the split fields of `p` and launches. Returns the number of splits used.
 int launch_decode(Runtime& rt, const DecodeLaunch& launch, DecodeParams& p, Stream stream);
 

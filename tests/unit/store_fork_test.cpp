@@ -13,40 +13,22 @@
 #include <thread>
 #include <vector>
 
+#include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "store/cubin_store.hpp"
 
 namespace attnjit::store {
 namespace {
 
+using fixtures::make_entry;
+using fixtures::open_store;
+using fixtures::same;
+
 namespace fs = std::filesystem;
 using TempDir = ::attnjit::testing::TempDir;
 using namespace std::chrono_literals;
 
 constexpr int kRows = 40;
-
-Entry make_entry(const std::string& key, size_t cubin_bytes) {
-  Entry e;
-  e.key = key;
-  e.name = "n." + key;
-  e.arch = "sm_90a";
-  e.cubin.resize(cubin_bytes);
-  for (size_t i = 0; i < cubin_bytes; ++i) e.cubin[i] = static_cast<char>((i * 31 + key.back()) & 0xff);
-  e.ptx = "// ptx of " + key;
-  e.meta_json = "{\"key\":\"" + key + "\"}";
-  return e;
-}
-
-std::unique_ptr<CubinStore> open_store(const std::string& dir) {
-  StoreOptions options;
-  options.dir = dir;
-  return CubinStore::open(options);
-}
-
-bool same(const Entry& a, const Entry& b) {
-  return a.key == b.key && a.name == b.name && a.arch == b.arch && a.cubin == b.cubin &&
-         a.ptx == b.ptx && a.meta_json == b.meta_json;
-}
 
 // Puts <prefix>0..<prefix>N-1 (60 KB each) and reads each back; returns how many went wrong.
 int write_and_read_back(CubinStore& store, const std::string& prefix) {

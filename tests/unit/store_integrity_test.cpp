@@ -13,12 +13,16 @@
 
 #include "attnjit/error.hpp"
 #include "common/log_capture.hpp"
+#include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "store/cubin_store.hpp"
 #include "store/schema.hpp"
 
 namespace attnjit::store {
 namespace {
+
+using fixtures::make_entry;
+using fixtures::open_store;
 
 namespace fs = std::filesystem;
 using TempDir = ::attnjit::testing::TempDir;
@@ -44,25 +48,6 @@ int64_t raw_int(const std::string& db, const std::string& sql) {
   sqlite3_finalize(s);
   sqlite3_close(raw);
   return v;
-}
-
-Entry make_entry(const std::string& key, size_t cubin_bytes) {
-  Entry e;
-  e.key = key;
-  e.name = "xqa.bf16." + key;
-  e.arch = "sm_90a";
-  e.cubin.resize(cubin_bytes);
-  for (size_t i = 0; i < cubin_bytes; ++i) e.cubin[i] = static_cast<char>((i * 131 + key.size()) & 0xff);
-  e.ptx = std::string(64, 'p');
-  e.meta_json = R"({"log":"ok","resources":{"registers":32}})";
-  return e;
-}
-
-std::unique_ptr<CubinStore> open_store(const std::string& dir, int64_t max_bytes = 4LL << 30) {
-  StoreOptions options;
-  options.dir = dir;
-  options.max_bytes = max_bytes;
-  return CubinStore::open(options);
 }
 
 // meta_json is parsed by the runtime (wrong JSON types there throw), and name

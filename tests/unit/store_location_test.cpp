@@ -19,6 +19,7 @@
 
 #include "attnjit/error.hpp"
 #include "common/log_capture.hpp"
+#include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "store/cubin_store.hpp"
 #include "store/store_location.hpp"
@@ -26,28 +27,12 @@
 namespace attnjit::store {
 namespace {
 
+using fixtures::make_entry;
+using fixtures::open_store;
+
 namespace fs = std::filesystem;
 using TempDir = ::attnjit::testing::TempDir;
 using ::attnjit::testing::LogCapture;
-
-Entry make_entry(const std::string& key, size_t cubin_bytes) {
-  Entry e;
-  e.key = key;
-  e.name = "n." + key;
-  e.arch = "sm_90a";
-  e.cubin.resize(cubin_bytes);
-  for (size_t i = 0; i < cubin_bytes; ++i) e.cubin[i] = static_cast<char>((i * 13 + key[0]) & 0xff);
-  e.ptx = "// ptx of " + key;
-  e.meta_json = "{}";
-  return e;
-}
-
-std::unique_ptr<CubinStore> open_store(const std::string& dir, int busy_timeout_ms = 30000) {
-  StoreOptions options;
-  options.dir = dir;
-  options.busy_timeout_ms = busy_timeout_ms;
-  return CubinStore::open(options);
-}
 
 int wait_exit_code(pid_t pid) {
   int status = 0;
@@ -85,7 +70,7 @@ pid_t hold_flock(const std::string& lock_path, int op) {
 // Opens the store in a thread; a hang past 60 s fails the test (the holder is
 // then killed, so the thread finishes).
 std::unique_ptr<CubinStore> open_within_bound(const std::string& dir, pid_t holder) {
-  auto opening = std::async(std::launch::async, [&] { return open_store(dir, 300); });
+  auto opening = std::async(std::launch::async, [&] { return open_store(dir, 4LL << 30, 300); });
   if (opening.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
     ADD_FAILURE() << "opening the store hangs while another process holds its lock";
     kill(holder, SIGKILL);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/log_capture.hpp"
+#include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
@@ -31,29 +32,14 @@
 namespace attnjit::store {
 namespace {
 
+using fixtures::make_entry;
+using fixtures::open_store;
+
 namespace fs = std::filesystem;
 
 const std::string kWorker = std::string(ATTNJIT_TEST_TOOLS_DIR) + "/store_worker";
 
 using TempDir = ::attnjit::testing::TempDir;
-
-Entry make_entry(const std::string& key, size_t cubin_bytes) {
-  Entry e;
-  e.key = key;
-  e.name = "n." + key;
-  e.arch = "sm_90a";
-  e.cubin.resize(cubin_bytes);
-  for (size_t i = 0; i < cubin_bytes; ++i) e.cubin[i] = static_cast<char>((i * 7 + key[0]) & 0xff);
-  e.ptx = "// ptx of " + key;
-  e.meta_json = "{}";
-  return e;
-}
-
-std::unique_ptr<CubinStore> open_store(const std::string& dir) {
-  StoreOptions options;
-  options.dir = dir;
-  return CubinStore::open(options);
-}
 
 using ::attnjit::testing::LogCapture;
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/log_capture.hpp"
+#include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "attnjit/error.hpp"
 #include "store/cubin_store.hpp"
@@ -22,6 +23,9 @@
 
 namespace attnjit::store {
 namespace {
+
+using fixtures::make_entry;
+using fixtures::open_store;
 
 namespace fs = std::filesystem;
 
@@ -58,26 +62,6 @@ class RawDb {
  private:
   sqlite3* db_ = nullptr;
 };
-
-Entry make_entry(const std::string& key, size_t cubin_bytes, size_t ptx_bytes = 64) {
-  Entry e;
-  e.key = key;
-  e.name = "xqa.bf16." + key;
-  e.arch = "sm_90a";
-  e.cubin.resize(cubin_bytes);
-  for (size_t i = 0; i < cubin_bytes; ++i) e.cubin[i] = static_cast<char>((i * 131 + key.size()) & 0xff);
-  e.ptx = std::string(ptx_bytes, 'p');
-  e.meta_json = "{\"k\":\"" + key + "\"}";
-  e.compile_ms = 12.5;
-  return e;
-}
-
-std::unique_ptr<CubinStore> open_store(const std::string& dir, int64_t max_bytes = 4LL << 30) {
-  StoreOptions options;
-  options.dir = dir;
-  options.max_bytes = max_bytes;
-  return CubinStore::open(options);
-}
 
 int file_mode(const std::string& path) {
   struct stat st {};

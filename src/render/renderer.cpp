@@ -36,7 +36,7 @@ void check_template_set(const std::vector<TemplateFile>& files, const std::strin
                                 "folder; the cache key covers only those, so the templates must be self-contained",
                                 dir, f.path, m[1].str(), m[2].str(), m[1] == "<" ? ">" : "\""));
   }
-  const char* params = "decode/decode_params.cuh";
+  const std::string params = "decode/decode_params.cuh";  // (a std::string: built.path is a char*)
   for (const auto& built : embedded_templates())
     if (built.path == params)
       for (const auto& f : files)

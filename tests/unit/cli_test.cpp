@@ -186,6 +186,11 @@ TEST_F(CliTest, CacheLsExportClearImportVerify) {
   const std::set<std::string> names = stored_names();
   EXPECT_EQ(names, (std::set<std::string>{"decode.bf16.hd64.g4.contig.nhd.sm90a",
                                           "xqa.bf16.hd64.g4.p16.nhd.sm90a", "xqa.bf16.hd64.g4.p32.nhd.sm90a"}));
+  // The text listing shows each key's prefix (one name can have several keys).
+  const CliResult ls = run("cache ls");
+  EXPECT_NE(ls.out.find("KEY"), std::string::npos) << ls.out;
+  for (const auto& e : run_json("cache ls --json")["entries"])
+    EXPECT_NE(ls.out.find(e["key"].get<std::string>().substr(0, 12)), std::string::npos) << ls.out;
 
   const std::string bundle = dir_ + "/bundle.sqlite3";
   CliResult r = run("cache export '" + bundle + "'");

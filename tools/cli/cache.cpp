@@ -44,12 +44,15 @@ int cache_ls(Context& ctx, bool json) {
   }
   size_t width = 4;
   for (const auto& e : entries) width = std::max(width, e.name.size());
-  std::cout << fmt::format("{:<{}}  {:<7}  {:>10}  {:>6}  {:>10}  {}\n", "NAME", width, "ARCH", "SIZE", "HITS",
-                           "COMPILE", "LAST USED");
+  // The key prefix tells apart entries of one name built from other inputs
+  // (tuning knobs, a template override, another NVRTC): inspect prints the whole key.
+  std::cout << fmt::format("{:<{}}  {:<12}  {:<7}  {:>10}  {:>6}  {:>10}  {}\n", "NAME", width, "KEY", "ARCH", "SIZE",
+                           "HITS", "COMPILE", "LAST USED");
   int64_t total = 0;
   for (const auto& e : entries) {
     total += e.cubin_bytes + e.ptx_bytes;
-    std::cout << fmt::format("{:<{}}  {:<7}  {:>10}  {:>6}  {:>7.0f} ms  {}\n", e.name, width, e.arch,
+    std::cout << fmt::format("{:<{}}  {:<12}  {:<7}  {:>10}  {:>6}  {:>7.0f} ms  {}\n", e.name, width,
+                             e.key.substr(0, 12), e.arch,
                              human_bytes(e.cubin_bytes + e.ptx_bytes), e.hits, e.compile_ms,
                              format_unix_time(e.last_used_unix));
   }

@@ -189,7 +189,8 @@ TEST_F(CliTest, CacheLsExportClearImportVerify) {
   // The text listing shows each key's prefix (one name can have several keys).
   const CliResult ls = run("cache ls");
   EXPECT_NE(ls.out.find("KEY"), std::string::npos) << ls.out;
-  for (const auto& e : run_json("cache ls --json")["entries"])
+  const json listed = run_json("cache ls --json");  // named: a temporary's ["entries"] would dangle in the loop
+  for (const auto& e : listed["entries"])
     EXPECT_NE(ls.out.find(e["key"].get<std::string>().substr(0, 12)), std::string::npos) << ls.out;
 
   const std::string bundle = dir_ + "/bundle.sqlite3";

@@ -36,8 +36,8 @@ spec::KeyInputs key_inputs(const spec::KernelSpec& s, const render::RenderedUnit
 // A store row is used only if its recorded inputs are this request's: the rendered
 // source, the NVRTC options and version, the entry point and the arch. The key
 // hashes all of them, so a mismatch means a row the key does not describe.
-bool built_from_same_inputs(const store::Entry& e, const Artifact& a, const spec::KernelSpec& s, std::string* why) {
-  const auto meta = nlohmann::json::parse(e.meta_json, nullptr, false);
+bool built_from_same_inputs(const store::Entry& e, const nlohmann::json& meta, const Artifact& a,
+                            const spec::KernelSpec& s, std::string* why) {
   auto text = [&](const char* field) {
     const auto it = meta.is_object() ? meta.find(field) : meta.end();
     return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string("\x01missing");
@@ -100,11 +100,11 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
     auto t0 = std::chrono::steady_clock::now();
     if (auto hit = store_->get(a.key)) {
       std::string why;
-      if (built_from_same_inputs(*hit, a, s, &why)) {
+      const auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
+      if (built_from_same_inputs(*hit, meta, a, s, &why)) {
         a.cubin = std::move(hit->cubin);
         a.ptx = std::move(hit->ptx);
         a.compile_ms = hit->compile_ms;
-        const auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
         a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
         a.log = meta.value("log", "");
         a.from_store = true;

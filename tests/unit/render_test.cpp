@@ -323,16 +323,22 @@ int run_probe(std::vector<std::string> extra_env) {
   return ran ? 0 : -2;  // -2: the child ran no probe
 }
 
-TEST(TemplateDirOverride, ReadsCuhFilesFromTheDirectory) {
+// A fresh folder holding the templates, with `extra(path)` appended to each file.
+std::string copy_templates(const std::function<std::string(const std::string&)>& extra) {
   char tmpl[] = "/tmp/attnjit-render-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  if (!mkdtemp(tmpl)) return "";
   const std::string dir = tmpl;
   for (const auto& f : template_files()) {
     fs::create_directories(fs::path(dir + "/" + f.path).parent_path());
-    std::ofstream out(dir + "/" + f.path, std::ios::binary);
-    out << f.content;
-    if (f.path == "common/dtype.cuh") out << "\n// probe marker\n";
+    std::ofstream(dir + "/" + f.path, std::ios::binary) << f.content << extra(f.path);
   }
+  return dir;
+}
+
+TEST(TemplateDirOverride, ReadsCuhFilesFromTheDirectory) {
+  const std::string dir = copy_templates(
+      [](const std::string& path) { return path == "common/dtype.cuh" ? "\n// probe marker\n" : ""; });
+  ASSERT_FALSE(dir.empty());
   std::ofstream(dir + "/common/notes.txt") << "not a template";
   const int rc = run_probe({std::string(kProbeEnv) + "=good", "ATTNJIT_TEMPLATE_DIR=" + dir,
                             "ATTNJIT_RENDER_TEST_EMBEDDED_HASH=" + template_hash()});
@@ -344,18 +350,14 @@ TEST(TemplateDirOverride, ReadsCuhFilesFromTheDirectory) {
 // unseen by the cache key (a stale cubin once a helper header changed); a changed
 // params struct would not match what the host fills in.
 TEST(TemplateDirOverride, RefusesIncludesOutsideTheSetAndAChangedParamsStruct) {
-  for (const char* mode : {"stray-include", "params-changed"}) {
-    char tmpl[] = "/tmp/attnjit-render-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    const std::string dir = tmpl;
-    for (const auto& f : template_files()) {
-      fs::create_directories(fs::path(dir + "/" + f.path).parent_path());
-      std::ofstream out(dir + "/" + f.path, std::ios::binary);
-      out << f.content;
-      if (f.path == "common/mma.cuh" && std::string(mode) == "stray-include") out << "\n#include \"common/knob.h\"\n";
-      if (f.path == "decode/decode_params.cuh" && std::string(mode) == "params-changed")
-        out << "\nnamespace attnjit { struct Extra { int x; }; }\n";
-    }
+  for (const std::string mode : {"stray-include", "params-changed"}) {
+    const std::string dir = copy_templates([&](const std::string& path) -> std::string {
+      if (path == "common/mma.cuh" && mode == "stray-include") return "\n#include \"common/knob.h\"\n";
+      if (path == "decode/decode_params.cuh" && mode == "params-changed")
+        return "\nnamespace attnjit { struct Extra { int x; }; }\n";
+      return "";
+    });
+    ASSERT_FALSE(dir.empty());
     std::ofstream(dir + "/common/knob.h") << "#define ATTNJIT_KNOB 1\n";
     const int rc = run_probe({std::string(kProbeEnv) + "=" + mode, "ATTNJIT_TEMPLATE_DIR=" + dir});
     EXPECT_EQ(rc, 0) << mode << ": child probe failed (see its output above)";

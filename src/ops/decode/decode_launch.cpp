@@ -131,16 +131,12 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
 
   void* workspace = l.workspace;
   unsigned* semaphores = l.semaphores;
-  if (splits > 1) {
-    const size_t need_ws = decode_workspace_bytes(l.shape, splits);
-    const size_t need_sem = decode_semaphore_count(l.shape);
-    if (l.use_runtime_scratch) {
-      auto scratch = registry.scratch(device, need_ws, need_sem, cs);
-      workspace = scratch.workspace;
-      semaphores = scratch.semaphores;
-    } else {
-      require_caller_scratch(l, splits);
-    }
+  if (splits > 1 && l.use_runtime_scratch) {
+    auto scratch = registry.scratch(device, decode_workspace_bytes(l.shape, splits), decode_semaphore_count(l.shape), cs);
+    workspace = scratch.workspace;
+    semaphores = scratch.semaphores;
+  } else {
+    require_caller_scratch(l, splits);  // no-op for one split
   }
   p.workspace = static_cast<float*>(workspace);
   p.semaphores = semaphores;

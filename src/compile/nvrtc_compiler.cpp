@@ -1,7 +1,6 @@
 #include "compile/nvrtc_compiler.hpp"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
 
@@ -12,6 +11,7 @@
 #include <regex>
 
 #include "attnjit/error.hpp"
+#include "compile/library_identity.hpp"
 #include "util/log.hpp"
 
 namespace attnjit::compile {
@@ -54,23 +54,23 @@ Resources Resources::from_json(const nlohmann::json& j) {
   return r;
 }
 
+std::string nvrtc_library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) return info.dli_fname;
+  return "";
+}
+
 const std::string& nvrtc_version() {
   static const std::string v = [] {
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
-    std::string lib = "unknown";
-    long long bytes = -1;
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
-      char buf[PATH_MAX];
-      lib = realpath(info.dli_fname, buf) ? buf : info.dli_fname;
-      struct stat st {};
-      if (::stat(lib.c_str(), &st) == 0) bytes = static_cast<long long>(st.st_size);
-      lib = lib.substr(lib.find_last_of('/') + 1);
-    }
-    // nvrtcVersion() has no patch level, and the file is often plain libnvrtc.so.13:
-    // its size tells patch releases apart, so a toolkit update changes every key.
-    return fmt::format("{}.{} ({}, {} bytes)", major, minor, lib, bytes);
+    // nvrtcVersion() has no patch level: the identity of the loaded library's
+    // content (its build-id) tells patch releases apart. Never its file name or
+    // path, which differ between machines with the same toolkit (libnvrtc.so.13
+    // here, libnvrtc.so.13.0.88 there) and would change every key.
+    const std::string path = nvrtc_library_path();
+    const std::string identity = path.empty() ? "" : library_identity(path);
+    return fmt::format("{}.{} ({})", major, minor, identity.empty() ? "identity unknown" : identity);
   }();
   return v;
 }

@@ -31,8 +31,11 @@ struct CompileResult {
   Resources resources;
 };
 
-// "13.0 (libnvrtc.so.13.0.88)": part of the cache key.
+// "13.0 (build-id 65be0d...)": the NVRTC version and an identity of the loaded
+// library's content; part of the cache key.
 const std::string& nvrtc_version();
+// The file this process loaded NVRTC from (for doctor and tests; never in a key).
+std::string nvrtc_library_path();
 
 // The options used for this arch (exposed so the cache key can cover them).
 std::vector<std::string> nvrtc_options(const spec::Arch& arch);

@@ -64,6 +64,9 @@ class CubinStore {
   // says why in stats().note. Throws Error(kStore) only for a folder that others
   // can write, or that belongs to another user than this one or root (a cubin
   // is code that will run). A corrupt or foreign file is quarantined, not fatal.
+  // A database file (or -wal/-shm/-journal/.lock) that is a symlink, not a regular
+  // file, owned by another user or writable by group/others is never opened, not
+  // even read-only: the store serves from memory and says why in stats().note.
   static std::unique_ptr<CubinStore> open(const StoreOptions& options);
   virtual ~CubinStore() = default;
 

@@ -17,7 +17,10 @@ namespace attnjit::store {
 namespace {
 
 // No SQLITE_OPEN_CREATE: the file is only ever created complete (temp + link).
-constexpr int kFileFlags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX;
+// NOFOLLOW: SQLite refuses a symlinked database file (a second guard behind
+// untrusted_db_files_reason, which also covers the side files).
+constexpr int kFileFlags =
+    SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_NOFOLLOW;
 constexpr int kMemoryFlags =
     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX;
 constexpr int kOpenAttempts = 4;
@@ -103,7 +106,12 @@ void SqliteStore::open_locked() {
     open_memory(dir.problem, false);
     return;
   }
-  check_file_owner(path_);
+  // Never opened, not even read-only: a file others could have written is not ours to run.
+  if (std::string why = untrusted_db_files_reason(path_); !why.empty()) {
+    open_memory("refusing the cache file: " + why + ". Remove it (attnjit recreates the store) "
+                "or fix its owner and mode (chmod 600)", false);
+    return;
+  }
   if (options_.read_only) {
     open_memory("opened read-only as asked (StoreOptions::read_only)", true);
     return;

@@ -115,14 +115,27 @@ DirState prepare_cache_dir(const std::string& dir) {
   return state;
 }
 
-void check_file_owner(const std::string& file) {
+std::string untrusted_file_reason(const std::string& file) {
   struct stat st {};
-  if (lstat(file.c_str(), &st) != 0) return;
+  if (lstat(file.c_str(), &st) != 0) return "";  // absent: SQLite creates it 0600 beside ours
+  if (S_ISLNK(st.st_mode)) return file + " is a symbolic link (store files must be regular files)";
+  if (!S_ISREG(st.st_mode)) return file + " is not a regular file";
   if (!owner_ok(st.st_uid)) {
-    throw Error(ErrorCode::kStore, "refusing cache file " + file + ": it is owned by uid " +
-                                       std::to_string(st.st_uid) + ", not by this user (uid " +
-                                       std::to_string(geteuid()) + ")");
+    return file + " is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+           std::to_string(geteuid()) + ")";
   }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return file + " has mode " + mode_text(st.st_mode) + ", writable by group or others";
+  }
+  return "";
+}
+
+std::string untrusted_db_files_reason(const std::string& db_path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) {
+    std::string why = untrusted_file_reason(db_path + suffix);
+    if (!why.empty()) return why;
+  }
+  return "";
 }
 
 void make_private(const std::string& file) {
@@ -241,7 +254,7 @@ int prune_quarantine(const std::string& db_path, int keep) {
 
 DirLock::DirLock(const std::string& db_path, bool exclusive, int timeout_ms)
     : lock_path_(db_path + ".lock") {
-  fd_ = ::open(lock_path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  fd_ = ::open(lock_path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0) return;  // best effort: without it only a narrow race remains
   fchmod(fd_, 0600);
   // Non-blocking with retries: a stopped holder must not hang every opener.

@@ -21,8 +21,15 @@ struct DirState {
 // or it belongs to another user (root excepted): a cubin is code that will run.
 DirState prepare_cache_dir(const std::string& dir);
 
-// Throws Error(kStore) when `file` exists and belongs to another user (root excepted).
-void check_file_owner(const std::string& file);
+// Why the store must not open `file` (a database file or one of its -wal/-shm/
+// -journal/.lock side files), or "" when it may (or does not exist). A store file
+// must be a regular file, not a symlink (SQLite would follow it and create its
+// side files beside the target), owned by this user (or root), and writable by no
+// one else: whoever can write it can recompute the checksums, and a cubin is code
+// that will run.
+std::string untrusted_file_reason(const std::string& file);
+// The first untrusted_file_reason() among db_path and its side files.
+std::string untrusted_db_files_reason(const std::string& db_path);
 
 // chmod 0600 on the file if it exists, is ours and is not 0600 already.
 void make_private(const std::string& file);

@@ -4,13 +4,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "compile/library_identity.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "common/temp_dir.hpp"
 #include "render/renderer.hpp"
 #include "spec/kernel_spec.hpp"
 
@@ -338,12 +342,56 @@ TEST(PtxasLog, ParsesResourceLines) {
   EXPECT_EQ(Resources::from_json(nlohmann::json::object()).registers, -1);
 }
 
-TEST(Nvrtc, VersionStringNamesTheLibrary) {
+TEST(Nvrtc, VersionIsTheContentIdentityNeverTheFileName) {
   const std::string& v = nvrtc_version();
-  EXPECT_TRUE(std::regex_match(v, std::regex(R"(\d+\.\d+ \(libnvrtc[^ ()]*\.so[^ ()]*, \d+ bytes\))"))) << v;
+  EXPECT_TRUE(std::regex_match(v, std::regex(R"(\d+\.\d+ \(build-id [0-9a-f]{16,}\))"))) << v;
   EXPECT_EQ(v.rfind("13.", 0), 0u) << "built against CUDA 13: " << v;
-  EXPECT_NE(v.find("libnvrtc.so.13"), std::string::npos) << v;
+  EXPECT_EQ(v.find("libnvrtc"), std::string::npos) << "a file name in the key: " << v;
+  EXPECT_EQ(v.find('/'), std::string::npos) << "a path in the key: " << v;
   EXPECT_EQ(&nvrtc_version(), &v);
+}
+
+TEST(Nvrtc, IdentityIsTheSameForEveryOnDiskLayoutOfOneLibrary) {
+  // Distributions lay NVRTC out differently (libnvrtc.so.13 here, a link chain to
+  // libnvrtc.so.13.0.88 there, another prefix): one library, one key.
+  const std::string lib = nvrtc_library_path();
+  ASSERT_FALSE(lib.empty());
+  const std::string id = library_identity(lib);
+  ASSERT_EQ(id.rfind("build-id ", 0), 0u) << id;
+  EXPECT_NE(nvrtc_version().find(id), std::string::npos) << nvrtc_version();
+
+  ::attnjit::testing::TempDir tmp("nvrtc-layout");
+  namespace fs = std::filesystem;
+  const std::string real = fs::canonical(lib).string();
+  fs::create_directory(tmp.sub("a"));
+  fs::create_directory(tmp.sub("b"));
+  // A symlink chain, as libnvrtc.so -> libnvrtc.so.13 -> libnvrtc.so.13.0.88.
+  fs::create_symlink(real, tmp.sub("a/libnvrtc.so.13.0.88"));
+  fs::create_symlink("libnvrtc.so.13.0.88", tmp.sub("a/libnvrtc.so.13"));
+  fs::create_symlink("libnvrtc.so.13", tmp.sub("a/libnvrtc.so"));
+  // A plain copy under another name in another folder.
+  fs::copy_file(real, tmp.sub("b/libnvrtc-copy.so"));
+  for (const char* p : {"a/libnvrtc.so", "a/libnvrtc.so.13", "a/libnvrtc.so.13.0.88", "b/libnvrtc-copy.so"}) {
+    EXPECT_EQ(library_identity(tmp.sub(p)), id) << p;
+  }
+  // So the cache key is the same too.
+  spec::KeyInputs in{"v", "t", "src", "13.0 (" + library_identity(tmp.sub("a/libnvrtc.so")) + ")", "opts"};
+  spec::KeyInputs copy = in;
+  copy.nvrtc_version = "13.0 (" + library_identity(tmp.sub("b/libnvrtc-copy.so")) + ")";
+  EXPECT_EQ(spec::cache_key(spec::KernelSpec{}, in), spec::cache_key(spec::KernelSpec{}, copy));
+}
+
+TEST(Nvrtc, IdentityFallsBackToAContentHashWithoutABuildId) {
+  ::attnjit::testing::TempDir tmp("nvrtc-id");
+  const std::string a = tmp.sub("a.so"), b = tmp.sub("b.so"), c = tmp.sub("c.so");
+  { std::ofstream(a) << "not an ELF file"; }
+  { std::ofstream(b) << "not an ELF file"; }
+  { std::ofstream(c) << "another file"; }
+  EXPECT_EQ(elf_build_id(a), "");
+  EXPECT_EQ(library_identity(a).rfind("xxh128 ", 0), 0u);
+  EXPECT_EQ(library_identity(a), library_identity(b));
+  EXPECT_NE(library_identity(a), library_identity(c));
+  EXPECT_EQ(library_identity(tmp.sub("missing.so")), "");
 }
 
 TEST(Nvrtc, OptionsNameTheExactArch) {

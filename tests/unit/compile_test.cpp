@@ -25,7 +25,7 @@ KernelSpec proof_spec(Arch arch) {
   KernelSpec s;
   s.family = spec::OpFamily::kDecode;
   s.q_dtype = s.kv_dtype = s.out_dtype = DType::kBFloat16;
-  s.head_dim = 128;
+  s.set_head_dim(128);
   s.group_size = 4;
   s.page_size = 0;
   s.arch = arch;
@@ -175,7 +175,7 @@ TEST(VariantMatrix, XqaVariantsCompileForEveryArch) {
     for (const auto& v : xqa_variants()) {
       KernelSpec s;
       s.family = spec::OpFamily::kXqa;
-      s.head_dim = v.head_dim;
+      s.set_head_dim(v.head_dim);
       s.group_size = v.group;
       s.page_size = v.page;
       s.layout = v.layout;
@@ -200,7 +200,7 @@ TEST(VariantMatrix, DecodeVariantsCompile) {
     s.family = spec::OpFamily::kDecode;
     s.q_dtype = s.out_dtype = q;
     s.kv_dtype = kv;
-    s.head_dim = hd;
+    s.set_head_dim(hd);
     s.group_size = g;
     s.layout = l;
     s.pos_encoding = pos;
@@ -234,7 +234,7 @@ TEST(VariantMatrix, Fp8KvHeadDimNotMultipleOf32IsRejectedBeforeNvrtc) {
     s.family = spec::OpFamily::kXqa;
     s.q_dtype = s.out_dtype = DType::kBFloat16;
     s.kv_dtype = DType::kFloat8E4M3;
-    s.head_dim = hd;
+    s.set_head_dim(hd);
     s.group_size = 8;
     s.page_size = 32;
     s.arch = Arch{90, true};

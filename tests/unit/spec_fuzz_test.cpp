@@ -35,7 +35,7 @@ KernelSpec random_spec(std::mt19937_64& rng) {
   s.q_dtype = static_cast<DType>(rng() % 12);
   s.kv_dtype = rng() % 2 ? s.q_dtype : static_cast<DType>(rng() % 12);
   s.out_dtype = rng() % 2 ? s.q_dtype : static_cast<DType>(rng() % 12);
-  s.head_dim = pick(rng, kHeadDims);
+  s.set_head_dim(pick(rng, kHeadDims));
   s.group_size = pick(rng, kGroups);
   s.page_size = pick(rng, kPages);
   s.layout = static_cast<spec::KvLayout>(rng() % 3);

@@ -28,7 +28,7 @@ KernelSpec xqa_spec() {
   s.q_dtype = DType::kBFloat16;
   s.kv_dtype = DType::kFloat8E4M3;
   s.out_dtype = DType::kBFloat16;
-  s.head_dim = 128;
+  s.set_head_dim(128);
   s.group_size = 8;
   s.page_size = 32;
   s.layout = KvLayout::kNHD;
@@ -49,7 +49,7 @@ std::vector<KernelSpec> many_specs() {
     s = base; s.kv_dtype = d; out.push_back(s);
     s = base; s.out_dtype = d; out.push_back(s);
   }
-  for (int hd : {16, 64, 128, 256}) { auto s = base; s.head_dim = hd; out.push_back(s); }
+  for (int hd : {16, 64, 128, 256}) { auto s = base; s.set_head_dim(hd); out.push_back(s); }
   for (int g : {1, 2, 5, 64}) { auto s = base; s.group_size = g; out.push_back(s); }
   for (int p : {0, 16, 64, 128}) { auto s = base; s.page_size = p; out.push_back(s); }
   for (KvLayout l : {KvLayout::kNHD, KvLayout::kHND}) { auto s = base; s.layout = l; out.push_back(s); }
@@ -144,7 +144,7 @@ TEST(SpecJson, FromJsonRejectsIntegersOutsideIntRange) {
   }
   auto j = good;
   j["head_dim"] = int64_t{2147483647};  // the edge still parses (validation happens elsewhere)
-  EXPECT_EQ(KernelSpec::from_json(j).head_dim, 2147483647);
+  EXPECT_EQ(KernelSpec::from_json(j).head_dim_qk, 2147483647);
 }
 
 TEST(SpecJson, ParseDtypeAcceptsAliases) {
@@ -172,7 +172,7 @@ TEST(SpecName, ReadableExamples) {
   x.q_dtype = DType::kFloat16;
   x.kv_dtype = DType::kFloat8E4M3;
   x.out_dtype = DType::kFloat8E4M3;
-  x.head_dim = 64;
+  x.set_head_dim(64);
   x.group_size = 16;
   x.page_size = 128;
   x.layout = KvLayout::kHND;
@@ -294,7 +294,7 @@ TEST(CacheKey, ChangesWithEachSpecField) {
       {"q_dtype", [](KernelSpec& k) { k.q_dtype = DType::kFloat16; }},
       {"kv_dtype", [](KernelSpec& k) { k.kv_dtype = DType::kFloat8E5M2; }},
       {"out_dtype", [](KernelSpec& k) { k.out_dtype = DType::kFloat8E4M3; }},
-      {"head_dim", [](KernelSpec& k) { k.head_dim = 64; }},
+      {"head_dim", [](KernelSpec& k) { k.set_head_dim(64); }},
       {"group_size", [](KernelSpec& k) { k.group_size = 4; }},
       {"page_size", [](KernelSpec& k) { k.page_size = 64; }},
       {"layout", [](KernelSpec& k) { k.layout = KvLayout::kHND; }},

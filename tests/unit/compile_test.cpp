@@ -187,13 +187,14 @@ TEST(VariantMatrix, XqaVariantsCompileForEveryArch) {
       s.arch = Arch::parse(a);
       specs.push_back(s);
     }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   const auto t0 = std::chrono::steady_clock::now();
   check_and_print(compile_all(specs), "xqa variant matrix:");
   std::printf("  %zu compiles in %.1f s\n", specs.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
-TEST(VariantMatrix, DecodeVariantsCompile) {
+TEST(VariantMatrix, DecodeVariantsCompileForEveryArch) {
   std::vector<KernelSpec> base;
   auto add = [&](DType q, DType kv, int hd, int g, spec::KvLayout l, spec::PosEncoding pos, uint32_t f) {
     KernelSpec s;
@@ -218,11 +219,12 @@ TEST(VariantMatrix, DecodeVariantsCompile) {
   add(DType::kBFloat16, DType::kFloat8E4M3, 128, 8, L::kHND, P::kRopeLlama,
       feature::kSoftCap | feature::kSlidingWindow | feature::kReturnLse);
   std::vector<KernelSpec> specs;
-  for (const char* a : {"sm_80", "sm_90a"})
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
     for (KernelSpec s : base) {
       s.arch = Arch::parse(a);
       specs.push_back(s);
     }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   check_and_print(compile_all(specs), "decode variants:");
 }
 

@@ -13,6 +13,7 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "render/renderer.hpp"
+#include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
 
 namespace attnjit::cli {
@@ -120,12 +121,28 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
       }
       runtime::Origin origin = runtime::Origin::kMemory;
       const runtime::Artifact& a = ctx.runtime().registry().artifact(s, &origin);
+      // What `auto` would pick for this spec on its arch, and why (the family's table).
+      runtime::BackendDecision auto_pick;
+      try {
+        auto_pick = runtime::decide_backend(*render::find_family(s.family), runtime::BackendChoice::kAuto, s);
+      } catch (const Error& e) {
+        auto_pick.why = e.what();
+      }
+      const std::string auto_text =
+          fmt::format("auto picks {}: {}", spec::to_string(auto_pick.backend), auto_pick.why);
 
       if (o->json) {
         nlohmann::json j = {{"name", a.name},
                             {"key", a.key},
                             {"arch", s.arch.str()},
                             {"backend", spec::to_string(s.backend)},
+                            {"backend_auto", {{"backend", spec::to_string(auto_pick.backend)}, {"why", auto_pick.why}}},
+                            {"launch", {{"threads", a.unit.launch.threads},
+                                        {"smem_bytes", a.unit.launch.smem_bytes},
+                                        {"cluster", {a.unit.launch.cluster[0], a.unit.launch.cluster[1],
+                                                     a.unit.launch.cluster[2]}},
+                                        {"min_blocks_per_sm", a.unit.launch.min_blocks_per_sm},
+                                        {"split_granule", a.unit.launch.split_granule}}},
                             {"origin", origin_name(origin)},
                             {"compile_ms", a.compile_ms},
                             {"resources", a.resources.to_json()},
@@ -147,7 +164,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
         std::cout << fmt::format("name:       {}\n", a.name)
                   << fmt::format("key:        {}\n", a.key)
                   << fmt::format("arch:       {}\n", s.arch.str())
-                  << fmt::format("backend:    {}\n", spec::to_string(s.backend))
+                  << fmt::format("backend:    {} ({})\n", spec::to_string(s.backend), auto_text)
                   << fmt::format("origin:     {}\n", origin_name(origin))
                   << fmt::format("compile:    {:.1f} ms{}\n", a.compile_ms,
                                  origin == runtime::Origin::kCompiled ? "" : " (when it was compiled)")

@@ -28,14 +28,12 @@ const char* device_type(DType d) {
   }
 }
 
-
 // Tuning knobs for experiments (defaults are the measured configuration): each
 // one lands in the rendered source, so the cache key follows it.
 int env_int_knob(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
 }
-
 
 DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   DecodeTiling t;
@@ -73,7 +71,6 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   return t;
 }
 
-
 }  // namespace
 
 DecodeTiling decode_tiling(const spec::KernelSpec& s) {
@@ -92,8 +89,6 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   }
   return tiling_for(s, 16, lazy);
 }
-
-
 
 bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why) {
   // The reason is formatted only when asked for and only on failure: backend

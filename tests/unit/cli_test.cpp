@@ -196,6 +196,11 @@ TEST_F(CliTest, InspectTakesASpecJson) {
   EXPECT_EQ(j["name"], "xqa.bf16.hd64.g4.p16.nhd.sm80");
   EXPECT_EQ(j["origin"], "compiled");
   EXPECT_LE(j["tiling"]["smem_bytes"].get<int>(), 163 * 1024) << "sm_80 allows 163 KB per block";
+  // Head dims given apart (MLA's 576/512): parsed, then refused by the family's can_implement.
+  CliResult r = run(R"(inspect '{"family": "xqa", "head_dim_qk": 576, "head_dim_vo": 512, "page_size": 32}' --arch sm_90a)");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("xqa.bf16.hd576x512.g1.p32.nhd.sm90a"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("head_dim_qk == head_dim_vo"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, InspectOfAnUnknownNameFailsClearly) {

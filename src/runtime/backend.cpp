@@ -80,16 +80,18 @@ BackendDecision decide_backend(const render::Family& f, BackendChoice choice, co
   const char* measured_why = nullptr;
   const spec::Backend prefer =
       row.by_measurement && f.backends->measured_faster ? f.backends->measured_faster(s, &measured_why) : row.prefer;
+  const std::string table = fmt::format("the table prefers {} on {} ({}{}{})", spec::to_string(prefer), s.arch.str(),
+                                        row.source, measured_why ? ": " : "", measured_why ? measured_why : "");
   if (supports(f, prefer, s, &why)) {
     d.backend = prefer;
-    d.why = measured_why ? fmt::format("{} ({})", row.source, measured_why) : std::string(row.source);
+    d.why = table;
     return d;
   }
   // The table's choice cannot serve: xqa, the portable backend, if it can.
   std::string xqa_why;
   if (prefer != spec::Backend::kXqa && supports(f, spec::Backend::kXqa, s, &xqa_why)) {
     d.backend = spec::Backend::kXqa;
-    d.why = fmt::format("{} prefers {}, but {}; using xqa", row.source, spec::to_string(prefer), why);
+    d.why = fmt::format("{}, but {}; using xqa", table, why);
     return d;
   }
   throw Error(ErrorCode::kUnsupported, fmt::format("backend auto: no backend serves {}: {}", s.name(),

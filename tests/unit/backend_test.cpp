@@ -77,13 +77,14 @@ TEST(DecideBackend, AutoExplainsTheTableAndTheFallback) {
     const KernelSpec s = spec_for(a);
     const BackendDecision d = decide_backend(*render::find_family(s.family), BackendChoice::kAuto, s);
     EXPECT_EQ(d.backend, spec::Backend::kXqa);
-    for (const char* needle : {"MLA seed", "prefers trtllm-gen", "has run correctly on a GPU", "using xqa"})
+    for (const std::string& needle : {std::string("MLA seed"), "prefers trtllm-gen on " + a.str(),
+                                      std::string("has run correctly on a GPU"), std::string("using xqa")})
       EXPECT_NE(d.why.find(needle), std::string::npos) << a.str() << ": " << d.why;
   }
   const KernelSpec s120 = spec_for(Arch{120, false});
   const BackendDecision d120 = decide_backend(*render::find_family(s120.family), BackendChoice::kAuto, s120);
   EXPECT_EQ(d120.backend, spec::Backend::kXqa);
-  EXPECT_NE(d120.why.find("xqa on sm_120"), std::string::npos) << d120.why;
+  EXPECT_NE(d120.why.find("prefers xqa on sm_120 (the MLA seed)"), std::string::npos) << d120.why;
   const KernelSpec s90 = spec_for(Arch{90, true});
   const BackendDecision d90 = decide_backend(*render::find_family(s90.family), BackendChoice::kAuto, s90);
   EXPECT_EQ(d90.backend, spec::Backend::kXqa);

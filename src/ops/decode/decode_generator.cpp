@@ -176,11 +176,11 @@ namespace {
 // Backend resolution for decode kernels, following the MLA seed (trtllm-gen on
 // sm_100/sm_103, xqa on sm_120); on sm_90a the faster backend per spec.
 constexpr render::BackendRow kRows[] = {
-    {90, spec::Backend::kXqa, true, "sm_90a: the backend measured faster for the spec"},
-    {100, spec::Backend::kTrtllmGen, false, "the MLA seed: trtllm-gen on sm_100"},
-    {103, spec::Backend::kTrtllmGen, false, "the MLA seed: trtllm-gen on sm_103"},
-    {120, spec::Backend::kXqa, false, "the MLA seed: xqa on sm_120"},
-    {0, spec::Backend::kXqa, false, "xqa: the portable mma.sync kernels"},
+    {90, spec::Backend::kXqa, true, "the backend measured faster for the spec"},
+    {100, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {103, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {120, spec::Backend::kXqa, false, "the MLA seed"},
+    {0, spec::Backend::kXqa, false, "the portable mma.sync kernels"},
 };
 // Kernels that exist and have run correctly on a GPU. xqa's decode kernel is
 // portable (mma.sync, sm_80+; run on the H200). No trtllm-gen decode kernel exists

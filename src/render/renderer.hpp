@@ -1,11 +1,12 @@
-// Spec -> a tiny translation unit (aliases, constexprs, one extern "C" entry)
-// that includes the kernel templates, plus the template sources NVRTC needs.
+// Spec -> a tiny translation unit (through the spec's registered family), plus
+// the template sources NVRTC needs and their hash.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "render/family.hpp"
 #include "spec/kernel_spec.hpp"
 
 namespace attnjit::render {
@@ -20,27 +21,11 @@ const std::vector<TemplateFile>& template_files();
 // XXH3-128 over every template path and content: part of every cache key.
 const std::string& template_hash();
 
-struct RenderedUnit {
-  std::string source;
-  std::string entry;        // the extern "C" kernel symbol
-  std::string smem_symbol;  // __constant__ int holding the dynamic smem bytes
-  int expected_smem_bytes = 0;  // the host's figure; checked against smem_symbol at load
-  int tile_tokens = 16;         // KV tokens per warp tile: split boundaries align to it
-};
-
-// Throws Error(kUnsupported) when the spec names a variant the templates lack.
+// Spec -> its family's translation unit, after the family's can_implement (the
+// one place that decides "can serve"). Throws Error(kUnsupported) with its reason.
 RenderedUnit render(const spec::KernelSpec& spec);
 
-// Tuning derived from the spec (also used by the host to size launches).
-struct DecodeTiling {
-  int warps = 4;
-  int stages = 3;
-  int smem_bytes = 0;  // dynamic shared memory per CTA (mirrors DecodeTraits::kSmemBytes)
-  int smem_limit = 0;  // the arch's opt-in maximum per block
-  int tile = 16;       // tokens per warp tile
-  bool lazy_rescale = false;
-};
+// The arch's opt-in maximum of dynamic shared memory per block.
 int max_smem_per_block(const spec::Arch& arch);
-DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 
 }  // namespace attnjit::render

@@ -6,6 +6,45 @@
 
 namespace attnjit::runtime {
 
+namespace {
+
+const render::Family& family_of(const spec::KernelSpec& s) {
+  const render::Family* f = render::find_family(s.family);
+  if (!f) throw Error(ErrorCode::kUnsupported, fmt::format("{}: no family registered for it", s.name()));
+  return *f;
+}
+
+const render::BackendRow& row_for(const render::BackendTable& t, const spec::Arch& arch) {
+  const render::BackendRow* fallback = nullptr;
+  for (size_t i = 0; i < t.num_rows; ++i) {
+    if (t.rows[i].sm == arch.sm) return t.rows[i];
+    if (t.rows[i].sm == 0) fallback = &t.rows[i];
+  }
+  if (!fallback) throw Error(ErrorCode::kInternal, fmt::format("backend table has no row for {}", arch.str()));
+  return *fallback;
+}
+
+bool verified(const render::BackendTable& t, spec::Backend b, const spec::Arch& arch) {
+  for (size_t i = 0; i < t.num_verified; ++i)
+    if (t.verified[i].backend == b && (t.verified[i].sm == 0 || t.verified[i].sm == arch.sm)) return true;
+  return false;
+}
+
+// The reason is formatted only when asked for: auto selection runs on every launch.
+bool supports(const render::Family& f, spec::Backend b, const spec::KernelSpec& s, std::string* why) {
+  if (!verified(*f.backends, b, s.arch)) {
+    if (why)
+      *why = fmt::format("no {} {} kernel for {} has run correctly on a GPU yet", spec::to_string(b),
+                         spec::to_string(s.family), s.arch.str());
+    return false;
+  }
+  spec::KernelSpec with = s;
+  with.backend = b;
+  return f.can_implement(with, s.arch, why);
+}
+
+}  // namespace
+
 BackendChoice parse_backend_choice(const std::string& text) {
   if (text == "auto") return BackendChoice::kAuto;
   if (text == "xqa") return BackendChoice::kXqa;
@@ -24,44 +63,64 @@ const char* to_string(BackendChoice c) {
 }
 
 bool backend_supports(spec::Backend backend, const spec::KernelSpec& s, std::string* why) {
-  // The reason is formatted only when asked for: auto selection runs on every launch.
-  auto fail = [&](auto&& reason) {
-    if (why) *why = reason();
-    return false;
-  };
-  switch (backend) {
-    case spec::Backend::kXqa:
-      if (s.arch.sm < 80) return fail([] { return std::string("the xqa backend needs sm_80 or newer (mma.sync bf16, cp.async)"); });
-      return true;
-    case spec::Backend::kTrtllmGen:
-      if (!(s.arch.sm == 90 && s.arch.arch_specific))
-        return fail([&] {
-          return fmt::format("the trtllm-gen backend needs sm_90a (TMA + wgmma); the target is {}", s.arch.str());
-        });
-      return fail([&] { return fmt::format("the trtllm-gen backend has no {} kernels yet", spec::to_string(s.family)); });
+  return supports(family_of(s), backend, s, why);
+}
+
+BackendDecision decide_backend(const render::Family& f, BackendChoice choice, const spec::KernelSpec& s) {
+  BackendDecision d;
+  std::string why;
+  if (choice != BackendChoice::kAuto) {
+    d.backend = choice == BackendChoice::kXqa ? spec::Backend::kXqa : spec::Backend::kTrtllmGen;
+    if (!supports(f, d.backend, s, &why))
+      throw Error(ErrorCode::kUnsupported, fmt::format("backend {}: cannot serve {}: {}", to_string(choice), s.name(), why));
+    d.why = fmt::format("{} was asked for", to_string(choice));
+    return d;
   }
-  return fail([] { return std::string("unknown backend"); });
+  const render::BackendRow& row = row_for(*f.backends, s.arch);
+  const char* measured_why = nullptr;
+  const spec::Backend prefer =
+      row.by_measurement && f.backends->measured_faster ? f.backends->measured_faster(s, &measured_why) : row.prefer;
+  const std::string table = fmt::format("the table prefers {} on {} ({}{}{})", spec::to_string(prefer), s.arch.str(),
+                                        row.source, measured_why ? ": " : "", measured_why ? measured_why : "");
+  if (supports(f, prefer, s, &why)) {
+    d.backend = prefer;
+    d.why = table;
+    return d;
+  }
+  // The table's choice cannot serve: xqa, the portable backend, if it can.
+  std::string xqa_why;
+  if (prefer != spec::Backend::kXqa && supports(f, spec::Backend::kXqa, s, &xqa_why)) {
+    d.backend = spec::Backend::kXqa;
+    d.why = fmt::format("{}, but {}; using xqa", table, why);
+    return d;
+  }
+  throw Error(ErrorCode::kUnsupported, fmt::format("backend auto: no backend serves {}: {}", s.name(),
+                                                   xqa_why.empty() ? why : xqa_why));
 }
 
 void select_backend(BackendChoice choice, spec::KernelSpec& s) {
-  std::string why;
+  const render::Family& f = family_of(s);
+  // The launch path: resolve without formatting a reason unless something fails.
   if (choice == BackendChoice::kAuto) {
-    // Prefer the arch-specialized backend where it serves the spec.
-    if (backend_supports(spec::Backend::kTrtllmGen, s, nullptr)) {
-      s.backend = spec::Backend::kTrtllmGen;
+    const render::BackendRow& row = row_for(*f.backends, s.arch);
+    const spec::Backend prefer =
+        row.by_measurement && f.backends->measured_faster ? f.backends->measured_faster(s, nullptr) : row.prefer;
+    if (supports(f, prefer, s, nullptr)) {
+      s.backend = prefer;
       return;
     }
-    if (backend_supports(spec::Backend::kXqa, s, &why)) {
+    if (prefer != spec::Backend::kXqa && supports(f, spec::Backend::kXqa, s, nullptr)) {
       s.backend = spec::Backend::kXqa;
       return;
     }
-    throw Error(ErrorCode::kUnsupported, fmt::format("backend auto: no backend serves {}: {}", s.name(), why));
+  } else {
+    const spec::Backend b = choice == BackendChoice::kXqa ? spec::Backend::kXqa : spec::Backend::kTrtllmGen;
+    if (supports(f, b, s, nullptr)) {
+      s.backend = b;
+      return;
+    }
   }
-  spec::Backend b = choice == BackendChoice::kXqa ? spec::Backend::kXqa : spec::Backend::kTrtllmGen;
-  if (!backend_supports(b, s, &why))
-    throw Error(ErrorCode::kUnsupported, fmt::format("backend {}: cannot serve {}: {}", to_string(choice),
-                                                     s.name(), why));
-  s.backend = b;
+  s.backend = decide_backend(f, choice, s).backend;  // throws, with the reason
 }
 
 }  // namespace attnjit::runtime

@@ -173,16 +173,22 @@ const LoadedKernel& KernelRegistry::load(Slot& slot, int device) {
   driver::Module module(device, a.cubin.data());
   LoadedKernel k;
   k.function = module.function(a.unit.entry.c_str());
-  // The rendered TU static_asserts its shared memory against the renderer's figure,
-  // so that figure is the kernel's; reading the symbol back would be a blocking copy
-  // on the legacy stream (which a global-mode capture elsewhere forbids).
-  k.smem_bytes = a.unit.expected_smem_bytes ? a.unit.expected_smem_bytes
-                                            : module.global_int(a.unit.smem_symbol.c_str());
-  driver::set_max_dynamic_smem(k.function, k.smem_bytes);
-  k.threads = driver::func_attributes(k.function).max_threads;
+  // The rendered TU static_asserts its shared memory, threads and min blocks against
+  // the generator's figures, so those are the kernel's; reading the smem symbol back
+  // would be a blocking copy on the legacy stream (which a global-mode capture
+  // elsewhere forbids), so it is read only for a unit that declares no figure.
+  k.launch = a.unit.launch;
+  if (!k.launch.smem_bytes) k.launch.smem_bytes = module.global_int(a.unit.smem_symbol.c_str());
+  driver::set_max_dynamic_smem(k.function, k.launch.smem_bytes);
+  const int max_threads = driver::func_attributes(k.function).max_threads;
+  if (k.launch.threads <= 0) k.launch.threads = max_threads;
+  if (k.launch.threads > max_threads)
+    throw Error(ErrorCode::kInternal, fmt::format("{}: the generator launches {} threads, the kernel allows {}",
+                                                  a.name, k.launch.threads, max_threads));
+  const render::Family* family = render::find_family(slot.spec.family);
+  k.params_bytes = family ? family->params_bytes : 0;
   k.num_sms = driver::device_caps(device).sm_count;
-  k.tile_tokens = a.unit.tile_tokens;
-  k.blocks_per_sm = driver::max_active_blocks(k.function, k.threads, k.smem_bytes);
+  k.blocks_per_sm = driver::max_active_blocks(k.function, k.launch.threads, k.launch.smem_bytes);
   slot.modules[device] = std::move(module);
   slot.kernels[device] = k;
   module_loads_ += 1;

@@ -12,6 +12,7 @@
 
 #include "attnjit/runtime.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "render/family.hpp"
 #include "driver/cuda_driver.hpp"
 #include "spec/kernel_spec.hpp"
 #include "store/cubin_store.hpp"
@@ -36,11 +37,10 @@ struct Artifact {
 
 struct LoadedKernel {
   CUfunction function = nullptr;
-  int smem_bytes = 0;   // dynamic shared memory the kernel declares
-  int threads = 0;
-  int blocks_per_sm = 0;
+  render::LaunchMetadata launch;  // the generator's, as rendered: threads, smem, cluster, ...
+  size_t params_bytes = 0;        // the family's Params size (launch_kernel<Params> checks it)
+  int blocks_per_sm = 0;          // the occupancy the driver reports for launch.threads/smem
   int num_sms = 0;
-  int tile_tokens = 16;  // decode family: split boundaries must align to it
 };
 
 enum class Origin { kMemory, kStore, kCompiled };

@@ -6,12 +6,17 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attnjit/tensor.hpp"
 
 namespace attnjit::spec {
 
-enum class OpFamily : uint8_t { kDecode, kXqa };
+enum class OpFamily : uint8_t {
+#define ATTNJIT_FAMILY(id, token, ns) id,
+#include "spec/families.def"
+#undef ATTNJIT_FAMILY
+};
 enum class Backend : uint8_t { kXqa, kTrtllmGen };
 enum class KvLayout : uint8_t { kNHD, kHND };
 enum class MaskMode : uint8_t { kNone, kCausal, kCustom };
@@ -56,7 +61,8 @@ struct KernelSpec {
   DType q_dtype = DType::kBFloat16;
   DType kv_dtype = DType::kBFloat16;
   DType out_dtype = DType::kBFloat16;
-  int head_dim = 128;
+  int head_dim_qk = 128;  // Q and K head dim (MLA: 576 = 512 latent + 64 rope)
+  int head_dim_vo = 128;  // V and output head dim (MLA: 512; FIA TND: 128 with qk 192)
   int group_size = 1;     // query heads per KV head
   int page_size = 0;      // 0: contiguous KV
   KvLayout layout = KvLayout::kNHD;
@@ -66,13 +72,25 @@ struct KernelSpec {
   Arch arch;
 
   bool has(uint32_t f) const { return (features & f) != 0; }
+  void set_head_dim(int hd) { head_dim_qk = head_dim_vo = hd; }
   bool operator==(const KernelSpec& o) const;
   bool operator!=(const KernelSpec& o) const { return !(*this == o); }
 
+  // All of these follow one field table (spec_fields.cpp): adding a field there
+  // adds it to equality, the hash, the key, JSON, the name and the name parser.
   nlohmann::json to_json() const;                 // canonical: sorted keys, every field
   static KernelSpec from_json(const nlohmann::json& j);  // throws Error(kInvalidArgument)
-  std::string name() const;                        // "xqa.bf16.kvfp8.hd128.g8.p32.nhd.sm90a"
+  // "xqa.bf16.kve4m3.hd128.g8.p32.nhd.sm90a"; unequal head dims read "hd576x512".
+  std::string name() const;
+  // The inverse of name(): tokens in name()'s order, the arch suffix optional
+  // (`*had_arch` says whether it was there). Throws Error(kInvalidArgument) naming
+  // the token it could not read, or the canonical spelling of a name out of order.
+  static KernelSpec from_name(const std::string& name, bool* had_arch = nullptr);
 };
+
+// The JSON keys a spec may have (to_json writes "head_dim" when the two head dims
+// are equal, else "head_dim_qk" and "head_dim_vo").
+const std::vector<std::string>& json_keys();
 
 struct KernelSpecHash {
   size_t operator()(const KernelSpec& s) const noexcept;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/parallel_for.hpp"
@@ -149,6 +150,32 @@ inline double rel_l2(const std::vector<double>& got, const std::vector<double>& 
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Each element within abs_bound + rel_bound * |ref|: the relative L2 alone lets a
+// wrong row or head hide in a large output. Reports the first few outside (as
+// "<what>: element i: got g, expected r, bound b") into *report; returns how many.
+inline size_t count_outside_bound(const std::vector<double>& got, const std::vector<double>& ref, double abs_bound,
+                                  double rel_bound, std::string* report) {
+  size_t bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double bound = abs_bound + rel_bound * std::fabs(ref[i]);
+    if (!(std::fabs(got[i] - ref[i]) <= bound)) {  // NaN counts as outside
+      if (++bad <= 5 && report)
+        *report += "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", expected " +
+                   std::to_string(ref[i]) + ", bound " + std::to_string(bound) + "\n";
+    }
+  }
+  return bad;
+}
+
+// The element bound the GPU tests use beside a relative-L2 tolerance `tol`:
+// five times the L2 budget, in units of the output's RMS, plus `rel` of each
+// element's own size (an fp8 output rounds each element by up to 1/16).
+inline double rms(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return v.empty() ? 0.0 : std::sqrt(s / double(v.size()));
 }
 
 }  // namespace attnjit::testing

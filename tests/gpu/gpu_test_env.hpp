@@ -9,17 +9,37 @@
 #include "common/device_tensor.hpp"
 #include "driver/cuda_driver.hpp"
 
-// Like ATTNJIT_REQUIRE_GPU, but in prewarm mode (ATTNJIT_GPU_TEST_PREWARM=<arch>, no
-// GPU) the test goes on and only compiles its kernels into the store, so that a
-// GPU machine can start from a store built elsewhere.
-#define ATTNJIT_REQUIRE_GPU_OR_PREWARM()                                   \
-  do {                                                                     \
-    if (const char* arch_ = attnjit::testing::gpu_test_prewarm_arch()) {   \
-      std::printf("[prewarm mode, %s: compiling only, nothing is checked]\n", arch_); \
-      break;                                                               \
-    }                                                                      \
-    ATTNJIT_REQUIRE_GPU();                                                 \
-  } while (0)
+namespace attnjit::testing {
+
+// In prewarm mode (ATTNJIT_GPU_TEST_PREWARM=<arch>, no GPU) a test only compiles
+// its kernels into the store, so that a GPU machine can start from a store built
+// elsewhere. It checked nothing, so however its body ends it reports itself
+// skipped, never passed; a failure while prewarming still fails it.
+class PrewarmModeSkip {
+ public:
+  PrewarmModeSkip() : arch_(gpu_test_prewarm_arch()) {
+    if (arch_) std::printf("[prewarm mode, %s: compiling only, nothing is checked]\n", arch_);
+  }
+  ~PrewarmModeSkip() {
+    if (arch_ && !::testing::Test::HasFailure())
+      GTEST_MESSAGE_AT_(__FILE__, __LINE__, "prewarm mode: kernels compiled into the store, nothing checked",
+                        ::testing::TestPartResult::kSkip);
+  }
+  PrewarmModeSkip(const PrewarmModeSkip&) = delete;
+  PrewarmModeSkip& operator=(const PrewarmModeSkip&) = delete;
+  bool active() const { return arch_ != nullptr; }
+
+ private:
+  const char* arch_;
+};
+
+}  // namespace attnjit::testing
+
+// Like ATTNJIT_REQUIRE_GPU, but in prewarm mode the test goes on (compiling only)
+// and is reported skipped at its end. A statement at the top of a test body.
+#define ATTNJIT_REQUIRE_GPU_OR_PREWARM()                                  \
+  const ::attnjit::testing::PrewarmModeSkip attnjit_prewarm_mode_;        \
+  if (!attnjit_prewarm_mode_.active()) ATTNJIT_REQUIRE_GPU()
 
 #define ATTNJIT_REQUIRE_GPU()                                              \
   do {                                                                     \

@@ -93,7 +93,7 @@ spec::KernelSpec probe_spec() {
   const auto& caps = driver::device_caps(driver::current_device());
   spec::KernelSpec s;
   s.family = spec::OpFamily::kDecode;
-  s.head_dim = 80;
+  s.set_head_dim(80);
   s.group_size = 2;
   s.arch = spec::arch_for_device(caps.sm_major, caps.sm_minor);
   return s;

@@ -39,6 +39,8 @@ std::string describe(const SingleCase& c) {
 }
 
 // Returns the relative L2 error of out (and checks lse and NaN-free output).
+double tolerance(const SingleCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
+
 double run_single(const SingleCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
   const int H = c.num_kv_heads * c.group, D = c.head_dim, L = c.kv_len, KH = c.num_kv_heads;
@@ -107,10 +109,14 @@ double run_single(const SingleCase& c, uint32_t seed) {
     for (int h = 0; h < H; ++h)
       EXPECT_NEAR(l[h], ref.lse[h], 2e-2 * std::max(1.0, std::fabs(ref.lse[h]))) << describe(c) << " lse head " << h;
   }
+  // Each element too, not only the L2 of the whole output.
+  const double tol = tolerance(c);
+  std::string report;
+  const size_t outside = testing::count_outside_bound(gotd, ref.out, 5 * tol * testing::rms(ref.out), tol, &report);
+  EXPECT_EQ(outside, 0u) << describe(c) << ": " << outside << " of " << gotd.size()
+                         << " elements outside the bound:\n" << report;
   return testing::rel_l2(gotd, ref.out);
 }
-
-double tolerance(const SingleCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
 
 TEST(SingleDecodeGpu, ProofKernelFp16AndBf16) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();

@@ -47,6 +47,8 @@ std::string describe(const XqaCase& c) {
   return s;
 }
 
+double tolerance(const XqaCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
+
 double run_xqa(const XqaCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
   const int B = c.batch, KH = c.num_kv_heads, G = c.group, H = KH * G, D = c.head_dim, P = c.page_size;
@@ -211,10 +213,15 @@ double run_xqa(const XqaCase& c, uint32_t seed) {
           g.push_back(double(x) / (c.out_dtype == DType::kFloat8E4M3 ? c.rcp_out_scale : 1.0));
           r.push_back(ref.out[ref.index(b, t, h, d, H, D)]);
         }
+  // Each element too, not only the L2 of the whole output.
+  const double tol = tolerance(c);
+  std::string report;
+  const size_t outside = testing::count_outside_bound(g, r, 5 * tol * testing::rms(r),
+                                                      c.out_dtype == DType::kFloat8E4M3 ? 0.0625 + tol : tol, &report);
+  EXPECT_EQ(outside, 0u) << describe(c) << ": " << outside << " of " << r.size() << " elements outside the bound:\n"
+                         << report;
   return testing::rel_l2(g, r);
 }
-
-double tolerance(const XqaCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
 
 TEST(XqaGpu, Basic) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();

@@ -119,5 +119,22 @@ TEST(AttentionReference, SinkOnlyDilutes) {
   EXPECT_DOUBLE_EQ(r.out[0], 2.0);
 }
 
+// One wrong element in a large output barely moves the relative L2 (the GPU
+// tests' only check before), but the element bound catches it.
+TEST(AttentionReference, ElementBoundCatchesWhatTheL2Hides) {
+  std::vector<double> ref(100000), got;
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = std::sin(double(i));
+  got = ref;
+  got[4242] += 0.5;  // one element off by half the output's range
+  const double tol = 1e-2;
+  EXPECT_LE(rel_l2(got, ref), tol) << "the L2 alone passes it";
+  std::string report;
+  EXPECT_EQ(count_outside_bound(got, ref, 5 * tol * rms(ref), tol, &report), 1u);
+  EXPECT_NE(report.find("element 4242"), std::string::npos) << report;
+  got[7] = std::nan("");
+  EXPECT_EQ(count_outside_bound(got, ref, 5 * tol * rms(ref), tol, nullptr), 2u) << "NaN is outside every bound";
+  EXPECT_EQ(count_outside_bound(ref, ref, 0, 0, nullptr), 0u);
+}
+
 }  // namespace
 }  // namespace attnjit::testing

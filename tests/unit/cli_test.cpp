@@ -18,6 +18,7 @@
 #include "attnjit/decode.hpp"
 #include "attnjit/runtime.hpp"
 #include "attnjit/xqa.hpp"
+#include "spec/kernel_spec.hpp"
 
 #ifndef ATTNJIT_CLI_PATH
 #define ATTNJIT_CLI_PATH ""
@@ -118,6 +119,33 @@ TEST_F(CliTest, DoctorJsonHasTheKeys) {
   EXPECT_FALSE(j["nvrtc_version"].get<std::string>().empty());
 }
 
+// Backend resolution is visible: on sm_100a the table (the MLA seed) prefers
+// trtllm-gen, no trtllm-gen kernel has run on a GPU, so auto takes xqa, and says so.
+TEST_F(CliTest, DoctorAndInspectSayWhichBackendAutoPicksAndWhy) {
+  json j = run_json("doctor --json");
+  bool saw_sm100 = false;
+  for (const auto& b : j["backends"]) {
+    EXPECT_EQ(b["auto"], "xqa") << b.dump();
+    if (b["arch"] == "sm_100a") {
+      saw_sm100 = true;
+      const std::string why = b["why"].get<std::string>();
+      EXPECT_NE(why.find("prefers trtllm-gen"), std::string::npos) << why;
+      EXPECT_NE(why.find("has run correctly on a GPU"), std::string::npos) << why;
+    }
+  }
+  EXPECT_TRUE(saw_sm100) << j.dump(2);
+  EXPECT_NE(run("doctor").out.find("auto picks xqa"), std::string::npos);
+
+  json i = run_json("inspect xqa.bf16.hd64.g4.p16.nhd.sm100a --json");
+  EXPECT_EQ(i["backend"], "xqa");
+  EXPECT_EQ(i["backend_auto"]["backend"], "xqa");
+  EXPECT_NE(i["backend_auto"]["why"].get<std::string>().find("prefers trtllm-gen"), std::string::npos) << i.dump(2);
+  EXPECT_EQ(i["launch"]["threads"], 128) << i.dump(2);
+  CliResult r = run("inspect xqa.bf16.hd64.g4.p16.nhd.trtllmgen.sm100a");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("trtllm-gen"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, DoctorWithoutJsonSaysWhatItFound) {
   CliResult r = run("doctor");
   EXPECT_EQ(r.code, 0) << r.all();
@@ -168,6 +196,11 @@ TEST_F(CliTest, InspectTakesASpecJson) {
   EXPECT_EQ(j["name"], "xqa.bf16.hd64.g4.p16.nhd.sm80");
   EXPECT_EQ(j["origin"], "compiled");
   EXPECT_LE(j["tiling"]["smem_bytes"].get<int>(), 163 * 1024) << "sm_80 allows 163 KB per block";
+  // Head dims given apart (MLA's 576/512): parsed, then refused by the family's can_implement.
+  CliResult r = run(R"(inspect '{"family": "xqa", "head_dim_qk": 576, "head_dim_vo": 512, "page_size": 32}' --arch sm_90a)");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("xqa.bf16.hd576x512.g1.p32.nhd.sm90a"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("head_dim_qk == head_dim_vo"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, InspectOfAnUnknownNameFailsClearly) {
@@ -240,13 +273,36 @@ TEST_F(CliTest, ABadConfigNamesTheField) {
   EXPECT_NE(r.err.find("ops[0].page_sizes"), std::string::npos) << r.err;
 }
 
+// Every spec a bundled config generates, on every arch the variant matrix covers,
+// reads back from its readable name and its JSON.
 TEST_F(CliTest, BundledConfigsExpand) {
   for (const char* name : {"llama-3-8b", "llama-3-70b", "qwen2.5-72b", "mistral-7b", "deepseek-v3"}) {
-    json j = run_json(std::string("prewarm --config ") + name + " --arch sm_90a --list --json");
+    json j = run_json(std::string("prewarm --config ") + name + " --arch sm_80,sm_89,sm_90a,sm_100a,sm_120 --list --json");
     EXPECT_EQ(j["model"], name);
     if (std::string(name) == "deepseek-v3") EXPECT_TRUE(j["specs"].empty());
     else EXPECT_FALSE(j["specs"].empty()) << name;
+    for (const auto& sj : j["specs"]) {
+      const spec::KernelSpec s = spec::KernelSpec::from_json(sj);
+      EXPECT_EQ(spec::KernelSpec::from_name(s.name()), s) << s.name();
+      EXPECT_EQ(s.backend, spec::Backend::kXqa) << s.name() << ": no trtllm-gen kernel has run on a GPU yet";
+    }
   }
+}
+
+// The config's specs come from the op's own planning: its limits, its words.
+TEST_F(CliTest, ConfigLimitsAreTheOps) {
+  std::ofstream(config_, std::ios::trunc) << R"({"name": "x", "num_attention_heads": 128, "num_key_value_heads": 1,
+                                "head_dim": 64, "ops": [{"op": "xqa"}]})";
+  CliResult r = run("prewarm --config '" + config_ + "' --arch sm_90a --list");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("num_key_value_heads"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("head_group_ratio <= 64"), std::string::npos) << r.err;
+  std::ofstream(config_, std::ios::trunc) << R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2,
+                                "head_dim": 64, "ops": [{"op": "xqa", "page_sizes": [24]}]})";
+  r = run("prewarm --config '" + config_ + "' --arch sm_90a --list");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].page_sizes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("16, 32, 64 or 128"), std::string::npos) << r.err;
 }
 
 // A second command name used to replace the first: `cache ls clear` wiped the store.

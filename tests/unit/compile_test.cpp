@@ -29,7 +29,7 @@ KernelSpec proof_spec(Arch arch) {
   KernelSpec s;
   s.family = spec::OpFamily::kDecode;
   s.q_dtype = s.kv_dtype = s.out_dtype = DType::kBFloat16;
-  s.head_dim = 128;
+  s.set_head_dim(128);
   s.group_size = 4;
   s.page_size = 0;
   s.arch = arch;
@@ -179,7 +179,7 @@ TEST(VariantMatrix, XqaVariantsCompileForEveryArch) {
     for (const auto& v : xqa_variants()) {
       KernelSpec s;
       s.family = spec::OpFamily::kXqa;
-      s.head_dim = v.head_dim;
+      s.set_head_dim(v.head_dim);
       s.group_size = v.group;
       s.page_size = v.page;
       s.layout = v.layout;
@@ -191,20 +191,21 @@ TEST(VariantMatrix, XqaVariantsCompileForEveryArch) {
       s.arch = Arch::parse(a);
       specs.push_back(s);
     }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   const auto t0 = std::chrono::steady_clock::now();
   check_and_print(compile_all(specs), "xqa variant matrix:");
   std::printf("  %zu compiles in %.1f s\n", specs.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
-TEST(VariantMatrix, DecodeVariantsCompile) {
+TEST(VariantMatrix, DecodeVariantsCompileForEveryArch) {
   std::vector<KernelSpec> base;
   auto add = [&](DType q, DType kv, int hd, int g, spec::KvLayout l, spec::PosEncoding pos, uint32_t f) {
     KernelSpec s;
     s.family = spec::OpFamily::kDecode;
     s.q_dtype = s.out_dtype = q;
     s.kv_dtype = kv;
-    s.head_dim = hd;
+    s.set_head_dim(hd);
     s.group_size = g;
     s.layout = l;
     s.pos_encoding = pos;
@@ -222,11 +223,12 @@ TEST(VariantMatrix, DecodeVariantsCompile) {
   add(DType::kBFloat16, DType::kFloat8E4M3, 128, 8, L::kHND, P::kRopeLlama,
       feature::kSoftCap | feature::kSlidingWindow | feature::kReturnLse);
   std::vector<KernelSpec> specs;
-  for (const char* a : {"sm_80", "sm_90a"})
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
     for (KernelSpec s : base) {
       s.arch = Arch::parse(a);
       specs.push_back(s);
     }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   check_and_print(compile_all(specs), "decode variants:");
 }
 
@@ -238,7 +240,7 @@ TEST(VariantMatrix, Fp8KvHeadDimNotMultipleOf32IsRejectedBeforeNvrtc) {
     s.family = spec::OpFamily::kXqa;
     s.q_dtype = s.out_dtype = DType::kBFloat16;
     s.kv_dtype = DType::kFloat8E4M3;
-    s.head_dim = hd;
+    s.set_head_dim(hd);
     s.group_size = 8;
     s.page_size = 32;
     s.arch = Arch{90, true};

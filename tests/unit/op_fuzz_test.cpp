@@ -161,6 +161,8 @@ TEST(OpFuzz, XqaPlansOrNamesTheArgument) {
       ASSERT_GE(s.q_seq_len, 1);
       ASSERT_GE(s.max_seq_len, a.page_size);
       ASSERT_GE(plan.params.pages_per_seq, 1);
+      // The spec the op built reads back from its name (what logs and the CLI show).
+      ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
     }
@@ -216,6 +218,7 @@ TEST(OpFuzz, SingleDecodePlansOrNamesTheArgument) {
       ASSERT_GE(plan.shape.num_kv_heads, 1);
       ASSERT_GE(plan.shape.group, 1);
       ASSERT_GE(plan.shape.max_seq_len, 1);
+      ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
     }

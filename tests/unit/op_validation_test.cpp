@@ -42,7 +42,7 @@ TEST(PlanXqa, ValidNhdSucceeds) {
   EXPECT_EQ(s.q_dtype, DType::kBFloat16);
   EXPECT_EQ(s.kv_dtype, DType::kBFloat16);
   EXPECT_EQ(s.out_dtype, DType::kBFloat16);
-  EXPECT_EQ(s.head_dim, kHd);
+  EXPECT_EQ(s.head_dim_qk, kHd);
   EXPECT_EQ(s.group_size, kGroup);
   EXPECT_EQ(s.page_size, kPage);
   EXPECT_EQ(s.layout, spec::KvLayout::kNHD);

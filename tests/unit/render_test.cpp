@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, KernelSpec>> golden_specs() {
   KernelSpec d;  // the proof kernel
   d.family = spec::OpFamily::kDecode;
   d.q_dtype = d.kv_dtype = d.out_dtype = DType::kBFloat16;
-  d.head_dim = 128;
+  d.set_head_dim(128);
   d.group_size = 4;
   d.page_size = 0;
   d.arch = Arch{90, true};
@@ -57,7 +57,7 @@ std::vector<std::pair<std::string, KernelSpec>> golden_specs() {
   x.family = spec::OpFamily::kXqa;
   x.q_dtype = x.out_dtype = DType::kFloat16;
   x.kv_dtype = DType::kFloat8E4M3;
-  x.head_dim = 64;
+  x.set_head_dim(64);
   x.group_size = 8;
   x.page_size = 16;
   x.layout = spec::KvLayout::kHND;
@@ -67,7 +67,7 @@ std::vector<std::pair<std::string, KernelSpec>> golden_specs() {
   KernelSpec m;
   m.family = spec::OpFamily::kXqa;
   m.q_dtype = m.kv_dtype = m.out_dtype = DType::kBFloat16;
-  m.head_dim = 256;
+  m.set_head_dim(256);
   m.group_size = 1;
   m.page_size = 128;
   m.layout = spec::KvLayout::kNHD;
@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, KernelSpec>> golden_specs() {
   KernelSpec r;
   r.family = spec::OpFamily::kDecode;
   r.q_dtype = r.kv_dtype = r.out_dtype = DType::kFloat16;
-  r.head_dim = 128;
+  r.set_head_dim(128);
   r.group_size = 8;
   r.pos_encoding = spec::PosEncoding::kRopeLlama;
   r.features = spec::feature::kSoftCap | spec::feature::kReturnLse;
@@ -157,7 +157,7 @@ TEST_F(RenderGolden, SpecFieldsReachTheSource) {
     edit(s);
     return render(s).source != src;
   };
-  EXPECT_TRUE(changed([](KernelSpec& s) { s.head_dim = 64; }));
+  EXPECT_TRUE(changed([](KernelSpec& s) { s.set_head_dim(64); }));
   EXPECT_TRUE(changed([](KernelSpec& s) { s.group_size = 8; }));
   EXPECT_TRUE(changed([](KernelSpec& s) { s.page_size = 32; }));
   EXPECT_TRUE(changed([](KernelSpec& s) { s.layout = spec::KvLayout::kHND; }));
@@ -177,12 +177,15 @@ TEST(Render, UnsupportedSpecsThrowNamingTheProblem) {
     edit(s);
     return s;
   };
-  expect_error([&] { render(with([](KernelSpec& s) { s.head_dim = 72; })); }, ErrorCode::kUnsupported,
+  expect_error([&] { render(with([](KernelSpec& s) { s.set_head_dim(72); })); }, ErrorCode::kUnsupported,
                {"head_dim", "72"});
-  expect_error([&] { render(with([](KernelSpec& s) { s.head_dim = 272; })); }, ErrorCode::kUnsupported,
+  expect_error([&] { render(with([](KernelSpec& s) { s.set_head_dim(272); })); }, ErrorCode::kUnsupported,
                {"head_dim", "272"});
-  expect_error([&] { render(with([](KernelSpec& s) { s.head_dim = 0; })); }, ErrorCode::kUnsupported,
+  expect_error([&] { render(with([](KernelSpec& s) { s.set_head_dim(0); })); }, ErrorCode::kUnsupported,
                {"head_dim"});
+  // MLA-style unequal head dims are a spec the decode family's can_implement refuses.
+  expect_error([&] { render(with([](KernelSpec& s) { s.head_dim_qk = 576, s.head_dim_vo = 512; })); },
+               ErrorCode::kUnsupported, {"hd576x512", "head_dim_qk == head_dim_vo"});
   expect_error([&] { render(with([](KernelSpec& s) { s.page_size = 24; })); }, ErrorCode::kUnsupported,
                {"page_size", "24"});
   expect_error([&] { render(with([](KernelSpec& s) { s.group_size = 0; })); }, ErrorCode::kUnsupported,

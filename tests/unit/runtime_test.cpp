@@ -20,7 +20,7 @@ namespace {
 spec::KernelSpec small_spec(int group = 4) {
   spec::KernelSpec s;
   s.family = spec::OpFamily::kDecode;
-  s.head_dim = 64;
+  s.set_head_dim(64);
   s.group_size = group;
   s.arch = spec::Arch::parse("sm_90a");
   return s;
@@ -147,7 +147,7 @@ TEST(RuntimeTest, CompileErrorsCarryLogOptionsAndSource) {
   o.use_store = false;
   Runtime rt(o);
   spec::KernelSpec s = small_spec();
-  s.head_dim = 72;  // not a multiple of 16: rejected before NVRTC, naming the problem
+  s.set_head_dim(72);  // not a multiple of 16: rejected before NVRTC, naming the problem
   try {
     rt.registry().artifact(s);
     FAIL() << "expected Error(kUnsupported)";

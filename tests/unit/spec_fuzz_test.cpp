@@ -35,7 +35,8 @@ KernelSpec random_spec(std::mt19937_64& rng) {
   s.q_dtype = static_cast<DType>(rng() % 12);
   s.kv_dtype = rng() % 2 ? s.q_dtype : static_cast<DType>(rng() % 12);
   s.out_dtype = rng() % 2 ? s.q_dtype : static_cast<DType>(rng() % 12);
-  s.head_dim = pick(rng, kHeadDims);
+  s.set_head_dim(pick(rng, kHeadDims));
+  if (rng() % 4 == 0) s.head_dim_vo = pick(rng, kHeadDims);  // MLA/FIA-style unequal dims
   s.group_size = pick(rng, kGroups);
   s.page_size = pick(rng, kPages);
   s.layout = static_cast<spec::KvLayout>(rng() % 3);
@@ -65,6 +66,11 @@ TEST(SpecFuzz, RenderRefusesClearlyOrTheSourceCompiles) {
   }
   ASSERT_FALSE(rendered.empty());
   EXPECT_GT(refused, 0);
+  // Every spec that can be built reads back from its name and its JSON.
+  for (const KernelSpec& s : rendered) {
+    EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
+    EXPECT_EQ(KernelSpec::from_json(s.to_json()), s) << s.to_json().dump();
+  }
   // Compile a sample of what rendered (NVRTC takes ~0.5 s per variant).
   const size_t kSample = 16;
   for (size_t i = 0; i < rendered.size() && i < kSample; ++i) {

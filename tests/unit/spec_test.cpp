@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ KernelSpec xqa_spec() {
   s.q_dtype = DType::kBFloat16;
   s.kv_dtype = DType::kFloat8E4M3;
   s.out_dtype = DType::kBFloat16;
-  s.head_dim = 128;
+  s.set_head_dim(128);
   s.group_size = 8;
   s.page_size = 32;
   s.layout = KvLayout::kNHD;
@@ -49,7 +50,11 @@ std::vector<KernelSpec> many_specs() {
     s = base; s.kv_dtype = d; out.push_back(s);
     s = base; s.out_dtype = d; out.push_back(s);
   }
-  for (int hd : {16, 64, 128, 256}) { auto s = base; s.head_dim = hd; out.push_back(s); }
+  for (int hd : {16, 64, 128, 256}) { auto s = base; s.set_head_dim(hd); out.push_back(s); }
+  // MLA (576/512) and FIA's TND layout (192/128) keep the two head dims apart.
+  for (auto [qk, vo] : {std::pair{576, 512}, {192, 128}, {128, 192}}) {
+    auto s = base; s.head_dim_qk = qk; s.head_dim_vo = vo; out.push_back(s);
+  }
   for (int g : {1, 2, 5, 64}) { auto s = base; s.group_size = g; out.push_back(s); }
   for (int p : {0, 16, 64, 128}) { auto s = base; s.page_size = p; out.push_back(s); }
   for (KvLayout l : {KvLayout::kNHD, KvLayout::kHND}) { auto s = base; s.layout = l; out.push_back(s); }
@@ -132,6 +137,20 @@ TEST(SpecJson, FromJsonErrorsNameTheField) {
 }
 
 // get<int>() used to keep the low 32 bits: 4294967424 became head_dim 128.
+TEST(SpecJson, HeadDimFieldsAreOneOrThePair) {
+  nlohmann::json j = xqa_spec().to_json();
+  j["head_dim_qk"] = 192;
+  expect_error([&] { KernelSpec::from_json(j); }, ErrorCode::kInvalidArgument, {"head_dim", "not both"});
+  j.erase("head_dim");
+  expect_error([&] { KernelSpec::from_json(j); }, ErrorCode::kInvalidArgument, {"head_dim_vo", "go together"});
+  j["head_dim_vo"] = 128;
+  const KernelSpec s = KernelSpec::from_json(j);
+  EXPECT_EQ(s.head_dim_qk, 192);
+  EXPECT_EQ(s.head_dim_vo, 128);
+  j["head_dim_vo"] = 192;  // equal dims written as the pair read back as one spec, written canonically
+  EXPECT_TRUE(KernelSpec::from_json(j).to_json().contains("head_dim"));
+}
+
 TEST(SpecJson, FromJsonRejectsIntegersOutsideIntRange) {
   const nlohmann::json good = xqa_spec().to_json();
   for (const char* field : {"head_dim", "group_size", "page_size"}) {
@@ -144,7 +163,7 @@ TEST(SpecJson, FromJsonRejectsIntegersOutsideIntRange) {
   }
   auto j = good;
   j["head_dim"] = int64_t{2147483647};  // the edge still parses (validation happens elsewhere)
-  EXPECT_EQ(KernelSpec::from_json(j).head_dim, 2147483647);
+  EXPECT_EQ(KernelSpec::from_json(j).head_dim_qk, 2147483647);
 }
 
 TEST(SpecJson, ParseDtypeAcceptsAliases) {
@@ -172,7 +191,7 @@ TEST(SpecName, ReadableExamples) {
   x.q_dtype = DType::kFloat16;
   x.kv_dtype = DType::kFloat8E4M3;
   x.out_dtype = DType::kFloat8E4M3;
-  x.head_dim = 64;
+  x.set_head_dim(64);
   x.group_size = 16;
   x.page_size = 128;
   x.layout = KvLayout::kHND;
@@ -195,6 +214,54 @@ TEST(SpecName, ReadableExamples) {
   a.mask = MaskMode::kCausal;
   a.arch = Arch{100, true};
   EXPECT_EQ(a.name(), "decode.bf16.hd128.g1.contig.nhd.causal.alibi.sm100a");
+}
+
+// Every spec's readable name parses back to the same spec (the parser reads
+// the same field table that writes the name).
+TEST(SpecName, EveryNameParsesBackToItsSpec) {
+  for (const KernelSpec& s : many_specs()) {
+    bool had_arch = false;
+    EXPECT_EQ(KernelSpec::from_name(s.name(), &had_arch), s) << s.name();
+    EXPECT_TRUE(had_arch) << s.name();
+  }
+}
+
+TEST(SpecName, UnequalHeadDimsReadQkThenVo) {
+  KernelSpec s = xqa_spec();
+  s.head_dim_qk = 576;
+  s.head_dim_vo = 512;
+  EXPECT_EQ(s.name(), "xqa.bf16.kve4m3.hd576x512.g8.p32.nhd.sm90a");
+  const nlohmann::json j = s.to_json();
+  EXPECT_FALSE(j.contains("head_dim")) << j.dump();
+  EXPECT_EQ(j["head_dim_qk"], 576);
+  EXPECT_EQ(j["head_dim_vo"], 512);
+  EXPECT_EQ(KernelSpec::from_json(j), s);
+  KernelSpec equal = s;
+  equal.set_head_dim(128);
+  EXPECT_NE(equal, s);
+  EXPECT_NE(KernelSpecHash()(equal), KernelSpecHash()(s));
+  EXPECT_EQ(equal.to_json()["head_dim"], 128) << "equal head dims keep the one field (stable JSON and keys)";
+}
+
+TEST(SpecName, ParserRefusesWhatItCannotRead) {
+  expect_error([] { KernelSpec::from_name("attention.bf16.hd64.g4.contig.nhd.sm90a"); }, ErrorCode::kInvalidArgument,
+               {"unknown op family 'attention'"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd64.g4.p16.nhd.bogus.sm90a"); }, ErrorCode::kInvalidArgument,
+               {"unknown token 'bogus'"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.g4.p16.nhd"); }, ErrorCode::kInvalidArgument, {"hd<head_dim>", "'g4'"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd576x.g4.p16.nhd"); }, ErrorCode::kInvalidArgument, {"hd576x"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd64.g4.p16"); }, ErrorCode::kInvalidArgument, {"missing", "layout"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd64.g4.p16.nhd.sm90a.sinks"); }, ErrorCode::kInvalidArgument,
+               {"must be the last token"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd64.g4.p16.nhd.sinks.window.sm90a"); },
+               ErrorCode::kInvalidArgument, {"canonical", "xqa.bf16.hd64.g4.p16.nhd.window.sinks.sm90a"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd128x128.g4.p16.nhd"); }, ErrorCode::kInvalidArgument,
+               {"canonical", "hd128.g4"});
+  expect_error([] { KernelSpec::from_name("xqa.bf16.hd64.g4.p16.nhd.sm70"); }, ErrorCode::kInvalidArgument,
+               {"sm_80 or newer"});
+  bool had_arch = true;
+  EXPECT_EQ(KernelSpec::from_name("decode.bf16.hd64.g4.contig.nhd", &had_arch).head_dim_qk, 64);
+  EXPECT_FALSE(had_arch);
 }
 
 TEST(SpecName, DistinctSpecsHaveDistinctNames) {
@@ -294,7 +361,7 @@ TEST(CacheKey, ChangesWithEachSpecField) {
       {"q_dtype", [](KernelSpec& k) { k.q_dtype = DType::kFloat16; }},
       {"kv_dtype", [](KernelSpec& k) { k.kv_dtype = DType::kFloat8E5M2; }},
       {"out_dtype", [](KernelSpec& k) { k.out_dtype = DType::kFloat8E4M3; }},
-      {"head_dim", [](KernelSpec& k) { k.head_dim = 64; }},
+      {"head_dim", [](KernelSpec& k) { k.set_head_dim(64); }},
       {"group_size", [](KernelSpec& k) { k.group_size = 4; }},
       {"page_size", [](KernelSpec& k) { k.page_size = 64; }},
       {"layout", [](KernelSpec& k) { k.layout = KvLayout::kHND; }},

@@ -8,6 +8,7 @@
 
 #include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "render/renderer.hpp"
 
 namespace attnjit {
@@ -31,7 +32,7 @@ spec::KernelSpec xqa_spec(DType kv, int page, const char* arch = "sm_90a") {
   spec::KernelSpec s;
   s.family = spec::OpFamily::kXqa;
   s.kv_dtype = kv;
-  s.head_dim = 128;
+  s.set_head_dim(128);
   s.group_size = 8;
   s.page_size = page;
   s.arch = spec::Arch::parse(arch);
@@ -43,27 +44,27 @@ TEST(TuningKnobs, DefaultsKeepTileBytesEqualWithLazyRescale) {
   unsetenv("ATTNJIT_DECODE_LAZY_RESCALE");
   unsetenv("ATTNJIT_DECODE_RING_KB");
   auto u = render::render(xqa_spec(DType::kBFloat16, 32));
-  EXPECT_EQ(u.tile_tokens, 16);
+  EXPECT_EQ(u.launch.split_granule, 16);
   EXPECT_NE(u.source.find(", 232448, 16, true>"), std::string::npos) << u.source;
-  EXPECT_EQ(render::decode_tiling(xqa_spec(DType::kBFloat16, 32)).stages, 3);
+  EXPECT_EQ(ops::decode_tiling(xqa_spec(DType::kBFloat16, 32)).stages, 3);
   // fp8: 32-token tiles (the bytes of a 16-bit 16-token tile) in unpadded,
   // swizzled rows: three stages, and two CTAs still share an SM.
-  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).tile_tokens, 32);
-  const auto fp8 = render::decode_tiling(xqa_spec(DType::kFloat8E4M3, 32));
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).launch.split_granule, 32);
+  const auto fp8 = ops::decode_tiling(xqa_spec(DType::kFloat8E4M3, 32));
   EXPECT_EQ(fp8.stages, 3);
   EXPECT_LE(2 * (fp8.smem_bytes + 1024), 228 * 1024);
   // ...except where a page cannot hold a whole tile, or a spec-decode mask is on.
-  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 16)).tile_tokens, 16);
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 16)).launch.split_granule, 16);
   spec::KernelSpec masked = xqa_spec(DType::kFloat8E4M3, 64);
   masked.mask = spec::MaskMode::kCustom;
-  EXPECT_EQ(render::render(masked).tile_tokens, 16);
+  EXPECT_EQ(render::render(masked).launch.split_granule, 16);
 }
 
 TEST(TuningKnobs, KnobsOverrideTheDefaults) {
   EnvGuard tile("ATTNJIT_DECODE_TILE", "16");
   EnvGuard lazy("ATTNJIT_DECODE_LAZY_RESCALE", "0");
   auto u = render::render(xqa_spec(DType::kFloat8E4M3, 32));
-  EXPECT_EQ(u.tile_tokens, 16);
+  EXPECT_EQ(u.launch.split_granule, 16);
   EXPECT_NE(u.source.find(", 16, false>"), std::string::npos) << u.source;
 }
 
@@ -71,11 +72,11 @@ TEST(TuningKnobs, TileAndLazyRescaleReachTheSource) {
   EnvGuard tile("ATTNJIT_DECODE_TILE", "32");
   EnvGuard lazy("ATTNJIT_DECODE_LAZY_RESCALE", "1");
   auto u = render::render(xqa_spec(DType::kFloat8E4M3, 64));
-  EXPECT_EQ(u.tile_tokens, 32);
+  EXPECT_EQ(u.launch.split_granule, 32);
   EXPECT_NE(u.source.find(", 32, true>"), std::string::npos) << u.source;
-  EXPECT_GE(render::decode_tiling(xqa_spec(DType::kFloat8E4M3, 64)).stages, 2);  // still prefetches
+  EXPECT_GE(ops::decode_tiling(xqa_spec(DType::kFloat8E4M3, 64)).stages, 2);  // still prefetches
   // 16-token pages cannot hold a 32-token tile: the knob falls back to 16.
-  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 16)).tile_tokens, 16);
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 16)).launch.split_granule, 16);
 }
 
 TEST(TuningKnobs, SharedMemoryStaysWithinEachArch) {
@@ -85,8 +86,8 @@ TEST(TuningKnobs, SharedMemoryStaysWithinEachArch) {
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3})
         for (int hd : {64, 128, 256}) {
           spec::KernelSpec s = xqa_spec(kv, 32, arch);
-          s.head_dim = hd;
-          auto t16 = render::decode_tiling(s);
+          s.set_head_dim(hd);
+          auto t16 = ops::decode_tiling(s);
           EXPECT_LE(t16.smem_bytes, t16.smem_limit) << s.name() << " tile " << tile;
           EXPECT_GE(t16.stages, 1) << s.name();
         }
@@ -110,11 +111,11 @@ TEST(TuningKnobs, SharedMemoryMirrorIsCheckedAtCompile) {
   unsetenv("ATTNJIT_DECODE_TILE");
   const spec::KernelSpec s = xqa_spec(DType::kFloat8E4M3, 32);
   render::RenderedUnit u = render::render(s);
-  const std::string want = "static_assert(Traits::kSmemBytes == " + std::to_string(u.expected_smem_bytes) + ",";
+  const std::string want = "static_assert(Traits::kSmemBytes == " + std::to_string(u.launch.smem_bytes) + ",";
   const size_t at = u.source.find(want);
   ASSERT_NE(at, std::string::npos) << u.source;
   u.source.replace(at, want.size(),
-                   "static_assert(Traits::kSmemBytes == " + std::to_string(u.expected_smem_bytes + 16) + ",");
+                   "static_assert(Traits::kSmemBytes == " + std::to_string(u.launch.smem_bytes + 16) + ",");
   try {
     compile::compile(s.name(), u, s.arch);
     FAIL() << "a wrong shared-memory figure compiled";
@@ -134,6 +135,29 @@ TEST(CudaCorePath, CompilesForEveryArchWithoutSpills) {
       EXPECT_FALSE(r.cubin.empty()) << s.name();
       EXPECT_EQ(r.resources.spill_stores, 0) << s.name();
     }
+}
+
+// The launch metadata (threads, min blocks per SM) that the loaded kernel carries
+// to launch_kernel is the generator's; the TU static_asserts it against the Traits,
+// so a host figure that drifts from the kernel fails every compile.
+TEST(TuningKnobs, LaunchMetadataMirrorIsCheckedAtCompile) {
+  unsetenv("ATTNJIT_DECODE_TILE");
+  for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+    const spec::KernelSpec s = xqa_spec(kv, 32);
+    render::RenderedUnit u = render::render(s);
+    EXPECT_EQ(u.launch.threads, 128);
+    EXPECT_EQ(u.launch.min_blocks_per_sm, ops::decode_tiling(s).min_blocks);
+    const std::string want = "Traits::kMinBlocks == " + std::to_string(u.launch.min_blocks_per_sm) + ",";
+    const size_t at = u.source.find(want);
+    ASSERT_NE(at, std::string::npos) << u.source;
+    u.source.replace(at, want.size(), "Traits::kMinBlocks == " + std::to_string(u.launch.min_blocks_per_sm + 1) + ",");
+    try {
+      compile::compile(s.name(), u, s.arch);
+      FAIL() << "a wrong min-blocks figure compiled";
+    } catch (const CompileError& e) {
+      EXPECT_NE(e.log().find("host and kernel disagree on launch metadata"), std::string::npos) << e.log();
+    }
+  }
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ double since_us(Clock::time_point t0) {
 spec::KernelSpec proof_spec(const std::string& arch) {
   spec::KernelSpec s;
   s.family = spec::OpFamily::kDecode;
-  s.head_dim = 128;
+  s.set_head_dim(128);
   s.group_size = 4;
   s.arch = spec::Arch::parse(arch);
   return s;

@@ -165,7 +165,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
                             pick->pos_encoding == spec::PosEncoding::kNone;
       if (!use_pick)
         std::cout << "the config has no plain bf16 NHD decode kernel: launching a 32/8-head hd128 one instead\n";
-      const int hd = use_pick ? pick->head_dim : 128;
+      const int hd = use_pick ? pick->head_dim_qk : 128;
       const int group = use_pick ? pick->group_size : 4;
       const int kv_heads = 8, heads = kv_heads * group;
       const auto rep = launch_and_check(rt, heads, kv_heads, hd, o->kv_len, 1234);

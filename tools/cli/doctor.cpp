@@ -5,12 +5,15 @@
 #include <cstdlib>
 #include <iostream>
 #include <regex>
+#include <vector>
 
 #include "attnjit/error.hpp"
 #include "cli/context.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "driver/cuda_driver.hpp"
+#include "render/family.hpp"
 #include "render/renderer.hpp"
+#include "runtime/backend.hpp"
 
 namespace attnjit::cli {
 
@@ -81,6 +84,30 @@ nlohmann::json cache_json(const Context& ctx) {
   return c;
 }
 
+// What `auto` picks per family on `arch`, and why: the family's backend table,
+// and which backends have kernels that have run correctly on a GPU.
+nlohmann::json backends_json(const std::vector<spec::Arch>& archs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const spec::Arch& arch : archs) {
+    for (auto it = render::families_begin(); it != render::families_end(); ++it) {
+      spec::KernelSpec s;
+      s.family = (*it)->id;
+      s.arch = arch;
+      nlohmann::json row = {{"family", spec::to_string(s.family)}, {"arch", arch.str()}};
+      try {
+        const runtime::BackendDecision d = runtime::decide_backend(**it, runtime::BackendChoice::kAuto, s);
+        row["auto"] = spec::to_string(d.backend);
+        row["why"] = d.why;
+      } catch (const Error& e) {
+        row["auto"] = nullptr;
+        row["why"] = e.what();
+      }
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
@@ -102,6 +129,10 @@ void add_doctor_command(CLI::App& app, Context& ctx) {
       std::string why;
       j["default_arch"] = default_arch(&why).str();
       j["default_arch_reason"] = why;
+      // This machine's arch, and sm_100a, where the MLA seed prefers trtllm-gen.
+      std::vector<spec::Arch> archs = {default_arch()};
+      if (!(archs[0] == spec::Arch{100, true})) archs.push_back(spec::Arch{100, true});
+      j["backends"] = backends_json(archs);
       j["cache"] = cache_json(ctx);
       const std::string cuobjdump = find_program("cuobjdump"), nvdisasm = find_program("nvdisasm");
       j["tools"] = {{"cuobjdump", cuobjdump.empty() ? nlohmann::json() : nlohmann::json(cuobjdump)},
@@ -133,6 +164,10 @@ void add_doctor_command(CLI::App& app, Context& ctx) {
                 << fmt::format("templates:  {}{}\n", j["template_hash"].get<std::string>(),
                                env_or("ATTNJIT_TEMPLATE_DIR", "")[0] ? " (from $ATTNJIT_TEMPLATE_DIR)" : " (embedded)")
                 << fmt::format("arch:       {} ({})\n", j["default_arch"].get<std::string>(), why);
+      for (const auto& b : j["backends"])
+        std::cout << fmt::format("backend:    {} on {}: auto picks {} ({})\n", b["family"].get<std::string>(),
+                                 b["arch"].get<std::string>(), b["auto"].is_null() ? "none" : b["auto"].get<std::string>(),
+                                 b["why"].get<std::string>());
       const auto& c = j["cache"];
       std::cout << fmt::format("cache dir:  {}\n", c["dir"].get<std::string>());
       if (c.contains("path"))

@@ -11,7 +11,9 @@
 #include "cli/context.hpp"
 #include "cli/spec_parse.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "render/renderer.hpp"
+#include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
 
 namespace attnjit::cli {
@@ -64,11 +66,11 @@ std::string disassemble(const std::string& cubin) {
 
 // How the decode kernel is laid out for this spec (the renderer's figures, which the
 // TU static_asserts): what a kernel engineer needs to read its SASS or ncu report.
-int ctas_per_sm_by_smem(const render::DecodeTiling& t) {
+int ctas_per_sm_by_smem(const ops::DecodeTiling& t) {
   return (t.smem_limit + 1024) / (t.smem_bytes + 1024);  // the driver reserves 1 KB per CTA
 }
 
-nlohmann::json tiling_json(const render::DecodeTiling& t) {
+nlohmann::json tiling_json(const ops::DecodeTiling& t) {
   return {{"warps", t.warps},
           {"tile_tokens", t.tile},
           {"stages", t.stages},
@@ -77,7 +79,7 @@ nlohmann::json tiling_json(const render::DecodeTiling& t) {
           {"lazy_rescale", t.lazy_rescale}};
 }
 
-std::string tiling_text(const render::DecodeTiling& t) {
+std::string tiling_text(const ops::DecodeTiling& t) {
   return fmt::format("{} warps x {}-token tiles, {}-stage cp.async ring per warp, {} dynamic smem ({} CTAs/SM by "
                      "smem){}",
                      t.warps, t.tile, t.stages, human_bytes(t.smem_bytes), ctas_per_sm_by_smem(t),
@@ -119,12 +121,28 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
       }
       runtime::Origin origin = runtime::Origin::kMemory;
       const runtime::Artifact& a = ctx.runtime().registry().artifact(s, &origin);
+      // What `auto` would pick for this spec on its arch, and why (the family's table).
+      runtime::BackendDecision auto_pick;
+      try {
+        auto_pick = runtime::decide_backend(*render::find_family(s.family), runtime::BackendChoice::kAuto, s);
+      } catch (const Error& e) {
+        auto_pick.why = e.what();
+      }
+      const std::string auto_text =
+          fmt::format("auto picks {}: {}", spec::to_string(auto_pick.backend), auto_pick.why);
 
       if (o->json) {
         nlohmann::json j = {{"name", a.name},
                             {"key", a.key},
                             {"arch", s.arch.str()},
                             {"backend", spec::to_string(s.backend)},
+                            {"backend_auto", {{"backend", spec::to_string(auto_pick.backend)}, {"why", auto_pick.why}}},
+                            {"launch", {{"threads", a.unit.launch.threads},
+                                        {"smem_bytes", a.unit.launch.smem_bytes},
+                                        {"cluster", {a.unit.launch.cluster[0], a.unit.launch.cluster[1],
+                                                     a.unit.launch.cluster[2]}},
+                                        {"min_blocks_per_sm", a.unit.launch.min_blocks_per_sm},
+                                        {"split_granule", a.unit.launch.split_granule}}},
                             {"origin", origin_name(origin)},
                             {"compile_ms", a.compile_ms},
                             {"resources", a.resources.to_json()},
@@ -133,7 +151,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                             {"cubin_bytes", a.cubin.size()},
                             {"ptx_bytes", a.ptx.size()},
                             {"spec", s.to_json()},
-                            {"tiling", tiling_json(render::decode_tiling(s))}};
+                            {"tiling", tiling_json(ops::decode_tiling(s))}};
         if (o->source) j["source"] = a.unit.source;
         if (o->ptx) j["ptx"] = a.ptx;
         if (o->resources) j["ptxas"] = ptxas_lines(a.log);
@@ -146,12 +164,12 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
         std::cout << fmt::format("name:       {}\n", a.name)
                   << fmt::format("key:        {}\n", a.key)
                   << fmt::format("arch:       {}\n", s.arch.str())
-                  << fmt::format("backend:    {}\n", spec::to_string(s.backend))
+                  << fmt::format("backend:    {} ({})\n", spec::to_string(s.backend), auto_text)
                   << fmt::format("origin:     {}\n", origin_name(origin))
                   << fmt::format("compile:    {:.1f} ms{}\n", a.compile_ms,
                                  origin == runtime::Origin::kCompiled ? "" : " (when it was compiled)")
                   << fmt::format("resources:  {}\n", resources_text(a.resources))
-                  << fmt::format("tiling:     {}\n", tiling_text(render::decode_tiling(s)))
+                  << fmt::format("tiling:     {}\n", tiling_text(ops::decode_tiling(s)))
                   << fmt::format("cubin:      {} (PTX {})\n", human_bytes(static_cast<int64_t>(a.cubin.size())),
                                  human_bytes(static_cast<int64_t>(a.ptx.size())))
                   << fmt::format("entry:      {}\n", a.unit.entry)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -12,6 +13,9 @@
 #include <set>
 
 #include "attnjit/error.hpp"
+#include "attnjit/decode.hpp"
+#include "attnjit/xqa.hpp"
+#include "ops/decode/decode_spec.hpp"
 #include "runtime/backend.hpp"
 
 #ifndef ATTNJIT_INSTALL_CONFIG_DIR
@@ -145,20 +149,20 @@ std::vector<spec::KvLayout> layout_list(const json& v, const std::string& field)
   return out;
 }
 
+// Integers only: which page sizes the op serves is plan_xqa's to say.
 std::vector<int> page_size_list(const json& v, const std::string& field) {
   std::vector<int> out;
   for (const auto& item : v) {
-    const int p = as_int(item).value_or(-1);
-    if (p != 16 && p != 32 && p != 64 && p != 128)
-      bad(field, fmt::format("page sizes are 16, 32, 64 or 128, got {}", item.dump()));
-    out.push_back(p);
+    const std::optional<int> p = as_int(item);
+    if (!p) bad(field, fmt::format("expected page sizes in tokens, got {}", item.dump()));
+    out.push_back(*p);
   }
   return out;
 }
 
 struct ModelShape {
   DType dtype = DType::kBFloat16;
-  int head_dim = 0, group = 0;
+  int head_dim = 0, heads = 0, kv_heads = 0;
   bool window = false;
 };
 
@@ -169,8 +173,8 @@ ModelShape model_shape(const json& c) {
   m.head_dim = get_int(c, "head_dim", "");
   if (heads % kv_heads != 0)
     bad("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", kv_heads, heads));
-  m.group = heads / kv_heads;
-  if (m.group > 64) bad("num_key_value_heads", fmt::format("a group of {} query heads per KV head is above 64", m.group));
+  m.heads = heads;
+  m.kv_heads = kv_heads;
   const std::string dt = get_string(c, "dtype", "bf16", "dtype");
   try {
     m.dtype = spec::parse_dtype(dt);
@@ -242,10 +246,23 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
     bad("ops", "missing or empty (a list of {\"op\": \"decode\" | \"xqa\" | ...})");
 
   std::set<std::string> seen;  // canonical JSON of every spec, to keep them unique
-  auto add = [&](spec::KernelSpec s, runtime::BackendChoice backend) {
+  // Specs come from the op's own planning (shapes only), as prewarm_* builds them,
+  // so the op's limits and its field mapping have one copy. An argument the op
+  // refuses is reported against the config field it came from.
+  auto add = [&](const std::string& where, const std::string& combo, auto&& spec_on) {
     for (const auto& arch : archs) {
-      s.arch = arch;
-      runtime::select_backend(backend, s);  // as the op does at run time
+      spec::KernelSpec s;
+      try {
+        s = spec_on(arch);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kInvalidArgument) throw;
+        const std::string why = bare(e);
+        const std::string field = why.find("'page_size'") != std::string::npos      ? where + ".page_sizes"
+                                  : why.find("'num_kv_heads'") != std::string::npos ? std::string("num_key_value_heads")
+                                  : why.find("head_dim") != std::string::npos       ? std::string("head_dim")
+                                                                                    : where;
+        bad(field, fmt::format("{} ({}): {}", combo, arch.str(), why));
+      }
       if (seen.insert(s.to_json().dump()).second) plan.specs.push_back(s);
     }
   };
@@ -281,72 +298,99 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
     const json layouts_json = list_field(c, op, "kv_layouts", json::array({"NHD"}), where, &field);
     const auto layouts = layout_list(layouts_json, field);
 
-    spec::KernelSpec base;
-    base.q_dtype = base.out_dtype = m.dtype;
-    base.head_dim = m.head_dim;
-    base.group_size = m.group;
-    if (window) base.features |= spec::feature::kSlidingWindow;
+    const Backend op_backend = static_cast<Backend>(backend);
+    const KvLayout to_layout[] = {KvLayout::kNHD, KvLayout::kHND};
+    const int64_t H = m.heads, KH = m.kv_heads, D = m.head_dim;
 
     if (name == "decode") {
       check_fields(op, kDecodeFields, where);
-      base.family = spec::OpFamily::kDecode;
       const auto kv_dtypes = dtype_list(
           list_field(c, op, "kv_cache_dtypes", json::array({dtype_name(m.dtype)}), where, &field), field,
           {m.dtype, DType::kFloat8E4M3, DType::kFloat8E5M2});
-      std::vector<spec::PosEncoding> pos = {spec::PosEncoding::kNone};
+      std::vector<PosEncodingMode> pos = {PosEncodingMode::kNone};
       if (op.contains("pos_encodings")) {
         pos.clear();
         for (const auto& p : list_field(c, op, "pos_encodings", json(), where, &field)) {
           const std::string t = p.is_string() ? p.get<std::string>() : "";
-          if (t == "none") pos.push_back(spec::PosEncoding::kNone);
-          else if (t == "rope_llama") pos.push_back(spec::PosEncoding::kRopeLlama);
-          else if (t == "alibi") pos.push_back(spec::PosEncoding::kAlibi);
+          if (t == "none") pos.push_back(PosEncodingMode::kNone);
+          else if (t == "rope_llama") pos.push_back(PosEncodingMode::kRopeLlama);
+          else if (t == "alibi") pos.push_back(PosEncodingMode::kAlibi);
           else bad(field, fmt::format("expected \"none\", \"rope_llama\" or \"alibi\", got {}", p.dump()));
         }
       }
-      if (get_bool(op, "return_lse", false, where)) base.features |= spec::feature::kReturnLse;
-      if (get_bool(op, "logits_soft_cap", false, where)) base.features |= spec::feature::kSoftCap;
+      const bool lse = get_bool(op, "return_lse", false, where);
+      const bool soft_cap = get_bool(op, "logits_soft_cap", false, where);
       for (DType kv : kv_dtypes)
         for (auto layout : layouts)
           for (auto pe : pos) {
-            spec::KernelSpec s = base;
-            s.kv_dtype = kv;
-            s.layout = layout;
-            s.pos_encoding = pe;
-            add(s, backend);
+            // single_decode_with_kv_cache's arguments, shapes only (one KV token).
+            const KvLayout l = to_layout[static_cast<int>(layout)];
+            const TensorView q = TensorView::contiguous(nullptr, m.dtype, {H, D});
+            const TensorView k = l == KvLayout::kNHD ? TensorView::contiguous(nullptr, kv, {1, KH, D})
+                                                     : TensorView::contiguous(nullptr, kv, {KH, 1, D});
+            const TensorView lse_view = TensorView::contiguous(nullptr, DType::kFloat32, {H});
+            SingleDecodeOptions o;
+            o.kv_layout = l;
+            o.pos_encoding_mode = pe;
+            o.logits_soft_cap = soft_cap ? 30.0f : 0.0f;
+            o.window_left = window ? 4096 : -1;
+            o.backend = op_backend;
+            add(where, fmt::format("decode, kv {}, {}", dtype_name(kv), l == KvLayout::kNHD ? "NHD" : "HND"),
+                [&](const spec::Arch& arch) {
+                  return ops::single_decode_prewarm_spec(q, k, k, q, o, lse ? &lse_view : nullptr, arch);
+                });
           }
     } else {
       check_fields(op, kXqaFields, where);
-      base.family = spec::OpFamily::kXqa;
       const auto kv_dtypes = dtype_list(
           list_field(c, op, "kv_cache_dtypes", json::array({dtype_name(m.dtype)}), where, &field), field,
           {m.dtype, DType::kFloat8E4M3});
       const auto pages = page_size_list(list_field(c, op, "page_sizes", json::array({32}), where, &field), field);
-      if (get_bool(op, "sinks", false, where)) base.features |= spec::feature::kSinks;
-      if (get_bool(op, "scale_pointers", false, where)) base.features |= spec::feature::kScalePointers;
+      const bool sinks = get_bool(op, "sinks", false, where);
+      const bool scale_pointers = get_bool(op, "scale_pointers", false, where);
       const bool fp8_out = get_bool(op, "fp8_output", false, where);
       // The fp8 output variant exists only next to an fp8 KV cache: asking for it
       // without one would silently prewarm nothing.
       if (fp8_out && std::find(kv_dtypes.begin(), kv_dtypes.end(), DType::kFloat8E4M3) == kv_dtypes.end())
         bad(where + ".fp8_output",
             "needs fp8_e4m3 in kv_cache_dtypes (the fp8 output is built only for an fp8 KV cache)");
-      std::vector<spec::MaskMode> masks = {spec::MaskMode::kNone};
-      if (get_bool(op, "spec_decode", false, where)) masks.push_back(spec::MaskMode::kCustom);
+      std::vector<int> q_seq_lens = {1};
+      if (get_bool(op, "spec_decode", false, where)) q_seq_lens.push_back(2);  // > 1: the masked kernel
+      // A device scale pointer, never read while planning from shapes.
+      const float* fake_scale = reinterpret_cast<const float*>(uintptr_t{256});
       for (DType kv : kv_dtypes)
         for (int page : pages)
           for (auto layout : layouts)
-            for (auto mask : masks) {
-              spec::KernelSpec s = base;
-              s.kv_dtype = kv;
-              s.page_size = page;
-              s.layout = layout;
-              s.mask = mask;
-              add(s, backend);
-              if (fp8_out && kv == DType::kFloat8E4M3) {
-                s.out_dtype = DType::kFloat8E4M3;
-                add(s, backend);
+            for (int qlen : q_seq_lens)
+              for (DType out : {m.dtype, DType::kFloat8E4M3}) {
+                if (out == DType::kFloat8E4M3 && !(fp8_out && kv == DType::kFloat8E4M3)) continue;
+                // xqa's arguments, shapes only (batch 1, one page).
+                XqaArgs a;
+                const KvLayout l = to_layout[static_cast<int>(layout)];
+                a.q = qlen > 1 ? TensorView::contiguous(nullptr, m.dtype, {1, 1, qlen, H, D})
+                               : TensorView::contiguous(nullptr, m.dtype, {1, 1, H, D});
+                a.output = a.q;
+                a.output.dtype = out;
+                a.k_cache = l == KvLayout::kNHD ? TensorView::contiguous(nullptr, kv, {1, page, KH, D})
+                                                : TensorView::contiguous(nullptr, kv, {1, KH, page, D});
+                a.v_cache = a.k_cache;
+                a.page_table = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
+                a.seq_lens = TensorView::contiguous(nullptr, DType::kUInt32, {1});
+                a.num_kv_heads = m.kv_heads;
+                a.page_size = page;
+                a.kv_layout = l;
+                a.q_seq_len = qlen;
+                if (qlen > 1)
+                  a.mask = TensorView::contiguous(nullptr, DType::kUInt16, {1, qlen, ((qlen + 31) / 32) * 2});
+                if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {KH, H / KH});
+                a.sliding_win_size = window ? 4096 : 0;
+                if (scale_pointers) a.q_scale = fake_scale;
+                if (scale_pointers && kv == DType::kFloat8E4M3) a.kv_scale = fake_scale;
+                a.backend = op_backend;
+                add(where,
+                    fmt::format("xqa, kv {}, page_size {}, {}", dtype_name(kv), page, l == KvLayout::kNHD ? "NHD" : "HND"),
+                    [&](const spec::Arch& arch) { return ops::xqa_prewarm_spec(a, arch); });
               }
-            }
     }
   }
   return plan;

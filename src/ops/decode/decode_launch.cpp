@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "attnjit/error.hpp"
+#include "ops/common/launch.hpp"
 #include "ops/common/validate.hpp"
 #include "runtime/kernel_registry.hpp"
 
@@ -65,10 +66,10 @@ int max_splits(const DecodeShape& s, int sm_count) {
                             kMaxSplits})));
 }
 
-SplitPlan plan_splits(const DecodeShape& s, int slots, int tile_tokens) {
+SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
   SplitPlan plan;
   plan.splits = forced_splits() > 0 ? forced_splits() : choose_splits(decode_base_ctas(s), s.max_seq_len, slots);
-  const int tile = std::max(tile_tokens, 1);
+  const int tile = std::max(granule, 1);
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(s.max_seq_len, plan.splits), tile) * tile);
   plan.splits = static_cast<int>(ceil_div(s.max_seq_len, plan.tokens_per_split));
   return plan;
@@ -90,16 +91,6 @@ size_t decode_workspace_bytes(const DecodeShape& s, int splits) {
 
 size_t decode_semaphore_count(const DecodeShape& s) { return static_cast<size_t>(decode_base_ctas(s)); }
 
-spec::Arch prewarm_arch(const std::string& arch) {
-  if (!arch.empty()) return spec::Arch::parse(arch);
-  std::string why;
-  if (!driver::is_available(&why))
-    throw Error(ErrorCode::kNoDevice, "prewarm without an arch needs a GPU to take it from (" + why +
-                                          "); pass arch, e.g. \"sm_90a\"");
-  const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
-  return spec::arch_for_device(caps.sm_major, caps.sm_minor);
-}
-
 void require_caller_scratch(const DecodeLaunch& l, int splits) {
   if (splits <= 1) return;
   const size_t need_ws = decode_workspace_bytes(l.shape, splits);
@@ -112,12 +103,6 @@ void require_caller_scratch(const DecodeLaunch& l, int splits) {
                   l.semaphores ? fmt::format("{}", l.semaphore_count) : std::string("none"));
 }
 
-std::string prewarm_spec(Runtime& rt, const spec::KernelSpec& spec, const std::string& arch) {
-  auto& registry = rt.registry();
-  if (arch.empty()) registry.kernel(spec, driver::current_device(), nullptr);
-  return registry.artifact(spec).name;
-}
-
 int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
   auto& registry = rt.registry();
   CUstream cs = reinterpret_cast<CUstream>(stream);
@@ -126,7 +111,7 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   const int sms = l.sm_count > 0 ? l.sm_count : k.num_sms;
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);
 
-  const SplitPlan plan = plan_splits(l.shape, slots, k.tile_tokens);
+  const SplitPlan plan = plan_splits(l.shape, slots, k.launch.split_granule);
   const int splits = plan.splits, tps = plan.tokens_per_split;
 
   void* workspace = l.workspace;
@@ -144,16 +129,11 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   p.tokens_per_split = tps;
   p.row_blocks = decode_row_blocks(l.shape.group, l.shape.q_seq_len);
 
-  driver::LaunchConfig cfg;
-  cfg.grid[0] = static_cast<unsigned>(splits);
-  cfg.grid[1] = static_cast<unsigned>(l.shape.num_kv_heads * p.row_blocks);
-  cfg.grid[2] = static_cast<unsigned>(l.shape.batch);
-  cfg.block[0] = static_cast<unsigned>(k.threads);
-  cfg.smem_bytes = static_cast<unsigned>(k.smem_bytes);
-  cfg.stream = cs;
-  cfg.pdl = l.pdl;
-  void* args[] = {&p};
-  driver::launch(k.function, cfg, args);
+  Grid grid;
+  grid.x = static_cast<unsigned>(splits);
+  grid.y = static_cast<unsigned>(l.shape.num_kv_heads * p.row_blocks);
+  grid.z = static_cast<unsigned>(l.shape.batch);
+  launch_kernel(k, grid, cs, l.pdl, p);
   return splits;
 }
 

@@ -1,5 +1,5 @@
-// Grid planning and launch shared by the decode-family ops (single_decode, xqa):
-// split-KV choice, workspace sizing and the launch itself.
+// Grid planning shared by the decode-family ops (single_decode, xqa): split-KV
+// choice, workspace sizing, then the generic launch (ops/common/launch.hpp).
 #pragma once
 
 #include <cstddef>
@@ -38,12 +38,13 @@ int choose_splits(int64_t base_ctas, int max_seq_len, int slots);
 int max_splits(const DecodeShape& s, int sm_count);
 
 // What a launch splits into: the split count after rounding each split to whole
-// warp tiles of `tile_tokens` (a tile never spans two pages), and its tokens.
+// units of `granule` tokens (the kernel's split granule: a warp tile, which never
+// spans two pages), and its tokens.
 struct SplitPlan {
   int splits = 1;
   int tokens_per_split = 1;
 };
-SplitPlan plan_splits(const DecodeShape& s, int slots, int tile_tokens);
+SplitPlan plan_splits(const DecodeShape& s, int slots, int granule);
 
 size_t decode_workspace_bytes(const DecodeShape& s, int splits);
 size_t decode_semaphore_count(const DecodeShape& s);
@@ -68,19 +69,13 @@ struct DecodeLaunch {
   bool use_runtime_scratch = false;  // single_decode: the runtime owns the scratch
 };
 
-// The arch to prewarm for: `arch` when given, else the current GPU's (kNoDevice
-// without one).
-spec::Arch prewarm_arch(const std::string& arch);
-// Compiles (or fetches) the spec; with no arch given it is for this GPU, so the
-// kernel is also loaded on the current device: a launch inside a CUDA-graph
-// capture then finds it. Returns the kernel's name.
-std::string prewarm_spec(Runtime& rt, const spec::KernelSpec& spec, const std::string& arch);
-
 // A caller-owned workspace and semaphores (xqa) large enough for `splits`, else
 // Error(kInvalidArgument) naming them. Pure: tested on the CPU.
 void require_caller_scratch(const DecodeLaunch& launch, int splits);
 
-// Fills the split fields of `p` and launches. Returns the number of splits used.
+// Plans the splits from the loaded kernel's metadata (its split granule and
+// occupancy), fills the split fields of `p` and launches through the generic
+// launch_kernel<DecodeParams>. Returns the number of splits used.
 int launch_decode(Runtime& rt, const DecodeLaunch& launch, DecodeParams& p, Stream stream);
 
 }  // namespace attnjit::ops

@@ -30,4 +30,13 @@ struct XqaPlan {
 
 XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch);
 
+// The spec a call with these arguments launches on `arch`, from shapes alone
+// (tensor data may be null): the op's own validation and spec building, as
+// prewarm_* runs them. The CLI's model-config expansion builds its specs here too,
+// so the op's limits (page sizes, group sizes, dtypes) have one copy.
+spec::KernelSpec single_decode_prewarm_spec(const TensorView& q, const TensorView& k, const TensorView& v,
+                                            const TensorView& out, const SingleDecodeOptions& options,
+                                            const TensorView* lse, const spec::Arch& arch);
+spec::KernelSpec xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch);
+
 }  // namespace attnjit::ops

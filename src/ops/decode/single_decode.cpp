@@ -7,6 +7,7 @@
 
 #include "attnjit/decode.hpp"
 #include "attnjit/error.hpp"
+#include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
@@ -78,7 +79,7 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   s.q_dtype = q.dtype;
   s.kv_dtype = k.dtype;
   s.out_dtype = out.dtype;
-  s.head_dim = static_cast<int>(hd);
+  s.set_head_dim(static_cast<int>(hd));
   s.group_size = static_cast<int>(heads / kv_heads);
   s.page_size = 0;
   s.layout = nhd ? spec::KvLayout::kNHD : spec::KvLayout::kHND;
@@ -152,11 +153,15 @@ std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const Tenso
                                                 const TensorView& v, const TensorView& out,
                                                 const SingleDecodeOptions& options, const TensorView* lse,
                                                 const std::string& arch, Runtime* runtime) {
-  const spec::Arch target = ops::prewarm_arch(arch);
-  ops::ShapesOnlyScope shapes_only;
-  ops::SingleDecodePlan plan = ops::plan_single_decode(q, k, v, out, options, lse, target);
-  Runtime& rt = runtime ? *runtime : Runtime::global();
-  return ops::prewarm_spec(rt, plan.spec, arch);
+  const spec::KernelSpec s = ops::single_decode_prewarm_spec(q, k, v, out, options, lse, ops::prewarm_arch(arch));
+  return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
+}
+
+spec::KernelSpec ops::single_decode_prewarm_spec(const TensorView& q, const TensorView& k, const TensorView& v,
+                                                 const TensorView& out, const SingleDecodeOptions& options,
+                                                 const TensorView* lse, const spec::Arch& arch) {
+  ShapesOnlyScope shapes_only;
+  return plan_single_decode(q, k, v, out, options, lse, arch).spec;
 }
 
 }  // namespace attnjit

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "attnjit/error.hpp"
+#include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
@@ -150,7 +151,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   s.q_dtype = a.q.dtype;
   s.kv_dtype = a.k_cache.dtype;
   s.out_dtype = a.output.dtype;
-  s.head_dim = static_cast<int>(hd);
+  s.set_head_dim(static_cast<int>(hd));
   s.group_size = group;
   s.page_size = a.page_size;
   s.layout = nhd ? spec::KvLayout::kNHD : spec::KvLayout::kHND;
@@ -277,11 +278,13 @@ size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, in
 }
 
 std::string prewarm_xqa(const XqaArgs& args, const std::string& arch, Runtime* runtime) {
-  const spec::Arch target = ops::prewarm_arch(arch);
-  ops::ShapesOnlyScope shapes_only;
-  ops::XqaPlan plan = ops::plan_xqa(args, target);
-  Runtime& rt = runtime ? *runtime : Runtime::global();
-  return ops::prewarm_spec(rt, plan.spec, arch);
+  const spec::KernelSpec s = ops::xqa_prewarm_spec(args, ops::prewarm_arch(arch));
+  return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
+}
+
+spec::KernelSpec ops::xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch) {
+  ShapesOnlyScope shapes_only;
+  return plan_xqa(args, arch).spec;
 }
 
 void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {

@@ -1,0 +1,209 @@
+// The decode family: can_implement, the generator and the tiling they share,
+// the backend table, and the family's registration.
+#include "ops/decode/decode_generator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+
+#include "attnjit/error.hpp"
+#include "decode/decode_params.cuh"
+#include "render/renderer.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+const char* device_type(DType d) {
+  switch (d) {
+    case DType::kFloat16: return "attnjit::half_t";
+    case DType::kBFloat16: return "attnjit::bf16_t";
+    case DType::kFloat8E4M3: return "attnjit::e4m3_t";
+    case DType::kFloat8E5M2: return "attnjit::e5m2_t";
+    default:
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("dtype {} has no device type in the decode templates", dtype_name(d)));
+  }
+}
+
+// Tuning knobs for experiments (defaults are the measured configuration): each
+// one lands in the rendered source, so the cache key follows it.
+int env_int_knob(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
+  DecodeTiling t;
+  t.tile = tile;
+  t.lazy_rescale = lazy;
+  const int hd = s.head_dim_qk;
+  const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
+  const bool fp8 = kv_bytes == 1;
+  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0 ||
+                             s.has(spec::feature::kCudaCores));  // !Traits::kDirectFp8
+  const int raw_row = hd * kv_bytes + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
+  const int per_stage = t.warps * 2 * t.tile * raw_row;
+  const int conv = widen ? t.warps * 2 * t.tile * (hd + 8) * 2 : 0;
+  const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
+  const int tail = std::max(t.warps * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
+  t.smem_limit = render::max_smem_per_block(s.arch);
+  // Ring budget per CTA: ~105 KB lets two CTAs share an SM with two tiles in
+  // flight per warp (~128 KB per SM: what HBM latency needs at full bandwidth).
+  // Never more than the arch allows per block.
+  int budget = env_int_knob("ATTNJIT_DECODE_RING_KB", 105) * 1024;
+  if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
+  // At least two stages (one tile in flight while another is computed), fewer
+  // only where the arch's shared memory cannot hold two.
+  t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
+  auto smem = [&] { return fixed + std::max(t.stages * per_stage + conv, tail); };
+  while (t.stages > 1 && smem() > t.smem_limit) --t.stages;
+  t.smem_bytes = smem();
+  // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
+  // register budget __launch_bounds__ derives from it would force spills.
+  const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores);
+  const int reg_estimate = hd / 2 + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
+  const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
+  const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
+  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, 3);
+  return t;
+}
+
+}  // namespace
+
+DecodeTiling decode_tiling(const spec::KernelSpec& s) {
+  // Warp tiles of 16 tokens for 16-bit KV and 32 for fp8: the same bytes per
+  // tile, so fp8 pays the softmax and address work once per 32 tokens (a tile
+  // never spans two pages, so 32 needs pages of 32 or more). Spec-decode masks
+  // and head dims over 128 keep 16: the larger tile's registers spill there. Lazy rescaling
+  // skips the O rescale while no row max moves. ATTNJIT_DECODE_TILE=16|32 and
+  // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
+  const bool one_byte = dtype_size(s.kv_dtype) == 1;
+  const bool lazy = env_int_knob("ATTNJIT_DECODE_LAZY_RESCALE", 1) == 1;
+  const int tile = env_int_knob("ATTNJIT_DECODE_TILE", one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128 ? 32 : 16);
+  if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
+    DecodeTiling t = tiling_for(s, 32, lazy);
+    if (t.smem_bytes <= t.smem_limit) return t;
+  }
+  return tiling_for(s, 16, lazy);
+}
+
+bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why) {
+  // The reason is formatted only when asked for and only on failure: backend
+  // resolution runs this on every launch.
+  auto refuse = [&](auto&& reason) {
+    if (why) *why = reason();
+    return false;
+  };
+  if (s.backend != spec::Backend::kXqa)
+    return refuse([&] { return fmt::format("only the xqa backend has {} kernels ({} has none yet)",
+                                           spec::to_string(s.family), spec::to_string(s.backend)); });
+  if (arch.sm < 80) return refuse([] { return std::string("the decode templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
+  if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
+    return refuse([&] { return fmt::format("q dtype {}: the decode templates take fp16 or bf16 queries", dtype_name(s.q_dtype)); });
+  const bool fp8_kv = s.kv_dtype == DType::kFloat8E4M3 || s.kv_dtype == DType::kFloat8E5M2;
+  if (s.kv_dtype != s.q_dtype && !fp8_kv)
+    return refuse([&] { return fmt::format("kv dtype {}: K/V are q's dtype or fp8", dtype_name(s.kv_dtype)); });
+  const bool out_16 = s.out_dtype == DType::kFloat16 || s.out_dtype == DType::kBFloat16;
+  if (!out_16 && !(fp8_kv && s.out_dtype == DType::kFloat8E4M3))
+    return refuse([&] { return fmt::format("output dtype {}: fp16, bf16, or fp8_e4m3 with fp8 K/V", dtype_name(s.out_dtype)); });
+  if (s.head_dim_qk != s.head_dim_vo)
+    return refuse([&] { return fmt::format("head dims {}/{}: the decode templates need head_dim_qk == head_dim_vo",
+                                           s.head_dim_qk, s.head_dim_vo); });
+  if (s.head_dim_qk % 16 != 0 || s.head_dim_qk < 16 || s.head_dim_qk > 256)
+    return refuse([&] { return fmt::format("head_dim {}: the decode templates need a multiple of 16 in [16, 256]", s.head_dim_qk); });
+  if (s.group_size < 1 || s.group_size > 256)
+    return refuse([&] { return fmt::format("group_size {}: expected 1 to 256", s.group_size); });
+  if (s.page_size != 0 && (s.page_size % 16 != 0 || s.page_size < 16 || s.page_size > 1024))
+    return refuse([&] { return fmt::format("page_size {}: 0 (contiguous) or a multiple of 16 up to 1024", s.page_size); });
+  if (s.layout != spec::KvLayout::kNHD && s.layout != spec::KvLayout::kHND) return refuse([] { return std::string("unknown KV layout"); });
+  if (s.mask != spec::MaskMode::kNone && s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
+    return refuse([] { return std::string("unknown mask mode"); });
+  if (s.pos_encoding != spec::PosEncoding::kNone && s.pos_encoding != spec::PosEncoding::kRopeLlama &&
+      s.pos_encoding != spec::PosEncoding::kAlibi)
+    return refuse([] { return std::string("unknown positional encoding"); });
+  if (s.features & ~spec::feature::kAll) return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  spec::KernelSpec on_arch = s;
+  on_arch.arch = arch;
+  const DecodeTiling t = decode_tiling(on_arch);
+  if (t.smem_bytes > t.smem_limit)
+    return refuse([&] { return fmt::format("needs {} bytes of shared memory per block, {} allows {}", t.smem_bytes,
+                                           arch.str(), t.smem_limit); });
+  return true;
+}
+
+render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
+  const DecodeTiling t = decode_tiling(s);
+  render::RenderedUnit u;
+  // The host's shared-memory arithmetic mirrors the Traits; the static_assert in
+  // the TU makes every compile (CI's variant matrix too) check the mirror.
+  u.launch.threads = t.warps * 32;
+  u.launch.smem_bytes = t.smem_bytes;
+  u.launch.min_blocks_per_sm = t.min_blocks;
+  u.launch.split_granule = t.tile;  // a split never cuts a warp tile (nor so a page)
+  u.entry = "attnjit_decode";
+  u.smem_symbol = "attnjit_smem_bytes";
+  u.source = fmt::format(
+      "// attnjit {name}\n"
+      "#include \"decode/gqa_decode.cuh\"\n"
+      "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
+      "{feat}u, {warps}, {stages}, {smem_limit}, {tile}, {lazy}>;\n"
+      "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
+      "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks}, "
+      "\"host and kernel disagree on launch metadata\");\n"
+      "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
+      "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
+      "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
+      "  extern __shared__ __align__(16) unsigned char smem[];\n"
+      "  attnjit::GqaDecode<Traits>::run(params, smem);\n"
+      "}}\n",
+      fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)),
+      fmt::arg("kv", device_type(s.kv_dtype)), fmt::arg("o", device_type(s.out_dtype)),
+      fmt::arg("hd", s.head_dim_qk), fmt::arg("g", s.group_size), fmt::arg("page", s.page_size),
+      fmt::arg("hnd", s.layout == spec::KvLayout::kHND ? "true" : "false"),
+      fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("pos", static_cast<int>(s.pos_encoding)),
+      fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
+      fmt::arg("smem_limit", t.smem_limit), fmt::arg("tile", t.tile),
+      fmt::arg("lazy", t.lazy_rescale ? "true" : "false"),
+      fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
+      fmt::arg("min_blocks", t.min_blocks), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
+  return u;
+}
+
+namespace {
+// Backend resolution for decode kernels, following the MLA seed (trtllm-gen on
+// sm_100/sm_103, xqa on sm_120); on sm_90a the faster backend per spec.
+constexpr render::BackendRow kRows[] = {
+    {90, spec::Backend::kXqa, true, "the backend measured faster for the spec"},
+    {100, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {103, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {120, spec::Backend::kXqa, false, "the MLA seed"},
+    {0, spec::Backend::kXqa, false, "the portable mma.sync kernels"},
+};
+// Kernels that exist and have run correctly on a GPU. xqa's decode kernel is
+// portable (mma.sync, sm_80+; run on the H200). No trtllm-gen decode kernel exists
+// yet, so trtllm-gen is available nowhere and auto takes xqa everywhere.
+constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}};
+
+spec::Backend measured_faster(const spec::KernelSpec&, const char** why) {
+  if (why) *why = "no trtllm-gen decode kernel exists to measure against xqa";
+  return spec::Backend::kXqa;
+}
+
+const render::BackendTable kTable = {kRows, std::size(kRows), kVerified, std::size(kVerified), measured_faster};
+}  // namespace
+
+const render::BackendTable& decode_backend_table() { return kTable; }
+
+namespace decode {
+// The decode family's registration (its line is in src/spec/families.def).
+const render::Family& family() {
+  static const render::Family f = {spec::OpFamily::kDecode, decode_can_implement, decode_generate,
+                                   &decode_backend_table(), "decode/decode_params.cuh", sizeof(DecodeParams)};
+  return f;
+}
+}  // namespace decode
+
+}  // namespace attnjit::ops

@@ -117,6 +117,7 @@ RenderedUnit render_decode(const spec::KernelSpec& s) {
                 fmt::format("{}: needs {} bytes of shared memory per block, {} allows {}", s.name(), t.smem_bytes,
                             s.arch.str(), t.smem_limit));
   RenderedUnit u;
+  u.headers = template_files();
   // The host's shared-memory arithmetic mirrors the Traits; the static_assert in
   // the TU makes every compile (CI's variant matrix too) check the mirror.
   u.expected_smem_bytes = t.smem_bytes;
@@ -166,6 +167,13 @@ const std::string& template_hash() {
     return e.hex();
   }();
   return h;
+}
+
+std::string headers_hash(const RenderedUnit& unit) {
+  util::KeyEncoder e;
+  for (const auto& f : unit.headers) e.field(f.path, f.content);
+  for (const auto& d : unit.include_dirs) e.field("include_dir", d.content_hash);
+  return e.hex();
 }
 
 int max_smem_per_block(const spec::Arch& arch) {

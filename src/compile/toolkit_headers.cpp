@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kLibcuxxDirs = {"cuda", "nv"};
+// All of CCCL, not only libcu++ (cuda/, nv/): with its folder on the include path, a unit
+// can reach cub/ and thrust/ too, and whatever it can reach must be in the key.
+const std::vector<std::string> kCcclDirs = {"cuda", "nv", "cub", "thrust"};
 
 // The toolkit that NVRTC itself came from: its headers match its builtins best.
 std::string next_to_nvrtc() {
@@ -45,7 +47,7 @@ render::IncludeDir find_cccl() {
   for (const auto& dir : tried) {
     if (dir.empty()) continue;
     std::error_code ec;
-    if (fs::is_regular_file(fs::path(dir) / "cuda" / "ptx", ec)) return {dir, hash_header_tree(dir, kLibcuxxDirs)};
+    if (fs::is_regular_file(fs::path(dir) / "cuda" / "ptx", ec)) return {dir, hash_header_tree(dir, kCcclDirs)};
     list += (list.empty() ? "" : ", ") + dir;
   }
   throw Error(ErrorCode::kUnsupported,

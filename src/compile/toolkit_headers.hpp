@@ -11,8 +11,8 @@ namespace attnjit::compile {
 
 // CCCL's include folder (the one holding cuda/ptx), first found of: $ATTNJIT_CCCL_DIR; the
 // toolkit that holds the loaded libnvrtc (<lib>/../include/cccl); the toolkit attnjit was built
-// against; /usr/local/cuda/include/cccl. content_hash is XXH3-128 over every file under its
-// cuda/ and nv/ (libcu++; cub and thrust are not usable from NVRTC here), taken once.
+// against; /usr/local/cuda/include/cccl. content_hash is XXH3-128 over every file
+// under its cuda/, nv/, cub/ and thrust/ (all that -I<it> makes reachable), taken once per process.
 // Throws Error(kUnsupported) naming the folders tried when none has cuda/ptx.
 const render::IncludeDir& cccl_include_dir();
 

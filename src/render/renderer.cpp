@@ -18,6 +18,12 @@ namespace attnjit::render {
 
 namespace {
 
+// <cuda/...> and <nv/...> are CCCL's libcu++: NVRTC finds them only through a unit's
+// include_dirs (no -I, no search path), and the key hashes those folders' content.
+bool is_cccl_include(const std::string& bracket, const std::string& name) {
+  return bracket == "<" && (name.rfind("cuda/", 0) == 0 || name.rfind("nv/", 0) == 0);
+}
+
 // NVRTC reads an include it was not handed from disk (relative to the working
 // directory), where the template hash cannot see it; and the host fills the params
 // struct as it was built. So an override must be self-contained and keep that struct.
@@ -30,7 +36,8 @@ void check_template_set(const std::vector<TemplateFile>& files, const std::strin
     std::string line;
     std::smatch m;
     while (std::getline(lines, line))
-      if (std::regex_search(line, m, include_line) && (m[1] == "<" || !names.count(m[2])))
+      if (std::regex_search(line, m, include_line) && !is_cccl_include(m[1], m[2]) &&
+          (m[1] == "<" || !names.count(m[2])))
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("ATTNJIT_TEMPLATE_DIR='{}': {} includes {}{}{}, which is not a .cuh file of that "
                                 "folder; the cache key covers only those, so the templates must be self-contained",

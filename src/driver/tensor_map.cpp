@@ -64,6 +64,27 @@ TiledTensorMapDesc tiled_2d(CUtensorMapDataType dtype, const void* global, uint6
   return d;
 }
 
+TiledTensorMapDesc dense_tiled(CUtensorMapDataType dtype, const void* global, const std::vector<uint64_t>& dims,
+                               const std::vector<uint32_t>& box, CUtensorMapSwizzle swizzle) {
+  if (dims.empty() || dims.size() > kMaxTensorMapRank)
+    bad("dims", fmt::format("1..{} dimensions", kMaxTensorMapRank), std::to_string(dims.size()));
+  if (box.size() != dims.size())
+    bad("box", fmt::format("{} extents (one per dim)", dims.size()), std::to_string(box.size()));
+  TiledTensorMapDesc d;
+  d.dtype = dtype;
+  d.global = global;
+  d.rank = static_cast<int>(dims.size());
+  d.swizzle = swizzle;
+  uint64_t stride = tensor_map_element_bytes(dtype);
+  for (int i = 0; i < d.rank; ++i) {
+    d.dims[i] = dims[i];
+    d.box[i] = box[i];
+    stride *= dims[i];
+    if (i + 1 < d.rank) d.strides[i] = stride;
+  }
+  return d;
+}
+
 void check_tensor_map(const TiledTensorMapDesc& d) {
   const bool interleaved = d.interleave != CU_TENSOR_MAP_INTERLEAVE_NONE;
   const int min_rank = interleaved ? 3 : 1;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace attnjit::driver {
 
@@ -31,6 +32,12 @@ struct TiledTensorMapDesc {
 TiledTensorMapDesc tiled_2d(CUtensorMapDataType dtype, const void* global, uint64_t rows, uint64_t cols,
                             uint64_t row_bytes, uint32_t box_rows, uint32_t box_cols,
                             CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE);
+
+// A dense (packed) tensor of 1..5 dims, innermost first, cut into `box` tiles; strides follow
+// from the dims. Throws Error(kInvalidArgument) when the two lists differ in length or rank.
+TiledTensorMapDesc dense_tiled(CUtensorMapDataType dtype, const void* global, const std::vector<uint64_t>& dims,
+                               const std::vector<uint32_t>& box,
+                               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE);
 
 // Bytes per element; throws Error(kUnsupported) for the packed sub-byte types.
 size_t tensor_map_element_bytes(CUtensorMapDataType dtype);

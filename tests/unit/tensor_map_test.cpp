@@ -54,6 +54,23 @@ TEST(TensorMap, Tiled2dHelperFillsInnermostFirst) {
   EXPECT_NO_THROW(check_tensor_map(d));  // 64 bf16 = 128 B: exactly the swizzle span
 }
 
+TEST(TensorMap, DenseTiledDerivesPackedStrides) {
+  const TiledTensorMapDesc d = dense_tiled(CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kAddr, {128, 8, 4, 2}, {64, 8, 1, 1},
+                                           CU_TENSOR_MAP_SWIZZLE_128B);
+  EXPECT_EQ(d.rank, 4);
+  EXPECT_EQ(d.strides[0], 256u);        // 128 halves
+  EXPECT_EQ(d.strides[1], 256u * 8);    // then 8 rows
+  EXPECT_EQ(d.strides[2], 256u * 8 * 4);
+  EXPECT_EQ(d.box[0], 64u);
+  EXPECT_EQ(d.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+  EXPECT_NO_THROW(check_tensor_map(d));
+  EXPECT_NO_THROW(check_tensor_map(dense_tiled(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, kAddr, {64, 2, 2, 2, 2}, {8, 1, 1, 1, 1})));
+  expect_error([] { dense_tiled(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, kAddr, {64, 64}, {32}); }, ErrorCode::kInvalidArgument,
+               {"box", "2 extents", "given 1"});
+  expect_error([] { dense_tiled(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, kAddr, {2, 2, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}); },
+               ErrorCode::kInvalidArgument, {"dims", "1..5", "given 6"});
+}
+
 TEST(TensorMap, ElementSizes) {
   EXPECT_EQ(tensor_map_element_bytes(CU_TENSOR_MAP_DATA_TYPE_UINT8), 1u);
   EXPECT_EQ(tensor_map_element_bytes(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16), 2u);

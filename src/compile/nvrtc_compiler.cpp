@@ -105,15 +105,20 @@ Resources parse_ptxas_log(const std::string& log) {
 
 CompileResult compile(const std::string& kernel_name, const render::RenderedUnit& unit,
                       const spec::Arch& arch) {
-  const auto& templates = render::template_files();
+  // Only what the unit carries: compile() is a pure function of (unit, arch), as the key assumes.
   std::vector<const char*> header_src, header_names;
-  for (const auto& t : templates) {
+  for (const auto& t : unit.headers) {
     header_src.push_back(t.content.c_str());
     header_names.push_back(t.path.c_str());
   }
   const std::vector<std::string> opts = nvrtc_options(arch);
+  // Include dirs are passed but not recorded in `options`: their paths differ between machines,
+  // and the key covers their content through render::headers_hash().
+  std::vector<std::string> includes;
+  for (const auto& d : unit.include_dirs) includes.push_back("-I" + d.path);
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
+  for (const auto& o : includes) copts.push_back(o.c_str());
 
   auto t0 = std::chrono::steady_clock::now();
   ProgramGuard g;

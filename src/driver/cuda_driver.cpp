@@ -12,6 +12,7 @@
 
 #include "attnjit/error.hpp"
 #include "driver/driver_api.hpp"
+#include "driver/launch_attributes.hpp"
 #include "util/log.hpp"
 
 namespace attnjit::driver {
@@ -198,9 +199,9 @@ int attribute_or_zero(CUdevice dev, CUdevice_attribute a) {
 
 [[noreturn]] void throw_launch_error(CUresult r, const LaunchConfig& cfg) {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "cuLaunchKernelEx(grid %ux%ux%u, block %ux%ux%u, smem %u%s)",
+  std::snprintf(buf, sizeof(buf), "cuLaunchKernelEx(grid %ux%ux%u, block %ux%ux%u, cluster %ux%ux%u, smem %u%s)",
                 cfg.grid[0], cfg.grid[1], cfg.grid[2], cfg.block[0], cfg.block[1], cfg.block[2],
-                cfg.smem_bytes, cfg.pdl ? ", pdl" : "");
+                cfg.cluster[0], cfg.cluster[1], cfg.cluster[2], cfg.smem_bytes, cfg.pdl ? ", pdl" : "");
   check(r, buf);
   throw Error(ErrorCode::kInternal, "unreachable");
 }
@@ -402,10 +403,16 @@ void set_max_dynamic_smem(CUfunction f, int bytes) {
   }
 }
 
+void allow_non_portable_cluster(CUfunction f) {
+  ensure();
+  check(g_api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+        "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)");
+}
+
 void launch(CUfunction f, const LaunchConfig& cfg, void** args) {
   ensure();
   // Stack-only: no allocation and no lock on the launch path.
-  CUlaunchAttribute attrs[1] = {};
+  CUlaunchAttribute attrs[kMaxLaunchAttributes] = {};
   CUlaunchConfig lc = {};
   lc.gridDimX = cfg.grid[0];
   lc.gridDimY = cfg.grid[1];
@@ -416,13 +423,7 @@ void launch(CUfunction f, const LaunchConfig& cfg, void** args) {
   lc.sharedMemBytes = cfg.smem_bytes;
   lc.hStream = cfg.stream;
   lc.attrs = attrs;
-  lc.numAttrs = 0;
-  if (cfg.pdl) {
-    // Lets this kernel start while the previous one on the stream finishes (griddepcontrol).
-    attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attrs[0].value.programmaticStreamSerializationAllowed = 1;
-    lc.numAttrs = 1;
-  }
+  lc.numAttrs = static_cast<unsigned>(launch_attributes(cfg, attrs));
   CUresult r = g_api.cuLaunchKernelEx(&lc, f, args, nullptr);
   if (r != CUDA_SUCCESS) throw_launch_error(r, cfg);
 }

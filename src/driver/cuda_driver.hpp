@@ -69,6 +69,8 @@ struct FuncAttributes {
 FuncAttributes func_attributes(CUfunction f);
 void set_max_dynamic_smem(CUfunction f, int bytes);
 int max_active_blocks(CUfunction f, int threads, int dynamic_smem);  // per SM
+// Lets `f` launch with clusters of up to 16 blocks (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED).
+void allow_non_portable_cluster(CUfunction f);
 
 struct LaunchConfig {
   unsigned grid[3] = {1, 1, 1};
@@ -76,8 +78,12 @@ struct LaunchConfig {
   unsigned smem_bytes = 0;
   CUstream stream = nullptr;
   bool pdl = false;  // programmatic stream serialization (sm_90+)
+  // Thread block cluster (sm_90+): {1,1,1} launches without one. Each dim must divide the grid's;
+  // at most 8 blocks (the portable size), or 16 after allow_non_portable_cluster(f).
+  unsigned cluster[3] = {1, 1, 1};
 };
-// cuLaunchKernelEx; no allocation.
+// cuLaunchKernelEx with the cluster and PDL attributes (launch_attributes.hpp); no allocation.
+// Throws Error(kInvalidArgument) for a cluster shape that does not fit the grid.
 void launch(CUfunction f, const LaunchConfig& cfg, void** args);
 
 // True when the stream is capturing (cuStreamIsCapturing).

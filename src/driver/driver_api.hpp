@@ -59,7 +59,8 @@ namespace attnjit::driver::detail {
   X(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000)          \
   X(cuEventDestroy, PFN_cuEventDestroy_v4000)                  \
   X(cuModuleGetGlobal, PFN_cuModuleGetGlobal_v3020)            \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050) \
+  X(cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000)
 
 // Plain function pointers, written once under g_once and only read afterwards: the launch
 // path takes no lock. Everything here is constant-initialized, so no static-init-order issue.

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "spec/kernel_spec.hpp"
 
@@ -21,8 +22,25 @@ struct LaunchMetadata {
   int split_granule = 1;        // KV tokens a split boundary aligns to (1: none)
 };
 
+struct TemplateFile {
+  std::string path;     // include name, relative to templates/
+  std::string content;
+};
+
+// A toolkit header folder NVRTC reads from disk (CCCL): its path is not part of the key (it
+// differs between machines), the hash of its headers' content is.
+struct IncludeDir {
+  std::string path;
+  std::string content_hash;
+};
+
 struct RenderedUnit {
   std::string source;
+  // Everything the source can include, so that compile() needs nothing else: the templates, handed
+  // to NVRTC by name (all of them: a superset of what it includes; render() fills them in when the
+  // generator leaves them empty), and toolkit folders.
+  std::vector<TemplateFile> headers;
+  std::vector<IncludeDir> include_dirs;
   std::string entry;        // the extern "C" kernel symbol
   std::string smem_symbol;  // __constant__ int holding the dynamic smem bytes
   LaunchMetadata launch;

@@ -19,6 +19,12 @@ namespace attnjit::render {
 
 namespace {
 
+// <cuda/...> and <nv/...> are CCCL's libcu++: NVRTC finds them only through a unit's
+// include_dirs (no -I, no search path), and the key hashes those folders' content.
+bool is_cccl_include(const std::string& bracket, const std::string& name) {
+  return bracket == "<" && (name.rfind("cuda/", 0) == 0 || name.rfind("nv/", 0) == 0);
+}
+
 // NVRTC reads an include it was not handed from disk (relative to the working
 // directory), where the template hash cannot see it; and the host fills the params
 // struct as it was built. So an override must be self-contained and keep that struct.
@@ -31,7 +37,8 @@ void check_template_set(const std::vector<TemplateFile>& files, const std::strin
     std::string line;
     std::smatch m;
     while (std::getline(lines, line))
-      if (std::regex_search(line, m, include_line) && (m[1] == "<" || !names.count(m[2])))
+      if (std::regex_search(line, m, include_line) && !is_cccl_include(m[1], m[2]) &&
+          (m[1] == "<" || !names.count(m[2])))
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("ATTNJIT_TEMPLATE_DIR='{}': {} includes {}{}{}, which is not a .cuh file of that "
                                 "folder; the cache key covers only those, so the templates must be self-contained",
@@ -91,6 +98,13 @@ const std::string& template_hash() {
   return h;
 }
 
+std::string headers_hash(const RenderedUnit& unit) {
+  util::KeyEncoder e;
+  for (const auto& f : unit.headers) e.field(f.path, f.content);
+  for (const auto& d : unit.include_dirs) e.field("include_dir", d.content_hash);
+  return e.hex();
+}
+
 int max_smem_per_block(const spec::Arch& arch) {
   switch (arch.sm) {
     case 80:
@@ -112,7 +126,10 @@ RenderedUnit render(const spec::KernelSpec& s) {
   std::string why;
   if (!family->can_implement(s, s.arch, &why))
     throw Error(ErrorCode::kUnsupported, fmt::format("{}: {}", s.name(), why));
-  return family->generate(s);
+  RenderedUnit unit = family->generate(s);
+  // Every unit carries the templates it may include, so compile() needs nothing else.
+  if (unit.headers.empty()) unit.headers = template_files();
+  return unit;
 }
 
 }  // namespace attnjit::render

@@ -11,11 +11,6 @@
 
 namespace attnjit::render {
 
-struct TemplateFile {
-  std::string path;     // include name, relative to templates/
-  std::string content;
-};
-
 // Embedded templates, or the files under $ATTNJIT_TEMPLATE_DIR when it is set.
 const std::vector<TemplateFile>& template_files();
 // XXH3-128 over every template path and content: part of every cache key.
@@ -24,6 +19,10 @@ const std::string& template_hash();
 // Spec -> its family's translation unit, after the family's can_implement (the
 // one place that decides "can serve"). Throws Error(kUnsupported) with its reason.
 RenderedUnit render(const spec::KernelSpec& spec);
+
+// The key's hash of what a unit includes: its headers (path, content) and each include dir's
+// content hash. Equals template_hash() for a unit that carries the templates and no include dir.
+std::string headers_hash(const RenderedUnit& unit);
 
 // The arch's opt-in maximum of dynamic shared memory per block.
 int max_smem_per_block(const spec::Arch& arch);

@@ -29,7 +29,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 spec::KeyInputs key_inputs(const spec::KernelSpec& s, const render::RenderedUnit& unit) {
-  return {ATTNJIT_VERSION, render::template_hash(), unit.source, compile::nvrtc_version(),
+  return {ATTNJIT_VERSION, render::headers_hash(unit), unit.source, compile::nvrtc_version(),
           compile::join_options(compile::nvrtc_options(s.arch))};
 }
 

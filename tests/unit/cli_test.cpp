@@ -70,8 +70,8 @@ class CliTest : public ::testing::Test {
   // Runs `attnjit <args>` with ATTNJIT_CACHE_DIR set to this test's cache.
   CliResult run(const std::string& args) const {
     const std::string err_file = dir_ + "/stderr.txt";
-    const std::string cmd = "ATTNJIT_CACHE_DIR='" + cache_ + "' ATTNJIT_LOG_LEVEL=warn '" +
-                            std::string(ATTNJIT_CLI_PATH) + "' " + args + " 2>'" + err_file + "'";
+    const std::string cmd = env_ + " ATTNJIT_CACHE_DIR='" + cache_ + "' ATTNJIT_LOG_LEVEL=warn '" + cli_ +
+                            "' " + args + " 2>'" + err_file + "'";
     CliResult r;
     FILE* pipe = popen(cmd.c_str(), "r");
     if (!pipe) return r;
@@ -104,6 +104,8 @@ class CliTest : public ::testing::Test {
   }
 
   std::string dir_, cache_, config_;
+  std::string cli_ = ATTNJIT_CLI_PATH;  // the binary run() starts
+  std::string env_;                     // extra VAR=value words for run()
 };
 
 TEST_F(CliTest, DoctorJsonHasTheKeys) {
@@ -303,6 +305,46 @@ TEST_F(CliTest, ConfigLimitsAreTheOps) {
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_NE(r.err.find("ops[0].page_sizes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("16, 32, 64 or 128"), std::string::npos) << r.err;
+}
+
+// The configs are compiled in: a copy of the binary in a folder with no share/ next to it
+// still finds them (it used to look only in share/attnjit/configs and the source tree).
+TEST_F(CliTest, ACopiedBinaryFindsTheBundledConfigs) {
+  fs::create_directories(dir_ + "/bin");
+  fs::create_directories(dir_ + "/empty");
+  fs::copy_file(ATTNJIT_CLI_PATH, dir_ + "/bin/attnjit");
+  fs::permissions(dir_ + "/bin/attnjit", fs::perms::owner_exec, fs::perm_options::add);
+  cli_ = dir_ + "/bin/attnjit";
+  env_ = "ATTNJIT_CONFIG_DIR='" + dir_ + "/empty'";
+  json j = run_json("prewarm --config llama-3-8b --arch sm_90a --list --json");
+  EXPECT_EQ(j["model"], "llama-3-8b");
+  EXPECT_FALSE(j["specs"].empty()) << j.dump(2);
+  // The source tree is still on this machine, so also check that each config's text is in the
+  // binary itself, not only a path to it.
+  std::ifstream bin(cli_, std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(bin)), std::istreambuf_iterator<char>());
+  for (const auto& e : fs::directory_iterator(std::string(ATTNJIT_SOURCE_DIR) + "/tools/configs")) {
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(image.find(text), std::string::npos) << e.path() << " is not embedded in the binary";
+  }
+}
+
+// A folder on disk ($ATTNJIT_CONFIG_DIR) overrides a built-in config of the same name and adds new ones.
+TEST_F(CliTest, ConfigDirOverridesAndAddsToTheBundledConfigs) {
+  fs::create_directories(dir_ + "/configs");
+  std::ofstream(dir_ + "/configs/llama-3-8b.json")
+      << R"({"name": "overridden", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+             "ops": [{"op": "decode"}]})";
+  std::ofstream(dir_ + "/configs/extra-model.json") << kSmallConfig;
+  env_ = "ATTNJIT_CONFIG_DIR='" + dir_ + "/configs'";
+  EXPECT_EQ(run_json("prewarm --config llama-3-8b --arch sm_90a --list --json")["model"], "overridden");
+  EXPECT_EQ(run_json("prewarm --config extra-model --arch sm_90a --list --json")["model"], "cli-test-model");
+  EXPECT_EQ(run_json("prewarm --config mistral-7b --arch sm_90a --list --json")["model"], "mistral-7b");
+  CliResult r = run("prewarm --config no-such-model --list");
+  EXPECT_EQ(r.code, 1) << r.all();
+  for (const char* name : {"extra-model", "llama-3-8b", "qwen2.5-72b"})
+    EXPECT_NE(r.err.find(name), std::string::npos) << name << " not listed in: " << r.err;
 }
 
 // A second command name used to replace the first: `cache ls clear` wiped the store.

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "common/temp_dir.hpp"
 #include "compile/library_identity.hpp"
 #include "compile/nvrtc_compiler.hpp"
-#include "common/temp_dir.hpp"
+#include "compile/toolkit_headers.hpp"
+#include "gpu/hopper_kernels.hpp"
 #include "render/renderer.hpp"
 #include "spec/kernel_spec.hpp"
 
@@ -312,6 +314,84 @@ TEST(CompileError, MissingIncludeIsACompileError) {
     EXPECT_NE(e.log().find("no_such_file.cuh"), std::string::npos) << e.log();
     EXPECT_NE(e.options().find("--gpu-architecture=sm_80"), std::string::npos);
   }
+}
+
+// compile() is a pure function of the unit: it hands NVRTC the unit's headers, and no others.
+TEST(CompileUnit, UsesTheHeadersTheUnitCarriesAndNoOthers) {
+  render::RenderedUnit own;
+  own.entry = "k";
+  own.headers.push_back({"own/value.cuh", "constexpr int kValue = 7;\n"});
+  own.source = "#include \"own/value.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = kValue; }\n";
+  EXPECT_NO_THROW(compile("own.header", own, Arch{90, true}));
+
+  render::RenderedUnit bare = render::render(proof_spec(Arch{90, true}));
+  ASSERT_FALSE(bare.headers.empty());
+  bare.headers.clear();  // the templates are no longer fetched behind the unit's back
+  try {
+    compile("no.headers", bare, Arch{90, true});
+    FAIL() << "compiled without the templates it includes";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("gqa_decode.cuh"), std::string::npos) << e.log();
+  }
+}
+
+// The key's header hash: the same as template_hash() for a decode unit (so existing keys hold),
+// and it moves with any header's content and any include dir's content, not with its path.
+TEST(HeadersHash, FollowsContentNotPaths) {
+  render::RenderedUnit u = render::render(proof_spec(Arch{90, true}));
+  EXPECT_EQ(render::headers_hash(u), render::template_hash());
+  render::RenderedUnit edited = u;
+  edited.headers.back().content += "\n// edited\n";
+  EXPECT_NE(render::headers_hash(edited), render::headers_hash(u));
+  render::RenderedUnit with_dir = u;
+  with_dir.include_dirs.push_back({"/opt/a/cccl", "hash-1"});
+  EXPECT_NE(render::headers_hash(with_dir), render::headers_hash(u));
+  render::RenderedUnit moved = with_dir;
+  moved.include_dirs[0].path = "/elsewhere/cccl";
+  EXPECT_EQ(render::headers_hash(moved), render::headers_hash(with_dir));
+  moved.include_dirs[0].content_hash = "hash-2";
+  EXPECT_NE(render::headers_hash(moved), render::headers_hash(with_dir));
+}
+
+TEST(ToolkitHeaders, TreeHashIsContentOnly) {
+  attnjit::testing::TempDir a, b;
+  for (const auto* d : {&a, &b}) {
+    std::filesystem::create_directories(d->path() + "/cuda/x");
+    std::ofstream(d->path() + "/cuda/ptx") << "ptx";
+    std::ofstream(d->path() + "/cuda/x/y.h") << "y";
+    std::ofstream(d->path() + "/other.h") << "not hashed";
+  }
+  std::ofstream(b.path() + "/other.h") << "changed outside cuda/ and nv/";
+  EXPECT_EQ(hash_header_tree(a.path(), {"cuda", "nv"}), hash_header_tree(b.path(), {"cuda", "nv"}));
+  std::ofstream(b.path() + "/cuda/x/y.h") << "Y";
+  EXPECT_NE(hash_header_tree(a.path(), {"cuda", "nv"}), hash_header_tree(b.path(), {"cuda", "nv"}));
+}
+
+TEST(ToolkitHeaders, CcclIsFoundAndAddedOnce) {
+  const render::IncludeDir& d = cccl_include_dir();
+  EXPECT_TRUE(std::filesystem::is_regular_file(d.path + "/cuda/ptx")) << d.path;
+  EXPECT_TRUE(std::filesystem::is_regular_file(d.path + "/cuda/barrier")) << d.path;
+  EXPECT_EQ(d.content_hash.size(), 32u);
+  EXPECT_EQ(&cccl_include_dir(), &d);  // hashed once per process
+  render::RenderedUnit u;
+  add_cccl(u);
+  add_cccl(u);
+  ASSERT_EQ(u.include_dirs.size(), 1u);
+  EXPECT_EQ(u.include_dirs[0].content_hash, d.content_hash);
+}
+
+// The Hopper driver GPU test's kernels (cuda/ptx TMA + cuda/barrier, cluster DSMEM, PDL) compile
+// here for sm_90a through compile() with CCCL; the H200 runs them.
+TEST(ToolkitHeaders, HopperDriverKernelsCompileWithCcclForSm90a) {
+  render::RenderedUnit u;
+  u.source = attnjit::testing::kHopperKernels;
+  add_cccl(u);
+  const CompileResult r = compile("hopper.driver.kernels", u, Arch{90, true});
+  EXPECT_FALSE(r.cubin.empty());
+  EXPECT_EQ(r.options, join_options(nvrtc_options(Arch{90, true})));  // no machine path recorded
+  for (const char* needle : {".entry cluster_probe", ".entry cluster_check", ".entry tma_tile",
+                             "cp.async.bulk.tensor.2d", "mbarrier", "mapa.shared::cluster", "griddepcontrol.wait"})
+    EXPECT_NE(r.ptx.find(needle), std::string::npos) << needle;
 }
 
 TEST(PtxasLog, ParsesResourceLines) {

@@ -263,6 +263,14 @@ void template_dir_probe() {
   } else if (m == "stray-include") {
     expect_error([] { template_files(); }, ErrorCode::kInvalidArgument,
                  {"common/mma.cuh includes \"common/knob.h\"", "self-contained"});
+  } else if (m == "cccl-include") {
+    bool found = false;
+    for (const auto& f : template_files())
+      if (f.path == "common/mma.cuh") found = f.content.find("#include <cuda/ptx>") != std::string::npos;
+    EXPECT_TRUE(found) << "the override with a CCCL include was not read";
+  } else if (m == "toolkit-include") {
+    expect_error([] { template_files(); }, ErrorCode::kInvalidArgument,
+                 {"common/mma.cuh includes <cuda_fp16.h>", "self-contained"});
   } else if (m == "params-changed") {
     expect_error([] { template_files(); }, ErrorCode::kInvalidArgument,
                  {"decode/decode_params.cuh differs", "rebuild"});
@@ -362,6 +370,21 @@ TEST(TemplateDirOverride, RefusesIncludesOutsideTheSetAndAChangedParamsStruct) {
     });
     ASSERT_FALSE(dir.empty());
     std::ofstream(dir + "/common/knob.h") << "#define ATTNJIT_KNOB 1\n";
+    const int rc = run_probe({std::string(kProbeEnv) + "=" + mode, "ATTNJIT_TEMPLATE_DIR=" + dir});
+    EXPECT_EQ(rc, 0) << mode << ": child probe failed (see its output above)";
+    fs::remove_all(dir);
+  }
+}
+
+// CCCL's libcu++ (<cuda/ptx>, <cuda/barrier>, <nv/target>) may be included: a unit reaches it only
+// through its include_dirs, whose content the key hashes. Other toolkit headers stay refused.
+TEST(TemplateDirOverride, AllowsCcclIncludesOnly) {
+  for (const std::string mode : {"cccl-include", "toolkit-include"}) {
+    const std::string dir = copy_templates([&](const std::string& path) -> std::string {
+      if (path != "common/mma.cuh") return "";
+      return mode == "cccl-include" ? "\n#include <cuda/ptx>\n#include <nv/target>\n" : "\n#include <cuda_fp16.h>\n";
+    });
+    ASSERT_FALSE(dir.empty());
     const int rc = run_probe({std::string(kProbeEnv) + "=" + mode, "ATTNJIT_TEMPLATE_DIR=" + dir});
     EXPECT_EQ(rc, 0) << mode << ": child probe failed (see its output above)";
     fs::remove_all(dir);

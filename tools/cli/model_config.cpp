@@ -16,14 +16,8 @@
 #include "attnjit/decode.hpp"
 #include "attnjit/xqa.hpp"
 #include "ops/decode/decode_spec.hpp"
+#include "cli/bundled_configs.hpp"
 #include "runtime/backend.hpp"
-
-#ifndef ATTNJIT_INSTALL_CONFIG_DIR
-#define ATTNJIT_INSTALL_CONFIG_DIR "share/attnjit/configs"
-#endif
-#ifndef ATTNJIT_SOURCE_CONFIG_DIR
-#define ATTNJIT_SOURCE_CONFIG_DIR ""
-#endif
 
 namespace attnjit::cli {
 
@@ -63,15 +57,6 @@ std::string get_string(const json& obj, const char* key, const std::string& fall
   if (!obj[key].is_string())
     bad(field, fmt::format("expected a string, got {} {}", obj[key].type_name(), obj[key].dump()));
   return obj[key].get<std::string>();
-}
-
-std::vector<std::string> config_dirs() {
-  std::vector<std::string> dirs;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back((exe.parent_path().parent_path() / ATTNJIT_INSTALL_CONFIG_DIR).string());
-  if (*ATTNJIT_SOURCE_CONFIG_DIR) dirs.push_back(ATTNJIT_SOURCE_CONFIG_DIR);
-  return dirs;
 }
 
 const std::set<std::string> kTopLevelFields = {
@@ -200,9 +185,12 @@ const std::vector<std::string>& planned_ops() {
   return ops;
 }
 
+// Folders on disk first ($ATTNJIT_CONFIG_DIR, the installed share/attnjit/configs), then
+// the configs built into the binary: those need no file, so a copied binary finds them too.
 std::vector<std::string> bundled_config_names() {
   std::set<std::string> names;
-  for (const auto& dir : config_dirs()) {
+  for (const auto& c : embedded_configs()) names.insert(c.name);
+  for (const auto& dir : config_override_dirs()) {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       if (it->path().extension() == ".json") names.insert(it->path().stem().string());
@@ -212,14 +200,15 @@ std::vector<std::string> bundled_config_names() {
 
 std::string resolve_config_path(const std::string& path_or_name) {
   std::error_code ec;
-  if (fs::is_regular_file(path_or_name, ec)) return path_or_name;
+  if (fs::is_regular_file(path_or_name, ec) || bundled_content(path_or_name)) return path_or_name;
   if (path_or_name.find('/') == std::string::npos) {
     std::string stem = path_or_name;
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
-    for (const auto& dir : config_dirs()) {
+    for (const auto& dir : config_override_dirs()) {
       fs::path p = fs::path(dir) / (stem + ".json");
       if (fs::is_regular_file(p, ec)) return p.string();
     }
+    if (bundled_content(bundled_path(stem))) return bundled_path(stem);
   }
   std::string names;
   for (const auto& n : bundled_config_names()) names += (names.empty() ? "" : ", ") + n;
@@ -229,9 +218,14 @@ std::string resolve_config_path(const std::string& path_or_name) {
 }
 
 json load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': cannot be read", path));
-  json j = json::parse(in, nullptr, false, /*ignore_comments=*/true);
+  json j;
+  if (const char* text = bundled_content(path)) {
+    j = json::parse(text, nullptr, false, /*ignore_comments=*/true);
+  } else {
+    std::ifstream in(path);
+    if (!in) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': cannot be read", path));
+    j = json::parse(in, nullptr, false, /*ignore_comments=*/true);
+  }
   if (j.is_discarded()) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': not valid JSON", path));
   if (!j.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': expected a JSON object", path));
   return j;

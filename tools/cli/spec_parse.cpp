@@ -3,21 +3,31 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "util/bounded_input.hpp"
 
 namespace attnjit::cli {
 
 namespace {
 
+// Longer than any real name (about 60 characters), short enough to quote whole.
+constexpr size_t kMaxNameChars = 200;
+
 [[noreturn]] void bad_name(const std::string& name, const std::string& why) {
   throw Error(ErrorCode::kInvalidArgument,
               fmt::format("kernel name '{}': {} (expected e.g. decode.bf16.hd128.g4.contig.nhd.sm90a "
                           "or xqa.bf16.kve4m3.hd128.g8.p32.nhd.sm90a; `attnjit cache ls` lists stored names)",
-                          name, why));
+                          util::quote_input(name), why));
+}
+
+// `--arch` and the text name one arch each: a quiet override would build a
+// kernel other than the one named.
+void check_arch_agrees(const std::string& what, const spec::Arch& named, const std::optional<spec::Arch>& arch) {
+  if (arch && !(*arch == named))
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} names {} but --arch asks for {}; give the arch once", what, named.str(), arch->str()));
 }
 
 std::vector<std::string> split_dots(const std::string& s) {
@@ -49,6 +59,7 @@ bool looks_like_arch(const std::string& t) {
 spec::KernelSpec spec_from_name(const std::string& name, const std::optional<spec::Arch>& arch,
                                 const spec::Arch& fallback) {
   if (name.empty()) bad_name(name, "empty");
+  if (name.size() > kMaxNameChars) bad_name(name, fmt::format("longer than {} characters", kMaxNameChars));
   std::vector<std::string> t = split_dots(name);
   size_t i = 0;
   auto at_end = [&] { return i >= t.size(); };
@@ -57,7 +68,7 @@ spec::KernelSpec spec_from_name(const std::string& name, const std::optional<spe
   // family
   if (t[i] == "decode") s.family = spec::OpFamily::kDecode;
   else if (t[i] == "xqa") s.family = spec::OpFamily::kXqa;
-  else bad_name(name, fmt::format("unknown op family '{}' (known: decode, xqa)", t[i]));
+  else bad_name(name, fmt::format("unknown op family '{}' (known: decode, xqa)", util::quote_input(t[i], 40)));
   ++i;
   // q dtype, then optional kv/out dtypes
   if (at_end()) bad_name(name, "missing the q dtype after the family");
@@ -116,7 +127,7 @@ spec::KernelSpec spec_from_name(const std::string& name, const std::optional<spe
       try {
         s.arch = spec::Arch::parse("sm_" + tok.substr(2));
       } catch (const Error& e) {
-        bad_name(name, e.what());
+        bad_name(name, util::bare_message(e));
       }
       have_arch = true;
     } else {
@@ -137,6 +148,7 @@ spec::KernelSpec spec_from_name(const std::string& name, const std::optional<spe
   std::string canonical = s.name();
   if (!have_arch) canonical.erase(canonical.rfind('.'));  // drop the default arch suffix
   if (canonical != name) bad_name(name, fmt::format("not in canonical form; did you mean '{}'?", canonical));
+  if (have_arch) check_arch_agrees(fmt::format("kernel name '{}'", name), s.arch, arch);
   if (arch) s.arch = *arch;
   else if (!have_arch) s.arch = fallback;
   return s;
@@ -144,27 +156,35 @@ spec::KernelSpec spec_from_name(const std::string& name, const std::optional<spe
 
 spec::KernelSpec spec_from_json_text(const std::string& text, const std::optional<spec::Arch>& arch,
                                      const spec::Arch& fallback) {
-  nlohmann::json user = nlohmann::json::parse(text, nullptr, false);
-  if (user.is_discarded() || !user.is_object())
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("spec JSON: not a JSON object: {}", text));
+  const nlohmann::json user = util::parse_json_bounded(text, "spec JSON");
+  if (!user.is_object())
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("spec JSON: expected a JSON object, got {} {}",
+                                                         user.type_name(), util::quote_input(user.dump())));
   nlohmann::json j = spec::KernelSpec{}.to_json();
   if (user.contains("q_dtype")) {
-    if (!user.contains("kv_dtype")) j["kv_dtype"] = user["q_dtype"];
-    if (!user.contains("out_dtype")) j["out_dtype"] = user["q_dtype"];
+    if (!user.contains("kv_dtype")) j["kv_dtype"] = user.at("q_dtype");
+    if (!user.contains("out_dtype")) j["out_dtype"] = user.at("q_dtype");
   }
   for (auto it = user.begin(); it != user.end(); ++it) {
     if (!j.contains(it.key()))
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("spec JSON: unknown field '{}' (fields: {})", it.key(), [&] {
+                  fmt::format("spec JSON: unknown field '{}' (fields: {})", util::quote_input(it.key()), [&] {
                     std::string keys;
                     for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
                     return keys;
                   }()));
     j[it.key()] = it.value();
   }
-  if (arch) j["arch"] = arch->str();
-  else if (!user.contains("arch")) j["arch"] = fallback.str();
-  return spec::KernelSpec::from_json(j);
+  if (!user.contains("arch")) j["arch"] = arch ? arch->str() : fallback.str();
+  spec::KernelSpec s;
+  try {
+    s = spec::KernelSpec::from_json(j);
+  } catch (const Error& e) {
+    // Its messages may quote a field's value whole.
+    throw Error(e.code(), util::quote_input(util::bare_message(e), 2 * util::kMaxQuotedChars));
+  }
+  if (user.contains("arch")) check_arch_agrees("spec JSON", s.arch, arch);
+  return s;
 }
 
 spec::KernelSpec spec_from_text(const std::string& text, const std::optional<spec::Arch>& arch,
@@ -172,12 +192,7 @@ spec::KernelSpec spec_from_text(const std::string& text, const std::optional<spe
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return spec_from_json_text(text, arch, fallback);
   if (text.size() > 5 && text.compare(text.size() - 5, 5, ".json") == 0) {
-    std::ifstream in(text);
-    if (!in)
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("spec file '{}': cannot be read", text));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return spec_from_json_text(ss.str(), arch, fallback);
+    return spec_from_json_text(util::read_regular_file(text, "spec file"), arch, fallback);
   }
   return spec_from_name(text, arch, fallback);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,6 +32,13 @@ struct CliResult {
 
 constexpr const char* kKernel = "decode.bf16.hd64.g4.contig.nhd";
 
+// The binary under test: $ATTNJIT_TEST_CLI (to run these against another build,
+// e.g. the one before a fix), else the one built with the tests.
+std::string cli_path() {
+  const char* env = std::getenv("ATTNJIT_TEST_CLI");
+  return env && *env ? env : ATTNJIT_CLI_PATH;
+}
+
 // A model config with `ops` (JSON text) spliced in.
 std::string config_with_ops(const std::string& ops) {
   return R"({"name": "m", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "ops": )" + ops + "}";
@@ -42,7 +50,7 @@ std::string deep_array(int depth) { return std::string(depth, '[') + "1" + std::
 class CliInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string(ATTNJIT_CLI_PATH).empty()) GTEST_SKIP() << "the attnjit-cli target is not built";
+    if (cli_path().empty()) GTEST_SKIP() << "the attnjit-cli target is not built";
     cache_ = dir_.sub("cache");
   }
 
@@ -56,7 +64,7 @@ class CliInputTest : public ::testing::Test {
   CliResult run(const std::string& args) const {
     const std::string err_file = dir_.sub("stderr.txt");
     const std::string cmd = "cd '" + dir_.path() + "' && ATTNJIT_CACHE_DIR='" + cache_ +
-                            "' ATTNJIT_LOG_LEVEL=warn timeout 60 '" + std::string(ATTNJIT_CLI_PATH) + "' " + args +
+                            "' ATTNJIT_LOG_LEVEL=warn timeout 60 '" + cli_path() + "' " + args +
                             " 2>'" + err_file + "'";
     CliResult r;
     FILE* pipe = popen(cmd.c_str(), "r");

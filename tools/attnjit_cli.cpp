@@ -6,6 +6,17 @@
 
 #include "attnjit/error.hpp"
 #include "cli/context.hpp"
+#include "util/bounded_input.hpp"
+
+namespace {
+
+// Every error is one "attnjit: <kind>: <message>" with control characters escaped
+// (an ANSI escape or a NUL in the input must not reach the terminal raw).
+void print_error(const char* kind, const std::string& message) {
+  std::cerr << "attnjit: " << kind << ": " << attnjit::util::escape_controls(message) << "\n";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace attnjit::cli;
@@ -17,7 +28,13 @@ int main(int argc, char** argv) {
   // One command per run: a second name (`cache ls clear`, `inspect K doctor`) is
   // an "argument not expected" usage error, not a command that replaces the first.
   app.require_subcommand(0, 1);
-  app.add_option("--cache-dir", ctx.cache_dir, "Cache folder (overrides $ATTNJIT_CACHE_DIR)");
+  app.add_option("--cache-dir", ctx.cache_dir, "Cache folder (overrides $ATTNJIT_CACHE_DIR)")
+      ->check(CLI::Validator(
+          [](std::string& dir) {
+            // '' is a typo (an unset shell variable), not a request for the default folder.
+            return dir.empty() ? std::string("empty folder name (expected a path)") : std::string();
+          },
+          "DIR"));
   app.add_flag("-v,--verbose", ctx.verbose, "More log output (-v info, -vv debug, -vvv trace; see $ATTNJIT_LOG_LEVEL)");
 
   add_doctor_command(app, ctx);
@@ -31,7 +48,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    print_error("usage error", std::string(e.what()) + " (see `attnjit --help`)");
     return kExitUsage;
   }
   try {
@@ -43,18 +60,19 @@ int main(int argc, char** argv) {
         sub = parsed.empty() ? nullptr : parsed.front();
         if (sub) target = sub;
       }
-      std::cerr << target->help() << "attnjit: a subcommand is required\n";
+      std::cerr << target->help();
+      print_error("usage error", "a subcommand is required");
       return kExitUsage;
     }
     return ctx.action();
   } catch (const UsageError& e) {
-    std::cerr << "attnjit: " << e.what() << "\n";
+    print_error("usage error", e.what());
     return kExitUsage;
   } catch (const attnjit::Error& e) {
-    std::cerr << e.what() << "\n";  // already "attnjit: <kind>: <message>"
+    print_error(attnjit::to_string(e.code()), attnjit::util::bare_message(e));
     return kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << "attnjit: " << e.what() << "\n";
+    print_error("error", e.what());
     return kExitFailure;
   }
 }

@@ -3,12 +3,15 @@
 // respect page sizes and shared-memory limits, and their variants compile.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 
 #include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
+#include "ops/decode/decode_launch.hpp"
 #include "render/renderer.hpp"
 
 namespace attnjit {
@@ -122,6 +125,62 @@ TEST(TuningKnobs, SharedMemoryMirrorIsCheckedAtCompile) {
   } catch (const CompileError& e) {
     EXPECT_NE(e.log().find("host and kernel disagree on shared memory"), std::string::npos) << e.log();
   }
+}
+
+// atoi once read "abc" as 0, "-1" as a negative ring, 3000000 KB overflowed int
+// when multiplied by 1024, and an unsupported tile quietly meant 16.
+TEST(TuningKnobs, BadValuesAreErrorsNamingTheVariable) {
+  const struct {
+    const char* name;
+    const char* value;
+  } cases[] = {{"ATTNJIT_DECODE_TILE", "abc"},         {"ATTNJIT_DECODE_TILE", "64"},
+               {"ATTNJIT_DECODE_TILE", "24"},          {"ATTNJIT_DECODE_TILE", "32x"},
+               {"ATTNJIT_DECODE_LAZY_RESCALE", "2"},   {"ATTNJIT_DECODE_LAZY_RESCALE", "yes"},
+               {"ATTNJIT_DECODE_RING_KB", "-1"},       {"ATTNJIT_DECODE_RING_KB", "0"},
+               {"ATTNJIT_DECODE_RING_KB", "3000000"},  {"ATTNJIT_DECODE_RING_KB", "99999999999999999999"},
+               {"ATTNJIT_DECODE_RING_KB", " 105"}};
+  for (const auto& c : cases) {
+    EnvGuard knob(c.name, c.value);
+    try {
+      render::render(xqa_spec(DType::kFloat8E4M3, 32));
+      ADD_FAILURE() << c.name << "=" << c.value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(std::string(c.name) + "='" + c.value + "'"), std::string::npos) << e.what();
+    }
+  }
+  // Good values and an empty one (unset) still work.
+  EnvGuard ring("ATTNJIT_DECODE_RING_KB", "70");
+  EnvGuard tile("ATTNJIT_DECODE_TILE", "");
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).tile_tokens, 32);
+}
+
+// ATTNJIT_DECODE_SPLITS is read once per process: each value is tried in a child.
+TEST(TuningKnobs, BadSplitCountsAreErrors) {
+  ops::DecodeShape shape;
+  shape.batch = 1;
+  shape.num_kv_heads = 8;
+  shape.group = 4;
+  shape.q_seq_len = 1;
+  shape.max_seq_len = 4096;
+  // Exit 0: threw an Error naming the variable; 1: accepted; 3: planned that many splits.
+  const auto try_value = [&](const char* value) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("ATTNJIT_DECODE_SPLITS", value, 1);
+      try {
+        const auto plan = ops::plan_splits(shape, 132, 16);
+        _exit(plan.splits == 3 ? 3 : 1);
+      } catch (const Error& e) {
+        _exit(std::string(e.what()).find("ATTNJIT_DECODE_SPLITS") != std::string::npos ? 0 : 2);
+      }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  for (const char* bad : {"abc", "-1", "257", "100000000000", "4k"}) EXPECT_EQ(try_value(bad), 0) << bad;
+  EXPECT_EQ(try_value("3"), 3);
 }
 
 TEST(CudaCorePath, CompilesForEveryArchWithoutSpills) {

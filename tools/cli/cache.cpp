@@ -20,6 +20,18 @@ nlohmann::json stats_json(const store::StoreStats& st) {
           {"in_memory", st.in_memory}, {"note", st.note}};
 }
 
+// The quarantined files beside the database ("<db>.corrupt-*"): gc deletes all
+// but the newest sets, and says so.
+int quarantine_files(const std::string& db_path) {
+  namespace fs = std::filesystem;
+  const std::string prefix = fs::path(db_path).filename().string() + ".corrupt-";
+  int n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(db_path).parent_path(), ec), end; !ec && it != end; it.increment(ec))
+    n += it->path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
 int cache_ls(Context& ctx, bool json) {
   auto st = ctx.open_store();
   auto entries = st->list();
@@ -101,12 +113,20 @@ void add_cache_command(CLI::App& app, Context& ctx) {
     ctx.action = [&ctx, max_size, json] {
       const int64_t bytes = parse_size(*max_size, "--max-size");
       auto st = ctx.open_store();
+      const int quarantined = quarantine_files(st->path());
       const int64_t evicted = st->gc(bytes);
+      const int removed = std::max(0, quarantined - quarantine_files(st->path()));
       const auto s = st->stats();
-      if (*json) print_json({{"evicted", evicted}, {"entries", s.entries}, {"total_bytes", s.total_bytes}});
-      else
+      if (*json)
+        print_json({{"evicted", evicted}, {"entries", s.entries}, {"total_bytes", s.total_bytes},
+                    {"quarantine_files_removed", removed}});
+      else {
         std::cout << fmt::format("evicted {} entries; {} entries, {} left (limit {})\n", evicted, s.entries,
                                  human_bytes(s.total_bytes), human_bytes(bytes));
+        if (removed > 0)
+          std::cout << fmt::format("deleted {} old quarantined file(s) ({}.corrupt-*; the newest sets are kept)\n",
+                                   removed, st->path());
+      }
       return kExitOk;
     };
   });

@@ -16,6 +16,7 @@
 
 #include "attnjit/error.hpp"
 #include "driver/cuda_driver.hpp"
+#include "util/bounded_input.hpp"
 #include "util/log.hpp"
 
 #ifndef ATTNJIT_CUDA_BIN_DIR
@@ -61,34 +62,56 @@ void apply_global_options(const Context& ctx) {
 
 int64_t parse_size(const std::string& text, const std::string& option) {
   // Plain decimals only: std::stod would also take hex ("0x10"), "inf" and
-  // exponents; here their letters end up as an unknown unit.
+  // exponents; here their letters end up as an unknown unit. Exact integer
+  // arithmetic: a limit is a whole number of bytes, never a rounded double.
+  const std::string shown = util::quote_input(text, 40);
   size_t pos = 0;
   while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
-  const size_t int_digits = pos;
+  const std::string int_digits = text.substr(0, pos);
+  std::string frac_digits;
   if (pos < text.size() && text[pos] == '.') {
-    ++pos;
+    const size_t start = ++pos;
     while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+    frac_digits = text.substr(start, pos - start);
   }
-  if (int_digits == 0)
+  if (int_digits.empty())
     throw UsageError(fmt::format("{} '{}': expected a decimal number with an optional K/M/G/T suffix, e.g. 512M or 2G",
-                                 option, text));
-  const double value = std::strtod(text.substr(0, pos).c_str(), nullptr);
+                                 option, shown));
   std::string unit = text.substr(pos);
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();  // "MB" -> "M"
   if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();  // "MiB" -> "M"
-  double scale = 1;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "K") scale = 1024.0;
-  else if (unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else throw UsageError(fmt::format("{} '{}': unknown unit '{}' (use K, M, G or T)", option, text, text.substr(pos)));
+  int shift = 0;
+  if (unit.empty() || unit == "B") shift = 0;
+  else if (unit == "K") shift = 10;
+  else if (unit == "M") shift = 20;
+  else if (unit == "G") shift = 30;
+  else if (unit == "T") shift = 40;
+  else
+    throw UsageError(fmt::format("{} '{}': unknown unit '{}' (use K, M, G or T)", option, shown,
+                                 util::quote_input(text.substr(pos), 40)));
+  while (!frac_digits.empty() && frac_digits.back() == '0') frac_digits.pop_back();  // "2.0" is whole
+  // A fraction of a byte count means nothing: ask for the unit meant.
+  if (!frac_digits.empty() && shift == 0)
+    throw UsageError(fmt::format("{} '{}': a byte count is a whole number; give a unit for a fraction, e.g. 1.5G",
+                                 option, shown));
+  const std::string too_large = fmt::format("{} '{}': too large (it must be below 8 EiB)", option, shown);
+  if (int_digits.size() > 19 || frac_digits.size() > 18) throw UsageError(too_large);
+  using u128 = unsigned __int128;
+  const u128 whole = static_cast<u128>(std::stoull(int_digits)) << shift;
+  u128 frac_bytes = 0;
+  if (!frac_digits.empty()) {
+    u128 pow10 = 1;
+    for (size_t i = 0; i < frac_digits.size(); ++i) pow10 *= 10;
+    const u128 scaled = static_cast<u128>(std::stoull(frac_digits)) << shift;
+    if (scaled % pow10 != 0)
+      throw UsageError(fmt::format("{} '{}': not a whole number of bytes; use a smaller unit", option, shown));
+    frac_bytes = scaled / pow10;
+  }
   // 2^63 and above do not fit int64_t: the cast would wrap to a negative limit.
-  const double bytes = value * scale;
-  if (!std::isfinite(bytes) || bytes >= 9223372036854775808.0)
-    throw UsageError(fmt::format("{} '{}': too large (it must be below 8 EiB)", option, text));
+  const u128 bytes = whole + frac_bytes;
+  if (bytes >= (static_cast<u128>(1) << 63)) throw UsageError(too_large);
   return static_cast<int64_t>(bytes);
 }
 

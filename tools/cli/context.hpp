@@ -49,7 +49,8 @@ void apply_global_options(const Context& ctx);
 // folder): `command` would fill or read a store that vanishes with the process.
 void require_file_backed(const store::StoreStats& stats, const std::string& command);
 
-// "512M", "2G", "1.5GiB", "4096" -> bytes, below 2^63. Throws UsageError naming `option`.
+// "512M", "2G", "1.5GiB", "4096" -> bytes, below 2^63. Throws UsageError naming
+// `option`, also for a number that is not a whole count of bytes ("1.5", "1.1K").
 int64_t parse_size(const std::string& text, const std::string& option);
 std::string human_bytes(int64_t bytes);        // "1.2 MiB"
 std::string format_unix_time(int64_t unix_s);  // "2025-01-31 12:00:00", "-" for 0

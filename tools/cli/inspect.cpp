@@ -116,8 +116,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
       const spec::KernelSpec s = spec_from_text(o->target, arch, default_arch());
       // Check for SASS tools before a possibly long compile.
       if (o->sass && find_program("cuobjdump").empty() && find_program("nvdisasm").empty()) {
-        std::cerr << "attnjit: " << kNoSassTool << std::endl;
-        return kExitFailure;
+        throw Error(ErrorCode::kUnsupported, kNoSassTool);
       }
       runtime::Origin origin = runtime::Origin::kMemory;
       const runtime::Artifact& a = ctx.runtime().registry().artifact(s, &origin);

@@ -18,6 +18,7 @@
 #include "ops/decode/decode_spec.hpp"
 #include "cli/bundled_configs.hpp"
 #include "runtime/backend.hpp"
+#include "util/bounded_input.hpp"
 
 namespace attnjit::cli {
 
@@ -27,15 +28,13 @@ using nlohmann::json;
 namespace {
 
 [[noreturn]] void bad(const std::string& field, const std::string& what) {
-  throw Error(ErrorCode::kInvalidArgument, fmt::format("model config: {}: {}", field, what));
+  // Both may quote the config (a key, a value's dump): bounded and escaped.
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("model config: {}: {}", util::quote_input(field),
+                                                       util::quote_input(what, 2 * util::kMaxQuotedChars)));
 }
 
 // e.what() without its "attnjit: invalid argument: " prefix, which bad() adds again.
-std::string bare(const Error& e) {
-  const std::string prefix = std::string("attnjit: ") + to_string(e.code()) + ": ";
-  std::string what = e.what();
-  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
-}
+std::string bare(const Error& e) { return util::bare_message(e); }
 
 // An integer that fits in int, or nullopt: get<int>() would silently truncate
 // 4294967328 to 32.
@@ -200,7 +199,11 @@ std::vector<std::string> bundled_config_names() {
 
 std::string resolve_config_path(const std::string& path_or_name) {
   std::error_code ec;
-  if (fs::is_regular_file(path_or_name, ec) || bundled_content(path_or_name)) return path_or_name;
+  const auto type = fs::status(path_or_name, ec).type();
+  if (type == fs::file_type::regular || bundled_content(path_or_name)) return path_or_name;
+  // Something else by that name (a directory, FIFO, device): a bundled config
+  // of that name wins, else load_config() says what it is.
+  const bool exists = type != fs::file_type::not_found && type != fs::file_type::none;
   if (path_or_name.find('/') == std::string::npos) {
     std::string stem = path_or_name;
     if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
@@ -210,24 +213,21 @@ std::string resolve_config_path(const std::string& path_or_name) {
     }
     if (bundled_content(bundled_path(stem))) return bundled_path(stem);
   }
+  if (exists) return path_or_name;
   std::string names;
   for (const auto& n : bundled_config_names()) names += (names.empty() ? "" : ", ") + n;
   throw Error(ErrorCode::kInvalidArgument,
               fmt::format("config '{}': no such file, and no bundled config of that name (bundled: {})",
-                          path_or_name, names.empty() ? "none found" : names));
+                          util::quote_input(path_or_name), names.empty() ? "none found" : names));
 }
 
 json load_config(const std::string& path) {
-  json j;
-  if (const char* text = bundled_content(path)) {
-    j = json::parse(text, nullptr, false, /*ignore_comments=*/true);
-  } else {
-    std::ifstream in(path);
-    if (!in) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': cannot be read", path));
-    j = json::parse(in, nullptr, false, /*ignore_comments=*/true);
-  }
-  if (j.is_discarded()) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': not valid JSON", path));
-  if (!j.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("config '{}': expected a JSON object", path));
+  const std::string where = fmt::format("config '{}'", util::quote_input(path));
+  const char* bundled = bundled_content(path);
+  const std::string text = bundled ? std::string(bundled) : util::read_regular_file(path, "config");
+  json j = util::parse_json_bounded(text, where, /*allow_comments=*/true);
+  if (!j.is_object())
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: expected a JSON object, got {}", where, j.type_name()));
   return j;
 }
 
@@ -236,8 +236,10 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
   check_fields(c, kTopLevelFields, "config");
   if (!c.contains("name") || !c["name"].is_string()) bad("name", "missing (a string)");
   plan.model = c["name"].get<std::string>();
-  if (!c.contains("ops") || !c["ops"].is_array() || c["ops"].empty())
-    bad("ops", "missing or empty (a list of {\"op\": \"decode\" | \"xqa\" | ...})");
+  const char* kOpsShape = "a list of {\"op\": \"decode\" | \"xqa\" | ...}";
+  if (!c.contains("ops")) bad("ops", fmt::format("missing ({})", kOpsShape));
+  if (!c["ops"].is_array()) bad("ops", fmt::format("expected {}, got {} {}", kOpsShape, c["ops"].type_name(), c["ops"].dump()));
+  if (c["ops"].empty()) bad("ops", fmt::format("empty (expected {})", kOpsShape));
 
   std::set<std::string> seen;  // canonical JSON of every spec, to keep them unique
   // Specs come from the op's own planning (shapes only), as prewarm_* builds them,

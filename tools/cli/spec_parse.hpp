@@ -9,8 +9,9 @@
 
 namespace attnjit::cli {
 
-// In all three, a given `arch` overrides the one in the text, and `fallback`
-// is used when the text names none.
+// In all three, a given `arch` applies when the text names none (a different
+// one in the text is an Error), and `fallback` when neither does. Input is
+// bounded (util/bounded_input.hpp): names of 200 characters, JSON of 1 MiB.
 
 // Parses the format of KernelSpec::name(); the arch suffix may be left out.
 // Throws Error(kInvalidArgument) naming the token it could not read. Tokens

@@ -11,6 +11,7 @@
 #include "attnjit/error.hpp"
 #include "decode/decode_params.cuh"
 #include "render/renderer.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
@@ -30,10 +31,10 @@ const char* device_type(DType d) {
 
 // Tuning knobs for experiments (defaults are the measured configuration): each
 // one lands in the rendered source, so the cache key follows it.
-int env_int_knob(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
+// Tuning knobs for experiments (defaults are the measured configuration): each
+// one lands in the rendered source, so the cache key follows it. A bad value is
+// an Error naming the variable, never a silent other setting.
+constexpr int kMaxRingKb = 1024;  // above every arch's shared memory; * 1024 still fits int
 
 DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   DecodeTiling t;
@@ -53,7 +54,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // Ring budget per CTA: ~105 KB lets two CTAs share an SM with two tiles in
   // flight per warp (~128 KB per SM: what HBM latency needs at full bandwidth).
   // Never more than the arch allows per block.
-  int budget = env_int_knob("ATTNJIT_DECODE_RING_KB", 105) * 1024;
+  int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(105) * 1024;
   if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
   // At least two stages (one tile in flight while another is computed), fewer
   // only where the arch's shared memory cannot hold two.
@@ -81,8 +82,12 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // skips the O rescale while no row max moves. ATTNJIT_DECODE_TILE=16|32 and
   // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
   const bool one_byte = dtype_size(s.kv_dtype) == 1;
-  const bool lazy = env_int_knob("ATTNJIT_DECODE_LAZY_RESCALE", 1) == 1;
-  const int tile = env_int_knob("ATTNJIT_DECODE_TILE", one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128 ? 32 : 16);
+  const bool lazy = util::env_knob("ATTNJIT_DECODE_LAZY_RESCALE", 0, 1, "0 or 1").value_or(1) == 1;
+  const int tile = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32").value_or(
+      one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128 ? 32 : 16);
+  if (tile != 16 && tile != 32)  // the only warp tiles the template has
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));
   if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
     DecodeTiling t = tiling_for(s, 32, lazy);
     if (t.smem_bytes <= t.smem_limit) return t;

@@ -9,6 +9,7 @@
 #include "ops/common/launch.hpp"
 #include "ops/common/validate.hpp"
 #include "runtime/kernel_registry.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
@@ -20,12 +21,10 @@ constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge,
 constexpr int kMaxWaves = 4;  // splitting past ~4 waves only adds merge traffic
 
 // ATTNJIT_DECODE_SPLITS=N forces the split count: a measuring knob for the
-// split heuristic (attnjit-bench sweeps), read once.
+// split heuristic (attnjit-bench sweeps), read once; 0 or unset: the heuristic.
+// A bad value throws (naming the variable) at every launch until it is fixed.
 int forced_splits() {
-  static const int n = [] {
-    const char* v = std::getenv("ATTNJIT_DECODE_SPLITS");
-    return v && *v ? std::clamp(std::atoi(v), 0, kMaxSplits) : 0;
-  }();
+  static const int n = util::env_knob("ATTNJIT_DECODE_SPLITS", 0, kMaxSplits).value_or(0);
   return n;
 }
 }  // namespace

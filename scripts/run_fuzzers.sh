@@ -8,6 +8,7 @@
 #   FUZZ_TIME=60       seconds per target (libFuzzer -max_total_time)
 #   FUZZ_JOBS=1        targets run at once (CI: one per core)
 #   FUZZ_BUILD_DIR=build-fuzz   FUZZ_OUT=$FUZZ_BUILD_DIR/fuzz-out
+#   FUZZ_TMPDIR=/dev/shm        where the targets write their input files
 #   scripts/run_fuzzers.sh --make-seeds     rewrites the store seeds (needs sqlite3)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -84,6 +85,12 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
+# The store targets write a file per input: in memory (/dev/shm) they run about five times faster.
+if [[ -z ${FUZZ_TMPDIR:-} && -d /dev/shm && -w /dev/shm ]]; then FUZZ_TMPDIR=/dev/shm; fi
+# One folder for the whole run, so what a crashed target leaves there goes too.
+run_tmp=$(mktemp -d "${FUZZ_TMPDIR:-${TMPDIR:-/tmp}}/attnjit-fuzz-run-XXXXXX")
+trap 'rm -rf "$run_tmp"' EXIT
+export TMPDIR=$run_tmp
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
@@ -92,6 +99,8 @@ run_one() {
   local t=$1 dir=$out/$1
   mkdir -p "$dir/corpus" "$dir/artifacts"
   cp -r "tests/fuzz/corpus/$t/." "$dir/corpus/"
+  # Inputs that once crashed this target (tests/fuzz/crashes/<target>-*) run first, as regressions.
+  for f in tests/fuzz/crashes/"$t"-*; do [[ -f $f ]] && cp "$f" "$dir/corpus/"; done
   local rc=0
   # shellcheck disable=SC2086  # extra flags split on purpose
   "$build/tests/fuzz/$t" -max_total_time="$time_s" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \

@@ -59,7 +59,7 @@ class OpInput {
       case 2: t.stride[below(kMaxRank)] = coin() ? dim() : -(dim() & INT64_MAX); break;
       case 3: t.dtype = any_enum<DType>(int(DType::kInt64) + 1); break;
       case 4: t.data = nullptr; break;
-      case 5: t.data = static_cast<char*>(t.data) + (1 << below(5)); break;
+      case 5: t.data = testing::fake(reinterpret_cast<uintptr_t>(t.data) + (1u << below(5))); break;  // misaligned
       case 6: t = TensorView{}; break;
       case 7: t.data = testing::fake(0x900000); break;  // present where it may have been absent
       case 8: t.data = testing::fake(in_.ConsumeIntegral<uintptr_t>()); break;

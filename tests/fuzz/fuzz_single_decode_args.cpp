@@ -57,8 +57,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 c.o.pos_encoding_mode == PosEncodingMode::kAlibi,
             "accepted an unknown pos encoding");
   const DecodeParams& p = plan.params;
-  for (float x : {p.sm_scale, p.q_scale, p.k_scale, p.v_scale, p.rope_rcp_scale, p.rope_rcp_theta})
-    fz::check(std::isfinite(x) && x > 0.f, "accepted a scale that poisons the output", std::to_string(x));
+  const struct {
+    const char* name;
+    float value;
+  } scales[] = {{"sm_scale", p.sm_scale}, {"q_scale", p.q_scale}, {"k_scale", p.k_scale}, {"v_scale", p.v_scale},
+                {"rope_rcp_scale", p.rope_rcp_scale}, {"rope_rcp_theta", p.rope_rcp_theta}};
+  for (const auto& s : scales)
+    fz::check(std::isfinite(s.value) && s.value > 0.f, "accepted a scale that poisons the output",
+              std::string(s.name) + " = " + std::to_string(s.value) + " from options sm_scale " +
+                  (c.o.sm_scale ? std::to_string(*c.o.sm_scale) : "default") + ", rope_scale " +
+                  std::to_string(c.o.rope_scale) + ", rope_theta " + std::to_string(c.o.rope_theta) +
+                  ", q/k/v scales " + std::to_string(c.o.q_scale) + "/" + std::to_string(c.o.k_scale) + "/" +
+                  std::to_string(c.o.v_scale) + ", head_dim " + std::to_string(c.q.shape[c.q.rank - 1]));
   fz::check(std::isfinite(p.soft_cap) && p.soft_cap >= 0.f, "accepted a soft cap", std::to_string(p.soft_cap));
   fz::check(plan.shape.num_kv_heads >= 1 && plan.shape.group >= 1 && plan.shape.max_seq_len >= 1,
             "accepted an empty shape");

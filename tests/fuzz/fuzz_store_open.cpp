@@ -1,7 +1,8 @@
 // libFuzzer target: a store file of arbitrary bytes. The bytes become cubins.sqlite3 in
 // a fresh private folder; the store opens it (quarantining what it cannot use) and
 // serves get/put/contains without throwing; verify/list/stats answer or refuse with
-// Error(kStore); an entry put is then read back byte for byte.
+// Error(kStore); an entry put is then read back byte for byte, and a repair leaves no
+// bad rows in a file it can write.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -39,8 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fz::check(report.bad == static_cast<int64_t>(report.bad_keys.size()), "verify's bad count and keys differ");
     });
     fz::admin_call([&] {
+      // A file SQLite opens read-only (say, a header from a newer SQLite) is served through
+      // a read-only attach: its bad rows are skipped on read but cannot be deleted.
+      const auto stats = store->stats();
       const auto report = store->verify(/*repair=*/false);
-      fz::check(report.bad == 0, "verify still finds bad rows after a repair", std::to_string(report.bad));
+      fz::check(report.bad == 0 || stats.in_memory, "verify still finds bad rows after a repair",
+                std::to_string(report.bad) + " bad; " + stats.note);
     });
     fz::admin_call([&] { store->gc(0); });
   }

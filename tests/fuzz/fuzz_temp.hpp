@@ -13,7 +13,8 @@
 namespace attnjit::fuzz {
 
 inline const std::string& private_dir() {
-  static const std::string dir = [] {
+  // Never destroyed: the atexit handler below runs after static destructors would.
+  static const std::string& dir = *new std::string([] {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/attnjit-fuzz-XXXXXX";
     if (!mkdtemp(pattern.data())) {
@@ -25,7 +26,7 @@ inline const std::string& private_dir() {
       std::filesystem::remove_all(private_dir(), ec);
     });
     return pattern;
-  }();
+  }());
   return dir;
 }
 

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages attnjit builds with (only the missing ones) and
 # checks that a CUDA toolkit with NVRTC is present. It never installs CUDA itself.
+# --fuzz: also clang and its compiler-rt (libFuzzer, ASan, UBSan) for scripts/run_fuzzers.sh.
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev nlohmann-json3-dev
           libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libcli11-dev libxxhash-dev)
+# Debian bookworm: clang-14's libFuzzer and sanitizer runtimes are in libclang-rt-14-dev.
+if [[ ${1:-} == --fuzz ]]; then
+  PACKAGES+=(clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

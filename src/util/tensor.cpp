@@ -74,7 +74,8 @@ bool TensorView::is_contiguous() const noexcept {
   int64_t st = 1;
   for (int d = stored_rank(rank) - 1; d >= 0; --d) {
     if (shape[d] != 1 && stride[d] != st) return false;
-    st *= shape[d];
+    // An overflowing product is no stride that exists: wrapped, it could match one.
+    if (d > 0 && __builtin_mul_overflow(st, shape[d], &st)) return false;
   }
   return true;
 }

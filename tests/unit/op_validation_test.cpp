@@ -390,6 +390,9 @@ TEST(PlanSingleDecode, EachBadInputNamesTheArgument) {
       {"sm_scale 0", [](SingleDecodeCall& c) { c.o.sm_scale = 0.f; }, "sm_scale"},
       {"rope_theta 0", [](SingleDecodeCall& c) { c.o.rope_theta = 0.f; }, "rope_theta"},
       {"rope_scale inf", [](SingleDecodeCall& c) { c.o.rope_scale = INFINITY; }, "rope_scale"},
+      // Positive and finite, but the kernel's reciprocal would be inf (found by tests/fuzz).
+      {"rope_theta denormal", [](SingleDecodeCall& c) { c.o.rope_theta = 1e-45f; }, "rope_theta", {"reciprocal"}},
+      {"rope_scale 1e-39", [](SingleDecodeCall& c) { c.o.rope_scale = 1e-39f; }, "rope_scale", {"reciprocal"}},
       {"sm_scale NaN", [](SingleDecodeCall& c) { c.o.sm_scale = NAN; }, "sm_scale"},
       {"soft cap inf", [](SingleDecodeCall& c) { c.o.logits_soft_cap = INFINITY; }, "logits_soft_cap"},
       {"layout enum 7", [](SingleDecodeCall& c) { c.o.kv_layout = static_cast<KvLayout>(7); }, "kv_layout"},

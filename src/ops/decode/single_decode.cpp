@@ -70,8 +70,12 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   ATTNJIT_REQUIRE(o.logits_soft_cap == 0.f || (o.logits_soft_cap > 0.f && std::isfinite(o.logits_soft_cap)),
                   "logits_soft_cap", "0 (off) or a finite value > 0", fmt::format("{}", o.logits_soft_cap));
   if (o.sm_scale) require_finite_positive(*o.sm_scale, "sm_scale");
-  require_finite_positive(o.rope_theta, "rope_theta");
-  require_finite_positive(o.rope_scale, "rope_scale");
+  for (auto [value, name] : {std::pair{o.rope_theta, "rope_theta"}, {o.rope_scale, "rope_scale"}}) {
+    require_finite_positive(value, name);
+    // The kernel gets the reciprocal: below 1/FLT_MAX (~2.9e-39) it is inf.
+    ATTNJIT_REQUIRE(std::isfinite(1.0f / value), name, "a value whose reciprocal is finite (>= 2.9e-39)",
+                    fmt::format("{}", value));
+  }
 
   SingleDecodePlan plan;
   spec::KernelSpec& s = plan.spec;

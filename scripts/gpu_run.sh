@@ -30,7 +30,14 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # Info logging names every NVRTC compile: a prewarmed store should leave none.
   ATTNJIT_LOG_LEVEL=info "$STAGE/tests/attnjit_gpu_tests" --gtest_filter="$FILTER" >"$OUTDIR/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error|tests? from .* ran" "$OUTDIR/gpu_tests.log" | tail -30
-  echo "NVRTC compiles during the GPU tests: $(grep -c "compiled .* in .* ms" "$OUTDIR/gpu_tests.log")"
+  compiles=$(grep -c "compiled .* in .* ms" "$OUTDIR/gpu_tests.log")
+  echo "NVRTC compiles during the GPU tests: $compiles"
+  # A store staged on the build machine (same NVRTC) must serve every kernel.
+  if [ -f "$STAGE/cache/cubins.sqlite3.gz" ] && [ "$compiles" != 0 ]; then
+    echo "FAIL: the staged store left $compiles kernels to compile here:"
+    grep "compiled .* in .* ms" "$OUTDIR/gpu_tests.log" | head -5
+    status=1
+  fi
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*'

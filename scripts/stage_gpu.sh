@@ -9,14 +9,14 @@ cp -a "$BUILD"/libattnjit.so* gpu-stage/
 cp "$BUILD/tests/attnjit_gpu_tests" gpu-stage/tests/
 [ -f "$BUILD/tools/bench/attnjit-bench" ] && cp "$BUILD/tools/bench/attnjit-bench" gpu-stage/tools/bench/ || true
 [ -f "$BUILD/tools/attnjit" ] && cp "$BUILD/tools/attnjit" gpu-stage/tools/ || true
-# PREWARM=1: compile every kernel the decode GPU tests use into gpu-stage/cache here,
+# PREWARM=1: compile every kernel the GPU tests use into gpu-stage/cache here,
 # so the GPU machine spends its time running them (same NVRTC there: same keys).
 if [ "${PREWARM:-0}" = 1 ]; then
   mkdir -p -m 700 gpu-stage/cache
   # One process per suite, side by side (the store takes concurrent writers).
   prewarm() {
     local pids=()
-    for suite in 'SingleDecodeGpu.*' 'XqaGpu.*'; do
+    for suite in 'SingleDecodeGpu.*:RuntimeGpu.*' 'XqaGpu.*:Driver*'; do
       env "$@" ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
         "$BUILD/tests/attnjit_gpu_tests" --gtest_filter="$suite" >/dev/null &
       pids+=($!)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "util/bounded_input.hpp"
 
 namespace attnjit::spec {
 
@@ -341,7 +342,7 @@ KernelSpec KernelSpec::from_name(const std::string& name, bool* had_arch) {
       try {
         taken = f.read_token(s, tok);
       } catch (const Error& e) {
-        bad_name(name, e.what());
+        bad_name(name, util::bare_message(e));
       }
       if (taken) {
         have_arch |= row == kArchRow;

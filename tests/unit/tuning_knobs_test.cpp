@@ -152,7 +152,7 @@ TEST(TuningKnobs, BadValuesAreErrorsNamingTheVariable) {
   // Good values and an empty one (unset) still work.
   EnvGuard ring("ATTNJIT_DECODE_RING_KB", "70");
   EnvGuard tile("ATTNJIT_DECODE_TILE", "");
-  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).tile_tokens, 32);
+  EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).launch.split_granule, 32);
 }
 
 // ATTNJIT_DECODE_SPLITS is read once per process: each value is tried in a child.

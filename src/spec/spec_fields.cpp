@@ -41,6 +41,8 @@ std::string get_str(const json& j, const char* k) {
   return j[k].get<std::string>();
 }
 
+constexpr int64_t kMaxNameNumber = 999999;
+
 int get_int(const json& j, const char* k) {
   if (!j.contains(k) || !j[k].is_number_integer()) bad(fmt::format("spec field '{}' missing or not an integer", k));
   // get<int>() would truncate 4294967424 to 128: a different kernel than asked for.
@@ -48,7 +50,9 @@ int get_int(const json& j, const char* k) {
                         ? j[k].get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
                         : j[k].get<int64_t>() >= std::numeric_limits<int>::min() &&
                               j[k].get<int64_t>() <= std::numeric_limits<int>::max();
-  if (!fits) bad(fmt::format("spec field '{}': {} is out of range (expected a 32-bit integer)", k, j[k].dump()));
+  // The range a readable name carries (six digits), so every spec's name parses back.
+  if (!fits || j[k].get<int64_t>() < 0 || j[k].get<int64_t>() > kMaxNameNumber)
+    bad(fmt::format("spec field '{}': {} is out of range (expected 0 to {})", k, j[k].dump(), kMaxNameNumber));
   return j[k].get<int>();
 }
 

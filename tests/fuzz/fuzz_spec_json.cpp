@@ -18,22 +18,10 @@ using attnjit::ErrorCode;
 using attnjit::spec::KernelSpec;
 namespace fz = attnjit::fuzz;
 
-// Open finding (reported, not fixed on this branch): from_json takes any 32-bit
-// head_dim/group_size/page_size, while a name carries 0..999999, so the names of
-// {"head_dim":-128} ("hd-128") and {"group_size":1000000} do not parse. Until the two
-// agree, the name round trip is checked inside the name's range only: drop this guard
-// with that fix.
-bool in_name_range(const KernelSpec& s) {
-  for (int v : {s.head_dim, s.group_size, s.page_size})
-    if (v < 0 || v > 999999) return false;
-  return true;
-}
-
 void check_round_trips(const KernelSpec& spec) {
   const std::string name = spec.name();
   fz::check(KernelSpec::from_json(spec.to_json()) == spec, "to_json/from_json round trip", name);
   fz::check(attnjit::cli::spec_from_json_text(spec.to_json().dump()) == spec, "CLI JSON round trip", name);
-  if (!in_name_range(spec)) return;
   try {
     fz::check(attnjit::cli::spec_from_name(name) == spec, "name round trip", name);
   } catch (const attnjit::Error& e) {

@@ -161,9 +161,19 @@ TEST(SpecJson, FromJsonRejectsIntegersOutsideIntRange) {
       expect_error([&] { KernelSpec::from_json(j); }, ErrorCode::kInvalidArgument, {field, "out of range"});
     }
   }
+  // A spec carries only what its readable name can: 0 to 999999, so every name parses back.
+  for (const char* field : {"head_dim", "group_size", "page_size"}) {
+    for (int64_t v : {int64_t{-1}, int64_t{-128}, int64_t{1000000}, int64_t{2147483647}}) {
+      auto j = good;
+      j[field] = v;
+      expect_error([&] { KernelSpec::from_json(j); }, ErrorCode::kInvalidArgument, {field, "out of range"});
+    }
+  }
   auto j = good;
-  j["head_dim"] = int64_t{2147483647};  // the edge still parses (validation happens elsewhere)
-  EXPECT_EQ(KernelSpec::from_json(j).head_dim_qk, 2147483647);
+  j["head_dim"] = int64_t{999999};  // the edge still parses (the family refuses it later)
+  const KernelSpec edge = KernelSpec::from_json(j);
+  EXPECT_EQ(edge.head_dim_qk, 999999);
+  EXPECT_EQ(KernelSpec::from_name(edge.name()), edge);
 }
 
 TEST(SpecJson, ParseDtypeAcceptsAliases) {

@@ -382,6 +382,8 @@ StoreStats SqliteStore::stats() {
     st.misses += pending_.misses;
     st.path = in_memory_ ? ":memory:" : path_;
     st.in_memory = in_memory_;
+    st.reads_file = has_ro_;
+    st.not_created = not_created_;
     st.note = note_;
     return st;
   });

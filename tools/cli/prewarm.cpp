@@ -214,6 +214,11 @@ void add_prewarm_command(CLI::App& app, Context& ctx) {
       if (!o->json)
         for (const auto& s : plan.skipped) std::cout << fmt::format("skipping op '{}': {}", s.op, s.reason) << std::endl;
       const PrewarmResult r = prewarm_specs(rt, plan.specs, o->jobs, progress_mode(o->quiet));
+      // The runtime's connection stays open until exit, so SQLite never folds the -wal
+      // into the file: do it now, so that the file alone (copied, shipped) holds the entries.
+      if (!st->checkpoint())
+        std::cerr << "attnjit: note: another process is reading the store, so some entries are still only in "
+                  << st->path() << "-wal; they move into the file when the last process closes it\n";
       if (o->json) print_json(prewarm_json(plan, r, archs));
       else {
         plan.skipped.clear();  // already said above

@@ -54,6 +54,7 @@ struct StoreStats {
   bool reads_file = false;  // in memory, but serving the file's entries read-only
   bool not_created = false; // StoreOptions::create was false and there is no store yet
   std::string note;         // why it is in memory, quarantine notes...
+  std::string write_error;  // why the last put() failed to store its entry (e.g. disk full); "" if none did
 };
 
 struct VerifyReport {

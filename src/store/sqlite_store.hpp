@@ -186,6 +186,7 @@ class SqliteStore final : public CubinStore {
   bool not_created_ = false;  // create=false found no folder or file
   std::string note_;
   std::vector<std::string> problems_;  // see VerifyReport::problems
+  std::string write_error_;            // see StoreStats::write_error
   Pending pending_;
 };
 

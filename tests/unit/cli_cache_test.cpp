@@ -93,6 +93,42 @@ TEST_F(CliCacheTest, VerifyAfterQuarantiningACorruptStoreFails) {
   EXPECT_EQ(run("cache verify").code, 0) << "the fresh store is clean";
 }
 
+TEST_F(CliCacheTest, VerifyAndDoctorReportAWalWhoseDamageDroppedEntries) {
+  {
+    // Entries that sit only in the -wal: copied while a connection holds the store open.
+    auto live = store::fixtures::open_store(dir_ + "/live");
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(live->put(store::fixtures::make_entry("k" + std::to_string(i), 6000)));
+    make_private_dir(cache_);
+    for (const char* suffix : {"", "-wal"})
+      fs::copy_file(dir_ + "/live/cubins.sqlite3" + suffix, cache_ + "/cubins.sqlite3" + suffix);
+  }
+  const std::string wal = cache_ + "/cubins.sqlite3-wal";
+  const std::string saved = dir_ + "/saved-wal";
+  fs::copy_file(wal, saved);
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 24 + 300);  // frame 0's page: SQLite drops it and every commit after it
+    f.put('\x7f');
+  }
+  Result r = run("cache verify");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.out.find("damaged: " + wal + " is damaged: frame 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("committed transaction"), std::string::npos) << "a warning too:\n" << r.err;
+
+  fs::remove(wal);
+  fs::remove(cache_ + "/cubins.sqlite3-shm");
+  fs::copy_file(saved, wal);
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 24 + 300);
+    f.put('\x7f');
+  }
+  const json j = json::parse(run("doctor --json").out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["cache"]["health"].get<std::string>().rfind("damaged: " + wal, 0), 0u) << j.dump(2);
+}
+
 TEST_F(CliCacheTest, ImportOfABundleWhoseRowsAllFailTheirChecksumFails) {
   const std::string bundle = dir_ + "/bundle.sqlite3";
   {

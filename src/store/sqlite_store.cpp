@@ -104,6 +104,7 @@ void SqliteStore::add_problem(const std::string& problem) {
 
 void SqliteStore::open_locked() {
   pid_ = getpid();
+  not_created_ = false;
   if (dir_.empty()) {
     open_memory("no cache folder: set ATTNJIT_CACHE_DIR, XDG_CACHE_HOME or HOME", false);
     return;

@@ -1,14 +1,12 @@
 // `attnjit doctor`: what this machine has (GPUs, driver, NVRTC, tools) and the
 // state of the cubin store (path, entries, size, health). Works without a GPU.
 #include <fmt/format.h>
-
-#include <cstdlib>
-#include <iostream>
-#include <regex>
-
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <regex>
 
 #include "attnjit/error.hpp"
 #include "cli/context.hpp"

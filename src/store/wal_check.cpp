@@ -102,7 +102,9 @@ Finding scan(const std::string& wal) {
       first_bad = offset;
       bad_index = i;
     }
-    if (first_bad >= 0 && commit && (ok || offset == first_bad)) ++dropped_commits;
+    // Only commits after the bad frame: a bad commit frame itself may be one that a
+    // kill -9 cut between its header and its page (two writes), never committed.
+    if (first_bad >= 0 && offset != first_bad && commit && ok) ++dropped_commits;
     prev[0] = be32(frame.data() + 16);
     prev[1] = be32(frame.data() + 20);
   }

@@ -15,9 +15,11 @@ namespace attnjit::store {
 // committed after it. The sound sign of that: a frame with this -wal's salts
 // (so written in this generation, not a leftover of an earlier one) whose
 // checksum fails, followed by a commit frame that checks out against its own
-// predecessor, or itself a commit frame. A crash (kill -9) leaves at most an
-// uncommitted tail of whole frames, which is not damage. A header that fails its
-// own checksum in front of frames makes SQLite ignore the whole file.
+// predecessor. A crash (kill -9) leaves at most an uncommitted tail, whose last
+// frame may be cut between its header and its page (SQLite writes them apart), so
+// a bad frame with no good commit after it is not damage: damage to the very last
+// commit frame looks the same and is not reported. A header that fails its own
+// checksum in front of frames makes SQLite ignore the whole file.
 //
 // The -wal may be in use by another process: a frame caught half written looks
 // damaged, so a finding counts only when a second read, a moment later, finds the

@@ -101,6 +101,26 @@ TEST(StoreWalTest, AnUncommittedTailFromACrashIsNotDamage) {
   EXPECT_GE(store->stats().entries, kEntries - 1);
 }
 
+TEST(StoreWalTest, ACommitFrameCutBetweenItsHeaderAndPageIsNotDamage) {
+  TempDir tmp;
+  const std::string copy = wal_only_copy(tmp, "copy");
+  const std::string wal = copy + "/cubins.sqlite3-wal";
+  // kill -9 between SQLite's two writes of the last (commit) frame: its header is new,
+  // its page still holds whatever was there. That transaction never committed.
+  std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+  unsigned char hdr[12];
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  const uint32_t page = (uint32_t(hdr[8]) << 24) | (uint32_t(hdr[9]) << 16) | (uint32_t(hdr[10]) << 8) | hdr[11];
+  const auto size = static_cast<std::streamoff>(fs::file_size(wal));
+  f.seekp(size - static_cast<std::streamoff>(page));
+  f.write(std::string(page, '\0').data(), page);
+  f.close();
+  EXPECT_EQ(wal_damage(copy + "/cubins.sqlite3"), "");
+  auto store = open_store(copy);
+  EXPECT_TRUE(store->verify(false).problems.empty());
+  EXPECT_EQ(store->stats().entries, kEntries - 1) << "only the cut transaction is gone";
+}
+
 TEST(StoreWalTest, CheckpointMovesTheEntriesIntoTheFile) {
   TempDir tmp;
   const std::string live = tmp.sub("live");

@@ -18,6 +18,9 @@ struct StoreOptions {
   // memory (e.g. a prewarmed cache on a read-only image). A folder or file
   // this process cannot write is treated the same way without asking.
   bool read_only = false;
+  // False: never create the folder or the database file (diagnosis, e.g. `attnjit
+  // doctor`): a missing one leaves the store in memory, with a note saying so.
+  bool create = true;
 };
 
 // $ATTNJIT_CACHE_DIR, else $XDG_CACHE_HOME/attnjit, else ~/.cache/attnjit.
@@ -48,7 +51,10 @@ struct StoreStats {
   double compile_ms_total = 0;
   std::string path;
   bool in_memory = false;   // true when the location was read-only/unusable
+  bool reads_file = false;  // in memory, but serving the file's entries read-only
+  bool not_created = false; // StoreOptions::create was false and there is no store yet
   std::string note;         // why it is in memory, quarantine notes...
+  std::string write_error;  // why the last put() failed to store its entry (e.g. disk full); "" if none did
 };
 
 struct VerifyReport {
@@ -56,6 +62,15 @@ struct VerifyReport {
   int64_t bad = 0;                 // checksum or size mismatches (removed when repair=true)
   std::vector<std::string> bad_keys;
   bool integrity_ok = true;        // PRAGMA integrity_check
+  // What this store found wrong since it was opened, before verify ran: a corrupt
+  // file it quarantined (so the rows checked are those of a fresh store), a -wal
+  // whose damage dropped committed entries. Empty when there was nothing.
+  std::vector<std::string> problems;
+};
+
+struct ImportReport {
+  int64_t added = 0;  // verified rows that were new here
+  int64_t bad = 0;    // rows skipped because their checksum did not match
 };
 
 class CubinStore {
@@ -87,6 +102,11 @@ class CubinStore {
   // the live store or has a -wal/-shm beside it.
   virtual int64_t export_to(const std::string& file) = 0;
   virtual int64_t import_from(const std::string& file) = 0;  // verified rows added
+  virtual ImportReport import_bundle(const std::string& file) = 0;  // import_from, with the bad count
+  // Copies the -wal's committed pages into the database file and empties the
+  // -wal, so that the file alone holds every entry (copying it gives them all).
+  // False when readers kept part of the -wal, or there is no file behind the store.
+  virtual bool checkpoint() = 0;
   virtual void clear() = 0;
   virtual std::string path() const = 0;  // db file path, or ":memory:"
 };

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "store/schema.hpp"
+#include "store/wal_check.hpp"
 #include "util/log.hpp"
 
 namespace attnjit::store {
@@ -94,13 +95,26 @@ void SqliteStore::add_note(const std::string& note) {
   note_ = note_.empty() ? note : note_ + "; " + note;
 }
 
+void SqliteStore::add_problem(const std::string& problem) {
+  for (const std::string& p : problems_)
+    if (p == problem) return;
+  problems_.push_back(problem);
+  add_note(problem);
+}
+
 void SqliteStore::open_locked() {
   pid_ = getpid();
+  not_created_ = false;
   if (dir_.empty()) {
     open_memory("no cache folder: set ATTNJIT_CACHE_DIR, XDG_CACHE_HOME or HOME", false);
     return;
   }
   path_ = dir_ + "/" + kDbFileName;
+  if (!options_.create && !file_exists(dir_)) {
+    not_created_ = true;
+    open_memory("cache folder " + dir_ + " does not exist yet (it is made on first use)", false);
+    return;
+  }
   DirState dir = prepare_cache_dir(dir_);  // throws for a folder others can write
   if (!dir.exists) {
     open_memory(dir.problem, false);
@@ -156,6 +170,11 @@ void SqliteStore::open_locked() {
 SqliteStore::OpenResult SqliteStore::try_open_file(std::string* why, FileId* id) {
   int64_t size = 0;
   if (!file_id(path_, id, &size)) {
+    if (!options_.create) {
+      not_created_ = true;
+      *why = "no store file " + path_ + " yet (it is made on first use)";
+      return OpenResult::kFailed;
+    }
     if (!create_fresh_db(why)) return OpenResult::kFailed;
     if (!file_id(path_, id, &size)) {
       *why = path_ + " vanished while opening";
@@ -178,6 +197,11 @@ SqliteStore::OpenResult SqliteStore::try_open_file(std::string* why, FileId* id)
   if (!file_id(path_, &now) || now != *id) {
     *why = path_ + " was replaced while opening";
     return OpenResult::kRetry;
+  }
+  // Before SQLite's recovery reads the -wal: afterwards new frames may overwrite the damage.
+  if (std::string damage = wal_damage(path_); !damage.empty()) {
+    add_problem(damage + "; the entries committed there are lost (they recompile on next use)");
+    util::log().warn("cubin store: {}", problems_.back());
   }
   std::unique_ptr<Db> db;
   try {
@@ -274,7 +298,8 @@ void SqliteStore::open_memory(const std::string& why, bool attach_file) {
   }
   note += "; new kernels stay in this process's memory";
   add_note(note);
-  util::log().warn("cubin store: {}", note);
+  if (not_created_) util::log().info("cubin store: {}", note);  // asked not to create: no fault
+  else util::log().warn("cubin store: {}", note);
 }
 
 bool SqliteStore::attach_read_only(std::string* error) {
@@ -321,6 +346,7 @@ void SqliteStore::ensure_open_locked() {
     // A fork child: never touch the parent's connection (see Db::leak).
     close_locked();
     note_.clear();
+    problems_.clear();
     reopen_locked();
     return;
   }
@@ -389,7 +415,7 @@ bool SqliteStore::quarantine_locked(const std::string& reason, const FileId& id,
   if (to.empty()) return false;
   util::log().warn("cubin store {} is unusable ({}); moved it to {} and started a fresh store",
                    path_, reason, to);
-  add_note("quarantined " + path_ + " (" + reason + ") as " + to);
+  add_problem("quarantined " + path_ + " (" + reason + ") as " + to);
   *moved_to = to;
   return true;
 }
@@ -440,6 +466,31 @@ void SqliteStore::salvage_locked(const std::string& reason) {
                      r.bad);
   } catch (const std::exception& e) {  // SqliteError or SourceError: nothing more to save
     util::log().warn("cubin store {}: nothing salvaged from {}: {}", path_, moved, e.what());
+  }
+}
+
+bool SqliteStore::checkpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ensure_open_locked();
+  if (!db_ || in_memory_) return false;
+  try {
+    flush_pending_locked();
+    // PASSIVE never waits; TRUNCATE then waits briefly for readers and empties the -wal.
+    Stmt passive = db_->prepare("PRAGMA main.wal_checkpoint(PASSIVE)");
+    bool done = passive.step() && passive.col_int(0) == 0 && passive.col_int(1) == passive.col_int(2);
+    db_->set_busy_timeout(std::min(options_.busy_timeout_ms, 2000));
+    try {
+      Stmt truncate = db_->prepare("PRAGMA main.wal_checkpoint(TRUNCATE)");
+      if (truncate.step()) done = truncate.col_int(0) == 0;
+    } catch (const SqliteError& e) {
+      if (e.corrupt()) throw;
+    }
+    db_->set_busy_timeout(options_.busy_timeout_ms);
+    return done;
+  } catch (const SqliteError& e) {
+    db_->set_busy_timeout(options_.busy_timeout_ms);
+    util::log().warn("cubin store {}: checkpoint failed: {}", path_, e.what());
+    return false;
   }
 }
 

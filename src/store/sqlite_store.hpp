@@ -123,6 +123,8 @@ class SqliteStore final : public CubinStore {
   VerifyReport verify(bool repair) override;
   int64_t export_to(const std::string& file) override;
   int64_t import_from(const std::string& file) override;
+  ImportReport import_bundle(const std::string& file) override;
+  bool checkpoint() override;
   void clear() override;
   std::string path() const override;
 
@@ -152,6 +154,7 @@ class SqliteStore final : public CubinStore {
   bool recover_locked(const char* what, const SqliteError& e);
   void salvage_locked(const std::string& reason);
   void add_note(const std::string& note);
+  void add_problem(const std::string& problem);  // a note that verify reports too
   // Runs body; on a SQLite failure recovers once (quarantine, memory) and
   // retries; a second failure becomes OpError.
   template <class F>
@@ -180,7 +183,10 @@ class SqliteStore final : public CubinStore {
   static constexpr int kQuarantineKeep = 3;  // newest quarantined sets gc keeps
   bool has_ro_ = false;   // the file is attached read-only as schema "ro"
   bool reattach_ro_ = false;  // "ro" was detached for a fork: attach again on next use
+  bool not_created_ = false;  // create=false found no folder or file
   std::string note_;
+  std::vector<std::string> problems_;  // see VerifyReport::problems
+  std::string write_error_;            // see StoreStats::write_error
   Pending pending_;
 };
 

@@ -80,6 +80,7 @@ VerifyReport SqliteStore::verify(bool repair) {
   std::lock_guard<std::mutex> lock(mu_);
   ensure_open_locked();
   VerifyReport report;
+  report.problems = problems_;
   std::vector<std::pair<std::string, std::string>> bad_main;  // key, stored checksum
   std::string problem;
   try {
@@ -209,7 +210,9 @@ int64_t SqliteStore::export_to(const std::string& file) {
   return total.added;
 }
 
-int64_t SqliteStore::import_from(const std::string& file) {
+int64_t SqliteStore::import_from(const std::string& file) { return import_bundle(file).added; }
+
+ImportReport SqliteStore::import_bundle(const std::string& file) {
   // Held from the start: every SQLite call happens under mu_, so a fork (which
   // takes every mu_) never catches one half done.
   std::lock_guard<std::mutex> lock(mu_);
@@ -249,7 +252,7 @@ int64_t SqliteStore::import_from(const std::string& file) {
     util::log().warn("cubin store: import skipped {} rows of {} whose checksum did not match",
                      result.bad, file);
   }
-  return result.added;
+  return ImportReport{result.added, result.bad};
 }
 
 }  // namespace attnjit::store

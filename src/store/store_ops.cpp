@@ -204,6 +204,7 @@ bool SqliteStore::put(const Entry& entry) {
   try {
     return run_op("put", [&] { return put_locked(entry); });
   } catch (const Error& e) {
+    write_error_ = e.what();
     util::log().warn("{}; the kernel was not stored", e.what());
     return false;
   }
@@ -382,6 +383,9 @@ StoreStats SqliteStore::stats() {
     st.misses += pending_.misses;
     st.path = in_memory_ ? ":memory:" : path_;
     st.in_memory = in_memory_;
+    st.reads_file = has_ro_;
+    st.not_created = not_created_;
+    st.write_error = write_error_;
     st.note = note_;
     return st;
   });

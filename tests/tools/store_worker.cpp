@@ -3,6 +3,14 @@
 //                                                            every read matched byte for byte
 //   store_worker writer <dir> <blob_bytes> <max_bytes>         puts new entries until killed;
 //                                                            prints 'r' after the first put
+//   store_worker gc <dir> <blob_bytes>                         puts and evicts (gc to a random cap)
+//                                                            until killed; 'r' after the first gc
+//   store_worker export <dir> <file>                           exports to <file> until killed;
+//                                                            'r' after the first export
+//   store_worker import <dir> <bundle>                         imports <bundle>, then evicts it all,
+//                                                            until killed; 'r' after the first import
+//   store_worker fill <dir> <blob_bytes>                       puts until a put fails (a full disk),
+//                                                            then checks the store still serves
 //   store_worker check <dir>                                 every entry matches its key's content
 // Content is derived from the key, so any process can check any entry.
 #include <unistd.h>
@@ -149,6 +157,86 @@ int run_writer(const std::string& dir, size_t blob_bytes, int64_t max_bytes) {
   }
 }
 
+void ready_once(bool* said) {
+  if (*said) return;
+  *said = true;
+  std::fputc('r', stdout);
+  std::fflush(stdout);
+}
+
+std::unique_ptr<CubinStore> open_dir(const std::string& dir) {
+  StoreOptions options;
+  options.dir = dir;
+  return CubinStore::open(options);
+}
+
+int run_gc(const std::string& dir, size_t blob_bytes) {
+  auto store = open_dir(dir);
+  bool said = false;
+  uint64_t rng = static_cast<uint64_t>(getpid());
+  for (uint64_t n = 0;; ++n) {
+    for (int i = 0; i < 4; ++i) {
+      store->put(entry_for("w" + std::to_string(blob_bytes) + "-" + std::to_string(getpid()) + "-" +
+                           std::to_string(n * 4 + i)));
+    }
+    const int64_t total = store->stats().total_bytes;
+    store->gc(static_cast<int64_t>(splitmix64(rng) % static_cast<uint64_t>(total + 1)));
+    ready_once(&said);
+  }
+}
+
+int run_export(const std::string& dir, const std::string& file) {
+  auto store = open_dir(dir);
+  bool said = false;
+  for (;;) {
+    store->export_to(file);
+    ready_once(&said);
+  }
+}
+
+int run_import(const std::string& dir, const std::string& bundle) {
+  auto store = open_dir(dir);
+  bool said = false;
+  for (;;) {
+    store->import_from(bundle);
+    ready_once(&said);
+    store->gc(0);  // so that the next import writes every row again
+  }
+}
+
+// On a small file system: puts until one fails, then every stored entry must still
+// read back intact, verify must be clean and the store must keep serving gets and
+// refusing puts without throwing afterwards. Prints "stored=<n>" and exits 0 when all of that holds.
+int run_fill(const std::string& dir, size_t blob_bytes) {
+  auto store = open_dir(dir);
+  if (store->stats().in_memory) {
+    report("fill: store is in memory from the start: " + store->stats().note);
+    return 1;
+  }
+  std::vector<std::string> stored;
+  bool failed = false;
+  for (int n = 0; n < 100000 && !failed; ++n) {
+    const std::string key = "w" + std::to_string(blob_bytes) + "-fill-" + std::to_string(n);
+    if (store->put(entry_for(key))) stored.push_back(key);
+    else failed = true;
+  }
+  if (!failed) report("fill: no put failed: the file system never filled");
+  const auto st = store->stats();
+  if (st.write_error.empty()) report("fill: stats().write_error does not say why the put failed");
+  else std::printf("write_error=%s\n", st.write_error.c_str());
+  for (const auto& key : stored) {
+    auto got = store->get(key);
+    if (!got || !same(*got, entry_for(key))) report("fill: " + key + " lost or changed after the disk filled");
+  }
+  auto verify = store->verify(false);
+  if (!verify.integrity_ok || verify.bad != 0 || !verify.problems.empty()) report("fill: verify is not clean");
+  // Still in service: another put fails cleanly (false, no throw) and gets still hit.
+  if (store->put(entry_for("w65536-fill-again"))) std::printf("a later put found room\n");
+  if (!stored.empty() && !store->get(stored.front())) report("fill: a get missed after the failed put");
+  std::printf("stored=%zu\n", stored.size());
+  return g_errors == 0 ? 0 : 1;
+}
+
 int run_check(const std::string& dir) {
   StoreOptions options;
   options.dir = dir;
@@ -185,6 +273,10 @@ int main(int argc, char** argv) {
       return run_writer(args[1], std::stoull(args[2]), std::stoll(args[3]));
     }
     if (args.size() == 2 && args[0] == "check") return run_check(args[1]);
+    if (args.size() == 3 && args[0] == "gc") return run_gc(args[1], std::stoull(args[2]));
+    if (args.size() == 3 && args[0] == "export") return run_export(args[1], args[2]);
+    if (args.size() == 3 && args[0] == "import") return run_import(args[1], args[2]);
+    if (args.size() == 3 && args[0] == "fill") return run_fill(args[1], std::stoull(args[2]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "store_worker: %s\n", e.what());
     return 1;
@@ -192,6 +284,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: store_worker mixed <dir> <threads> <iters> <keys> <seed>\n"
                "       store_worker writer <dir> <blob_bytes> <max_bytes>\n"
+               "       store_worker gc|fill <dir> <blob_bytes>\n"
+               "       store_worker export|import <dir> <file>\n"
                "       store_worker check <dir>\n");
   return 2;
 }

@@ -17,7 +17,7 @@ nlohmann::json stats_json(const store::StoreStats& st) {
   return {{"path", st.path},         {"entries", st.entries},     {"total_bytes", st.total_bytes},
           {"hits", st.hits},         {"misses", st.misses},       {"puts", st.puts},
           {"evictions", st.evictions}, {"compile_ms_total", st.compile_ms_total},
-          {"in_memory", st.in_memory}, {"note", st.note}};
+          {"in_memory", st.in_memory}, {"reads_file", st.reads_file}, {"note", st.note}};
 }
 
 // The quarantined files beside the database ("<db>.corrupt-*"): gc deletes all
@@ -34,6 +34,8 @@ int quarantine_files(const std::string& db_path) {
 
 int cache_ls(Context& ctx, bool json) {
   auto st = ctx.open_store();
+  // An unusable folder lists nothing: that must not read as an empty cache.
+  const bool usable = report_memory_only(st->stats(), "cache ls");
   auto entries = st->list();
   std::sort(entries.begin(), entries.end(), [](const store::EntryInfo& a, const store::EntryInfo& b) {
     return a.name != b.name ? a.name < b.name : a.arch < b.arch;
@@ -51,8 +53,8 @@ int cache_ls(Context& ctx, bool json) {
                    {"compile_ms", e.compile_ms},
                    {"created_unix", e.created_unix},
                    {"last_used_unix", e.last_used_unix}});
-    print_json({{"path", st->path()}, {"entries", j}});
-    return kExitOk;
+    print_json({{"path", st->path()}, {"in_memory", !usable}, {"entries", j}});
+    return usable ? kExitOk : kExitFailure;
   }
   size_t width = 4;
   for (const auto& e : entries) width = std::max(width, e.name.size());
@@ -68,16 +70,18 @@ int cache_ls(Context& ctx, bool json) {
                              human_bytes(e.cubin_bytes + e.ptx_bytes), e.hits, e.compile_ms,
                              format_unix_time(e.last_used_unix));
   }
-  std::cout << fmt::format("{} entries, {} in {}\n", entries.size(), human_bytes(total), st->path());
-  return kExitOk;
+  std::cout << fmt::format("{} entries, {} in {}{}\n", entries.size(), human_bytes(total), st->path(),
+                           usable ? "" : " (in memory only)");
+  return usable ? kExitOk : kExitFailure;
 }
 
 int cache_stats(Context& ctx, bool json) {
   auto st = ctx.open_store();
   const auto s = st->stats();
+  const bool usable = report_memory_only(s, "cache stats");
   if (json) {
     print_json(stats_json(s));
-    return kExitOk;
+    return usable ? kExitOk : kExitFailure;
   }
   std::cout << fmt::format("path:        {}{}\n", s.path, s.in_memory ? " (in memory)" : "")
             << fmt::format("entries:     {}\n", s.entries)
@@ -86,7 +90,7 @@ int cache_stats(Context& ctx, bool json) {
             << fmt::format("puts:        {}\n", s.puts) << fmt::format("evictions:   {}\n", s.evictions)
             << fmt::format("compile:     {:.1f} s in total for the stored entries\n", s.compile_ms_total / 1000);
   if (!s.note.empty()) std::cout << "note:        " << s.note << "\n";
-  return kExitOk;
+  return usable ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -139,11 +143,16 @@ void add_cache_command(CLI::App& app, Context& ctx) {
     ctx.action = [&ctx, repair, json] {
       auto st = ctx.open_store();
       const auto r = st->verify(*repair);
-      const bool ok = r.integrity_ok && (r.bad == 0 || *repair);
+      // Opening may already have found the store damaged (a quarantined file, a -wal that
+      // dropped entries): the rows checked then are what survived, not a clean bill.
+      const bool usable = report_memory_only(st->stats(), "cache verify");
+      const bool ok = usable && r.problems.empty() && r.integrity_ok && (r.bad == 0 || *repair);
       if (*json) {
         print_json({{"checked", r.checked}, {"bad", r.bad}, {"bad_keys", r.bad_keys},
-                    {"integrity_ok", r.integrity_ok}, {"repaired", *repair}, {"ok", ok}});
+                    {"integrity_ok", r.integrity_ok}, {"problems", r.problems}, {"in_memory", !usable},
+                    {"repaired", *repair}, {"ok", ok}});
       } else {
+        for (const auto& p : r.problems) std::cout << "damaged: " << p << "\n";
         std::cout << fmt::format("checked {} entries: {} bad{}; integrity {}\n", r.checked, r.bad,
                                  r.bad && *repair ? " (removed)" : "", r.integrity_ok ? "ok" : "FAILED");
         for (const auto& k : r.bad_keys) std::cout << "  bad: " << k << "\n";
@@ -181,9 +190,15 @@ void add_cache_command(CLI::App& app, Context& ctx) {
     ctx.action = [&ctx, file] {
       auto st = ctx.open_store();
       require_file_backed(st->stats(), "cache import");  // an import that does not persist is a failure
-      const int64_t n = st->import_from(*file);
-      std::cout << fmt::format("imported {} entries from {}; the store holds {}\n", n, *file, st->stats().entries);
-      return kExitOk;
+      const store::ImportReport r = st->import_bundle(*file);
+      std::cout << fmt::format("imported {} entries from {}; the store holds {}\n", r.added, *file,
+                               st->stats().entries);
+      if (r.bad == 0) return kExitOk;
+      // A bundle with rows that fail their checksum is damaged (or tampered with): say so and fail.
+      std::cerr << fmt::format("attnjit: store: cache import: {} rows of {} failed their checksum and were skipped; "
+                               "the bundle is damaged: export it again\n",
+                               r.bad, *file);
+      return kExitFailure;
     };
   });
 

@@ -27,8 +27,9 @@ namespace attnjit::cli {
 
 Runtime& Context::runtime() { return Runtime::global(); }
 
-std::unique_ptr<store::CubinStore> Context::open_store(int64_t max_bytes) const {
+std::unique_ptr<store::CubinStore> Context::open_store(int64_t max_bytes, bool create) const {
   store::StoreOptions options;
+  options.create = create;
   // dir stays empty: resolve_cache_dir(), which sees --cache-dir through ATTNJIT_CACHE_DIR.
   if (max_bytes > 0) options.max_bytes = max_bytes;
   return store::CubinStore::open(options);
@@ -44,6 +45,14 @@ void require_file_backed(const store::StoreStats& stats, const std::string& comm
               fmt::format("{}: the cache in {} is not usable, so nothing would persist ({}); fix the folder "
                           "or pass --cache-dir (see `attnjit doctor`)",
                           command, store::resolve_cache_dir(), stats.note));
+}
+
+bool report_memory_only(const store::StoreStats& stats, const std::string& command) {
+  if (!stats.in_memory || stats.reads_file) return true;
+  std::cerr << fmt::format("attnjit: store: {}: the store is in memory only: the cache in {} is not usable ({}); "
+                           "fix the folder or pass --cache-dir (see `attnjit doctor`)\n",
+                           command, store::resolve_cache_dir(), stats.note);
+  return false;
 }
 
 void apply_global_options(const Context& ctx) {

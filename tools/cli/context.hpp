@@ -38,7 +38,8 @@ struct Context {
   Runtime& runtime();
   // The store opened directly (cache subcommands): never compiles anything.
   // Both follow ATTNJIT_CACHE_DIR, so they need apply_global_options() first.
-  std::unique_ptr<store::CubinStore> open_store(int64_t max_bytes = 0) const;
+  // create=false: make no folder or file (a diagnosis must change nothing).
+  std::unique_ptr<store::CubinStore> open_store(int64_t max_bytes = 0, bool create = true) const;
   std::string resolved_cache_dir() const;
 };
 
@@ -48,6 +49,9 @@ void apply_global_options(const Context& ctx);
 // Throws Error(kStore) when the store fell back to memory (unusable or read-only
 // folder): `command` would fill or read a store that vanishes with the process.
 void require_file_backed(const store::StoreStats& stats, const std::string& command);
+// For commands that read the store (ls, stats, verify): when it is in memory with no
+// file behind it, says so on stderr and returns false (the caller exits 1).
+bool report_memory_only(const store::StoreStats& stats, const std::string& command);
 
 // "512M", "2G", "1.5GiB", "4096" -> bytes, below 2^63. Throws UsageError naming
 // `option`, also for a number that is not a whole count of bytes ("1.5", "1.1K").

@@ -1,8 +1,10 @@
 // `attnjit doctor`: what this machine has (GPUs, driver, NVRTC, tools) and the
 // state of the cubin store (path, entries, size, health). Works without a GPU.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <regex>
 #include <vector>
@@ -52,11 +54,26 @@ std::string quarantine_health(const std::string& note, std::string* moved_to) {
   return "corrupt (quarantined to " + *moved_to + ")";
 }
 
+// For a cache folder that does not exist yet: "" when the first use can make it,
+// else why not (the nearest existing folder above it is not writable, or is a file).
+std::string creatable_problem(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) return "";
+  while (p.has_parent_path() && p != p.parent_path() && !fs::exists(fs::symlink_status(p, ec))) p = p.parent_path();
+  if (!fs::is_directory(p, ec)) return fmt::format("cannot create {}: {} is not a directory", dir, p.string());
+  if (access(p.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("cannot create {}: {} is not writable", dir, p.string());
+  return "";
+}
+
 nlohmann::json cache_json(const Context& ctx) {
   nlohmann::json c;
   c["dir"] = ctx.resolved_cache_dir();
   try {
-    auto st = ctx.open_store();
+    // Diagnose only: a missing folder or file stays missing.
+    auto st = ctx.open_store(0, /*create=*/false);
     const auto v = st->verify(false);
     const auto s = st->stats();  // after verify: its note also says what verify found
     c["path"] = s.path;
@@ -71,7 +88,11 @@ nlohmann::json cache_json(const Context& ctx) {
     const std::string quarantined = quarantine_health(s.note, &moved);
     if (!moved.empty()) c["quarantined_to"] = moved;
     // Only "ok" is healthy: a store in memory loses every kernel with the process.
+    c["created"] = !s.not_created;
+    const std::string cannot_create = s.not_created ? creatable_problem(c["dir"].get<std::string>()) : "";
     c["health"] = !quarantined.empty() ? quarantined
+                  : !v.problems.empty() ? "damaged: " + v.problems.front()
+                  : s.not_created      ? (cannot_create.empty() ? "ok" : "unusable: not file-backed: " + cannot_create)
                   : !v.integrity_ok    ? "integrity check failed: run `attnjit cache verify --repair`"
                   : v.bad ? fmt::format("{} entries fail their checksum: run `attnjit cache verify --repair`", v.bad)
                   : s.in_memory        ? "unusable: not file-backed, in memory (" + s.note + ")"
@@ -173,7 +194,9 @@ void add_doctor_command(CLI::App& app, Context& ctx) {
       if (c.contains("path"))
         std::cout << fmt::format("cache:      {} ({} entries, {})\n", c["path"].get<std::string>(),
                                  c["entries"].get<int64_t>(), human_bytes(c["bytes"].get<int64_t>()));
-      std::cout << fmt::format("health:     {}\n", c["health"].get<std::string>());
+      std::cout << fmt::format("health:     {}{}\n", c["health"].get<std::string>(),
+                               healthy && !c.value("created", true) ? " (no store yet: the first prewarm or op creates it)"
+                                                                    : "");
       std::cout << fmt::format("sass tools: {}\n", !cuobjdump.empty() ? cuobjdump
                                                  : !nvdisasm.empty()  ? nvdisasm
                                                                       : "none (cuobjdump/nvdisasm not found)");

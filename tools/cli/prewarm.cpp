@@ -213,7 +213,22 @@ void add_prewarm_command(CLI::App& app, Context& ctx) {
       require_file_backed(st->stats(), "prewarm");
       if (!o->json)
         for (const auto& s : plan.skipped) std::cout << fmt::format("skipping op '{}': {}", s.op, s.reason) << std::endl;
-      const PrewarmResult r = prewarm_specs(rt, plan.specs, o->jobs, progress_mode(o->quiet));
+      PrewarmResult r = prewarm_specs(rt, plan.specs, o->jobs, progress_mode(o->quiet));
+      // A put that failed (a full disk, a lost lock) leaves the kernel in memory only: for
+      // prewarm, whose job is the file, that is a failure.
+      for (auto& item : r.items) {
+        if (item.origin != "compiled" || st->contains(item.key)) continue;
+        const std::string why = st->stats().write_error;
+        item.origin = "failed";
+        item.error = "compiled, but the store did not keep it: " + (why.empty() ? std::string("unknown") : why);
+        --r.compiled;
+        ++r.failed;
+      }
+      // The runtime's connection stays open until exit, so SQLite never folds the -wal
+      // into the file: do it now, so that the file alone (copied, shipped) holds the entries.
+      if (!st->checkpoint())
+        std::cerr << "attnjit: note: could not fold " << st->path() << "-wal into the file now (another process "
+                  << "is reading it, or the warning above); its entries move there when the last process closes it\n";
       if (o->json) print_json(prewarm_json(plan, r, archs));
       else {
         plan.skipped.clear();  // already said above

@@ -1,0 +1,193 @@
+// Tests of the answers of `attnjit cache` and `doctor` that an operator acts on: exit
+// codes after quarantine, bad bundles and unusable folders; doctor changes nothing;
+// a prewarmed database file holds its own entries.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/store_fixtures.hpp"
+#include "store/cubin_store.hpp"
+
+#ifndef ATTNJIT_CLI_PATH
+#define ATTNJIT_CLI_PATH ""
+#endif
+
+namespace attnjit::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+  std::string all() const { return out + err; }
+};
+
+class CliCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(ATTNJIT_CLI_PATH).empty()) GTEST_SKIP() << "the attnjit-cli target is not built";
+    char tmpl[] = "/tmp/attnjit-cli-cache-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    cache_ = dir_ + "/cache";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  // `attnjit <args>` with `env` (default: ATTNJIT_CACHE_DIR set to this test's cache).
+  Result run(const std::string& args, const std::string& env = "") const {
+    const std::string err_file = dir_ + "/stderr.txt";
+    const std::string vars = env.empty() ? "ATTNJIT_CACHE_DIR='" + cache_ + "'" : env;
+    const std::string cmd = "env " + vars + " ATTNJIT_LOG_LEVEL=warn '" + std::string(ATTNJIT_CLI_PATH) + "' " +
+                            args + " 2>'" + err_file + "'";
+    Result r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+    const int status = pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream in(err_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    r.err = ss.str();
+    return r;
+  }
+
+  void make_private_dir(const std::string& d) const {
+    fs::create_directories(d);
+    fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
+  }
+
+  std::string dir_, cache_;
+};
+
+TEST_F(CliCacheTest, VerifyAfterQuarantiningACorruptStoreFails) {
+  make_private_dir(cache_);
+  std::ofstream(cache_ + "/cubins.sqlite3") << std::string(8192, 'x');
+  Result r = run("cache verify");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.out.find("damaged: quarantined " + cache_ + "/cubins.sqlite3"), std::string::npos) << r.out;
+
+  std::ofstream(cache_ + "/cubins.sqlite3", std::ios::trunc) << std::string(8192, 'y');
+  r = run("cache verify --json");
+  EXPECT_EQ(r.code, 1) << r.all();
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.all();
+  EXPECT_EQ(j["ok"], false);
+  ASSERT_EQ(j["problems"].size(), 1u) << j.dump(2);
+
+  EXPECT_EQ(run("cache verify").code, 0) << "the fresh store is clean";
+}
+
+TEST_F(CliCacheTest, VerifyAndDoctorReportAWalWhoseDamageDroppedEntries) {
+  {
+    // Entries that sit only in the -wal: copied while a connection holds the store open.
+    auto live = store::fixtures::open_store(dir_ + "/live");
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(live->put(store::fixtures::make_entry("k" + std::to_string(i), 6000)));
+    make_private_dir(cache_);
+    for (const char* suffix : {"", "-wal"})
+      fs::copy_file(dir_ + "/live/cubins.sqlite3" + suffix, cache_ + "/cubins.sqlite3" + suffix);
+  }
+  const std::string wal = cache_ + "/cubins.sqlite3-wal";
+  const std::string saved = dir_ + "/saved-wal";
+  fs::copy_file(wal, saved);
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 24 + 300);  // frame 0's page: SQLite drops it and every commit after it
+    f.put('\x7f');
+  }
+  Result r = run("cache verify");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.out.find("damaged: " + wal + " is damaged: frame 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("committed transaction"), std::string::npos) << "a warning too:\n" << r.err;
+
+  fs::remove(wal);
+  fs::remove(cache_ + "/cubins.sqlite3-shm");
+  fs::copy_file(saved, wal);
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 24 + 300);
+    f.put('\x7f');
+  }
+  const json j = json::parse(run("doctor --json").out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["cache"]["health"].get<std::string>().rfind("damaged: " + wal, 0), 0u) << j.dump(2);
+}
+
+TEST_F(CliCacheTest, ImportOfABundleWhoseRowsAllFailTheirChecksumFails) {
+  const std::string bundle = dir_ + "/bundle.sqlite3";
+  {
+    auto src = store::fixtures::open_store(dir_ + "/src");
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(src->put(store::fixtures::make_entry("k" + std::to_string(i), 500)));
+    ASSERT_EQ(src->export_to(bundle), 3);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(bundle.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE entries SET checksum = 'forged'", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+
+  const Result r = run("cache import '" + bundle + "'");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("3 rows of " + bundle + " failed their checksum"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("imported 0 entries"), std::string::npos) << r.out;
+}
+
+TEST_F(CliCacheTest, LsAndStatsOnAnUnusableFolderSayMemoryOnlyAndFail) {
+  std::ofstream(dir_ + "/a-file") << "x";
+  cache_ = dir_ + "/a-file/cache";
+  for (const char* cmd : {"cache ls", "cache stats", "cache ls --json", "cache stats --json", "cache verify"}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd << "\n" << r.all();
+    EXPECT_NE(r.err.find("the store is in memory only"), std::string::npos) << cmd << "\n" << r.err;
+  }
+}
+
+TEST_F(CliCacheTest, DoctorCreatesNoFolderOrDatabase) {
+  const std::string home = dir_ + "/missing-home";
+  Result r = run("doctor", "-u ATTNJIT_CACHE_DIR -u XDG_CACHE_HOME HOME='" + home + "'");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("health:     ok (no store yet"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(home)) << "doctor made " << home;
+
+  make_private_dir(cache_);  // a folder without a store stays empty too
+  const json j = json::parse(run("doctor --json").out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["cache"]["created"], false);
+  EXPECT_EQ(j["cache"]["health"], "ok");
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_TRUE(fs::is_empty(cache_));
+
+  // A folder that cannot be made is not "ok".
+  std::ofstream(dir_ + "/a-file") << "x";
+  r = run("doctor", "ATTNJIT_CACHE_DIR='" + dir_ + "/a-file/cache'");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.out.find("health:     unusable: not file-backed: cannot create"), std::string::npos) << r.out;
+}
+
+TEST_F(CliCacheTest, AfterPrewarmTheDatabaseFileAloneHoldsTheEntries) {
+  const Result r = run("prewarm --spec decode.bf16.hd64.g4.contig.nhd.sm90a -q");
+  ASSERT_EQ(r.code, 0) << r.all();
+  const std::string copy = dir_ + "/copy";
+  make_private_dir(copy);
+  fs::copy_file(cache_ + "/cubins.sqlite3", copy + "/cubins.sqlite3");  // no -wal
+  auto store = store::fixtures::open_store(copy);
+  EXPECT_EQ(store->stats().entries, 1) << "the entry was left in the -wal";
+}
+
+}  // namespace
+}  // namespace attnjit::cli_test

@@ -233,5 +233,31 @@ TEST(SingleDecodeGpu, CudaCorePath) {
       }
 }
 
+// Issue 9: window_left on sequences much longer than the window (splits planned
+// over window_left + 1 tokens, starting at the first visible tile), both paths.
+TEST(SingleDecodeGpu, WindowOnLongSequences) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::vector<SingleCase> cases;
+  for (bool tc : {true, false})
+    for (int len : {5000, 131072 + 3})
+      for (int window_left : {0, 31, 1000, 4095}) {
+        SingleCase c;
+        c.tensor_cores = tc;
+        c.kv_len = len;
+        c.window_left = window_left;
+        c.num_kv_heads = len > 100000 ? 1 : 2;
+        c.lse = true;
+        if (window_left == 1000) c.pos = PosEncodingMode::kRopeLlama;
+        if (window_left == 31) c.layout = KvLayout::kHND;
+        if (window_left == 4095 && len == 5000) c.kv_dtype = DType::kFloat8E4M3;
+        cases.push_back(c);
+      }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_single(c, 13000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
 }  // namespace
 }  // namespace attnjit

@@ -327,5 +327,52 @@ TEST(XqaGpu, SpeculativeDecoding) {
   }
 }
 
+// Issue 9: a window on sequences much longer than it. The splits are planned over
+// the visible span (window + q_seq_len), so these exercise many splits starting
+// at kv_begin, windows that cut pages, sinks and spec decode's union of windows.
+TEST(XqaGpu, WindowOnLongSequences) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::vector<XqaCase> cases;
+  for (int window : {1, 33, 1000, 4096})
+    for (int sm : {0, 1}) {
+      XqaCase c;
+      c.batch = 4;
+      c.seq_lens = {window, 8192 + 5, 40000 + 17, 3};  // one at the window, one shorter
+      c.window = window;
+      c.sm_count = sm;  // 0: many splits over the window; 1: one split
+      c.sinks = window != 33;
+      cases.push_back(c);
+    }
+  for (int qlen : {2, 3, 4})
+    for (bool ragged : {false, true}) {
+      XqaCase c;  // spec decode: each row's window ends at its own position
+      c.batch = 3;
+      c.q_seq_len = qlen;
+      c.ragged = ragged;
+      c.mask_kind = qlen == 3 ? 0 : 1;
+      c.sinks = true;
+      c.window = 500 + qlen;
+      c.seq_lens = {qlen + 1, 30000 + qlen, 9000};
+      cases.push_back(c);
+    }
+  {
+    XqaCase c;  // fp8 KV, HND, page 64, window not a multiple of the page
+    c.kv_dtype = DType::kFloat8E4M3;
+    c.kv_scale = 0.5f;
+    c.layout = KvLayout::kHND;
+    c.page_size = 64;
+    c.window = 777;
+    c.sinks = true;
+    c.q_seq_len = 2;
+    c.seq_lens = {50000, 2, 1500};
+    cases.push_back(c);
+  }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_xqa(c, 11000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
 }  // namespace
 }  // namespace attnjit

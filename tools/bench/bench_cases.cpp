@@ -56,17 +56,17 @@ std::vector<uint8_t> random_bytes(size_t n, DType dtype, std::mt19937& rng) {
 
 }  // namespace
 
-std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
+namespace {
+
+// One xqa shape: B sequences of L tokens, window tokens of sliding window (0: none).
+Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std::mt19937& rng) {
   const int KH = 8, G = 8, H = KH * G, D = 128, P = 32;
-  const std::pair<int, int> shapes[] = {{1, 32768}, {16, 8192}, {64, 4096}, {128, 2048}};
   const int sm = driver::device_info(driver::current_device()).sm_count;
-  std::vector<Result> out;
-  std::mt19937 rng(42);
-  for (auto [B, L] : shapes) {
-    if (o.only_batch > 0 && B != o.only_batch) continue;
-    if (o.seq_len > 0) L = o.seq_len;
+  {
     const int pps = (L + P - 1) / P, pages = B * pps;
-    const double kv_bytes = 2.0 * pages * P * KH * D * dtype_size(kv_dtype);
+    // Rotate sets by the KV a call reads (a window's span), so no case runs from L2.
+    const int read_len = window > 0 ? std::min(L, window) : L;
+    const double kv_bytes = 2.0 * B * read_len * KH * D * dtype_size(kv_dtype);
     const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
     struct Set {
       DeviceTensor q, k, v, out, pt, sl, ws, sem;
@@ -103,16 +103,39 @@ std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
       a.semaphores = s[i].sem.view;
       a.num_kv_heads = KH;
       a.page_size = P;
+      a.sliding_win_size = window;
       xqa(a);
     };
     Result r;
     r.op = "xqa";
-    r.shape = fmt::format("b{} L{}", B, L);
+    r.shape = window > 0 ? fmt::format("b{} L{} w{}", B, L, window) : fmt::format("b{} L{}", B, L);
     r.dtype = std::string("kv ") + dtype_name(kv_dtype);
     r.ms = time_median(sets, o, call);
-    r.bytes = 2.0 * B * L * KH * D * dtype_size(kv_dtype) + 2.0 * B * H * D * 2;
-    out.push_back(r);
+    r.bytes = 2.0 * B * read_len * KH * D * dtype_size(kv_dtype) + 2.0 * B * H * D * 2;
+    return r;
   }
+}
+
+}  // namespace
+
+std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
+  const std::pair<int, int> shapes[] = {{1, 32768}, {16, 8192}, {64, 4096}, {128, 2048}};
+  std::vector<Result> out;
+  std::mt19937 rng(42);
+  for (auto [B, L] : shapes) {
+    if (o.only_batch > 0 && B != o.only_batch) continue;
+    if (o.seq_len > 0) L = o.seq_len;
+    out.push_back(time_xqa(B, L, 0, kv_dtype, o, rng));
+  }
+  return out;
+}
+
+std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o) {
+  const int kWindow = 4096, kBatch = 4;
+  std::vector<Result> out;
+  std::mt19937 rng(43);
+  out.push_back(time_xqa(kBatch, kWindow, 0, kv_dtype, o, rng));  // the plain sequence of length W
+  for (int L : {8192, 32768, 131072}) out.push_back(time_xqa(kBatch, L, kWindow, kv_dtype, o, rng));
   return out;
 }
 

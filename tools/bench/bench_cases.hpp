@@ -30,6 +30,9 @@ struct Options {
 };
 
 std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);
+// Issue 9: window 4096 on 4 sequences at L 8K / 32K / 128K, after a plain L 4096
+// (the first result); each window case should be within 10% of it.
+std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o);
 std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
 // Tensor-core vs CUDA-core single decode by group size (32 q heads, kv_len 32768, bf16).
 std::vector<Result> bench_decode_paths(const Options& o);

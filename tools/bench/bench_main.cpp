@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     auto wanted = [&](DType kv) { return !o.only_kv || dtype_name(kv) == std::string(o.only_kv); };
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);
-    const bool all = !has("--xqa") && !has("--single") && !has("--paths");
+    const bool all = !has("--xqa") && !has("--single") && !has("--paths") && !has("--window");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
@@ -169,6 +169,15 @@ int main(int argc, char** argv) {
       auto r = bench::bench_decode_paths(o);
       rs.insert(rs.end(), r.begin(), r.end());
     }
+    if (has("--window"))  // sliding window vs a plain sequence of the window's length
+      for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+        if (!wanted(kv)) continue;
+        auto r = bench::bench_xqa_window(kv, o);
+        for (const auto& x : r)
+          fmt::print("window {:<8} {:<20} {:>8.2f} us  ratio to plain L{} {:.3f}\n", dtype_name(kv), x.shape,
+                     x.ms * 1e3, 4096, x.ms / r.front().ms);
+        rs.insert(rs.end(), r.begin(), r.end());
+      }
     print_table(rs);
     return rc;
   } catch (const std::exception& e) {

@@ -65,12 +65,24 @@ int max_splits(const DecodeShape& s, int sm_count) {
                             kMaxSplits})));
 }
 
+int decode_visible_len(const DecodeShape& s, int granule) {
+  if (s.window_left < 0) return s.max_seq_len;
+  // templates/decode/gqa_decode.cuh (setup): kv_begin = seq_len - q_len - window_left,
+  // rounded down to a warp tile (the granule), so a request walks at most this.
+  const int64_t span = int64_t(s.window_left) + std::max(s.q_seq_len, 1) + std::max(granule, 1) - 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s.max_seq_len, span)));
+}
+
 SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
   SplitPlan plan;
-  plan.splits = forced_splits() > 0 ? forced_splits() : choose_splits(decode_base_ctas(s), s.max_seq_len, slots);
+  // Splits follow the visible span, not the sequence: with a window the kernel
+  // partitions [kv_begin, seq_len), so planning over max_seq_len would leave
+  // most CTAs empty and the few busy ones long.
+  const int len = decode_visible_len(s, granule);
+  plan.splits = forced_splits() > 0 ? forced_splits() : choose_splits(decode_base_ctas(s), len, slots);
   const int tile = std::max(granule, 1);
-  plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(s.max_seq_len, plan.splits), tile) * tile);
-  plan.splits = static_cast<int>(ceil_div(s.max_seq_len, plan.tokens_per_split));
+  plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
+  plan.splits = static_cast<int>(ceil_div(len, plan.tokens_per_split));
   return plan;
 }
 

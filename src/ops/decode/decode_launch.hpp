@@ -20,6 +20,9 @@ struct DecodeShape {
   int q_seq_len = 1;
   int head_dim = 128;
   int max_seq_len = 1;
+  // Keys left of each query row it sees (-1: all). The kernel walks only
+  // [first visible tile, seq_len), so splits are planned over that span.
+  int window_left = -1;
 };
 
 constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA
@@ -45,6 +48,10 @@ struct SplitPlan {
   int tokens_per_split = 1;
 };
 SplitPlan plan_splits(const DecodeShape& s, int slots, int granule);
+// The most KV tokens one request's CTAs walk: max_seq_len, or with a window the
+// union of its rows' windows (window_left + q_seq_len) plus the granule-1 tokens
+// the kernel's start rounds down by, whichever is less. Pure: tested on the CPU.
+int decode_visible_len(const DecodeShape& s, int granule);
 
 size_t decode_workspace_bytes(const DecodeShape& s, int splits);
 size_t decode_semaphore_count(const DecodeShape& s);

@@ -134,6 +134,7 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   plan.shape.q_seq_len = 1;
   plan.shape.head_dim = static_cast<int>(hd);
   plan.shape.max_seq_len = static_cast<int>(kv_len);
+  plan.shape.window_left = o.window_left;
   return plan;
 }
 

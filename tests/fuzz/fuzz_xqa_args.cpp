@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const ops::DecodeShape& s = plan.shape;
   fz::check(s.batch >= 1 && s.num_kv_heads >= 1 && s.q_seq_len >= 1, "accepted an empty shape");
   fz::check(s.group >= 1 && s.group <= 64, "accepted a head group ratio out of range", std::to_string(s.group));
-  fz::check(s.head_dim_qk >= 16 && s.head_dim_qk % 16 == 0, "accepted a head_dim", std::to_string(s.head_dim_qk));
+  fz::check(s.head_dim >= 16 && s.head_dim % 16 == 0, "accepted a head_dim", std::to_string(s.head_dim));
   fz::check(s.max_seq_len >= a.page_size, "max_seq_len below one page");
   fz::check(plan.params.pages_per_seq >= 1, "no pages per sequence");
   return 0;

@@ -162,6 +162,9 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& what
     const size_t colon = why.find(": ", why.find("parse error"));
     if (colon != std::string::npos) why.erase(0, colon + 2);
     bad(what, fmt::format("not valid JSON at byte {}: {}", e.byte, quote_input(why)));
+  } catch (const json::exception& e) {
+    // out_of_range: a number past double's range (3e990); found by fuzz_spec_json.
+    bad(what, fmt::format("not valid JSON: {}", quote_input(e.what())));
   }
 }
 

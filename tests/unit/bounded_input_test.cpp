@@ -77,6 +77,13 @@ TEST(BoundedInput, SizeDuplicatesAndControlCharactersAreErrors) {
   EXPECT_LT(bad.size(), 500u);
 }
 
+TEST(BoundedInput, NumberOutOfRangeIsAnErrorNotACrash) {
+  // nlohmann throws out_of_range, not parse_error, for a number past double's range
+  // (fuzz_spec_json found it escaping as an uncaught exception).
+  const std::string e = error_of([] { parse_json_bounded(R"({"page_size": 3e990})", "spec"); });
+  EXPECT_EQ(e.rfind("attnjit: invalid argument: spec: not valid JSON", 0), 0u) << e;
+}
+
 TEST(BoundedInput, ReadsOnlyRegularFilesWithinTheLimit) {
   testing::TempDir dir("bounded-input");
   std::ofstream(dir.sub("ok.json")) << "{}";

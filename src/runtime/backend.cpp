@@ -105,13 +105,6 @@ void select_backend(BackendChoice choice, spec::KernelSpec& s) {
     const render::BackendRow& row = row_for(*f.backends, s.arch);
     const spec::Backend prefer =
         row.by_measurement && f.backends->measured_faster ? f.backends->measured_faster(s, nullptr) : row.prefer;
-    // xqa has no fallback behind it: skip its can_implement here (it reads the
-    // tuning variables and sizes the tiling, ~100 ns per launch); render() runs it
-    // on a miss and refuses there with the reason.
-    if (prefer == spec::Backend::kXqa && verified(*f.backends, prefer, s.arch)) {
-      s.backend = prefer;
-      return;
-    }
     if (supports(f, prefer, s, nullptr)) {
       s.backend = prefer;
       return;

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/shell_run.hpp"
 #include "common/store_fixtures.hpp"
 #include "store/cubin_store.hpp"
 
@@ -51,20 +52,8 @@ class CliCacheTest : public ::testing::Test {
     const std::string err_file = dir_ + "/stderr.txt";
     const std::string vars = env.empty() ? "ATTNJIT_CACHE_DIR='" + cache_ + "'" : env;
     const std::string cmd = "env " + vars + " ATTNJIT_LOG_LEVEL=warn '" + std::string(ATTNJIT_CLI_PATH) + "' " +
-                            args + " 2>'" + err_file + "'";
-    Result r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    const int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(err_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    r.err = ss.str();
-    return r;
+                            args;
+    return ::attnjit::testing::shell_run<Result>(cmd, err_file);
   }
 
   void make_private_dir(const std::string& d) const {

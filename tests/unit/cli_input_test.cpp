@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/shell_run.hpp"
 #include "common/temp_dir.hpp"
 
 #ifndef ATTNJIT_CLI_PATH
@@ -64,21 +65,8 @@ class CliInputTest : public ::testing::Test {
   CliResult run(const std::string& args) const {
     const std::string err_file = dir_.sub("stderr.txt");
     const std::string cmd = "cd '" + dir_.path() + "' && ATTNJIT_CACHE_DIR='" + cache_ +
-                            "' ATTNJIT_LOG_LEVEL=warn timeout 60 '" + cli_path() + "' " + args +
-                            " 2>'" + err_file + "'";
-    CliResult r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    const int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(err_file, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    r.err = ss.str();
-    return r;
+                            "' ATTNJIT_LOG_LEVEL=warn timeout 60 '" + cli_path() + "' " + args;
+    return ::attnjit::testing::shell_run<CliResult>(cmd, err_file);
   }
 
   // Exit 1 with one short "attnjit: invalid argument: ..." line holding `want`.

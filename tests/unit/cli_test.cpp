@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/shell_run.hpp"
 #include "attnjit/decode.hpp"
 #include "attnjit/runtime.hpp"
 #include "attnjit/xqa.hpp"
@@ -71,20 +72,8 @@ class CliTest : public ::testing::Test {
   CliResult run(const std::string& args) const {
     const std::string err_file = dir_ + "/stderr.txt";
     const std::string cmd = env_ + " ATTNJIT_CACHE_DIR='" + cache_ + "' ATTNJIT_LOG_LEVEL=warn '" + cli_ +
-                            "' " + args + " 2>'" + err_file + "'";
-    CliResult r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    const int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(err_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    r.err = ss.str();
-    return r;
+                            "' " + args;
+    return ::attnjit::testing::shell_run<CliResult>(cmd, err_file);
   }
 
   json run_json(const std::string& args, int expected_code = 0) const {

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
 #include "attnjit/error.hpp"
 
 namespace attnjit::runtime {
@@ -98,29 +102,67 @@ BackendDecision decide_backend(const render::Family& f, BackendChoice choice, co
                                                    xqa_why.empty() ? why : xqa_why));
 }
 
-void select_backend(BackendChoice choice, spec::KernelSpec& s) {
-  const render::Family& f = family_of(s);
-  // The launch path: resolve without formatting a reason unless something fails.
+namespace {
+
+// Resolution is a pure function of the spec (without its backend) and the choice:
+// the tables are static and can_implement reads only the spec. The launch path
+// resolves each distinct spec once and afterwards pays one hash lookup.
+class DecisionMemo {
+ public:
+  bool find(BackendChoice choice, const spec::KernelSpec& s, spec::Backend* out) const {
+    std::shared_lock lock(mutex_);
+    auto it = map_.find(keyed(choice, s));
+    if (it == map_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void remember(BackendChoice choice, const spec::KernelSpec& s, spec::Backend b) {
+    std::unique_lock lock(mutex_);
+    if (map_.size() >= kMaxEntries) map_.clear();  // a bound, not an LRU: specs in use come back in one launch
+    map_.emplace(keyed(choice, s), b);
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 4096;
+  // The choice travels in the backend field, which resolution overwrites anyway.
+  static spec::KernelSpec keyed(BackendChoice choice, spec::KernelSpec s) {
+    s.backend = static_cast<spec::Backend>(static_cast<int>(choice));
+    return s;
+  }
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<spec::KernelSpec, spec::Backend, spec::KernelSpecHash> map_;
+};
+
+DecisionMemo& decision_memo() {
+  static DecisionMemo* memo = new DecisionMemo();  // never destroyed: launches may run during static teardown
+  return *memo;
+}
+
+spec::Backend resolve_uncached(const render::Family& f, BackendChoice choice, const spec::KernelSpec& s) {
   if (choice == BackendChoice::kAuto) {
     const render::BackendRow& row = row_for(*f.backends, s.arch);
     const spec::Backend prefer =
         row.by_measurement && f.backends->measured_faster ? f.backends->measured_faster(s, nullptr) : row.prefer;
-    if (supports(f, prefer, s, nullptr)) {
-      s.backend = prefer;
-      return;
-    }
-    if (prefer != spec::Backend::kXqa && supports(f, spec::Backend::kXqa, s, nullptr)) {
-      s.backend = spec::Backend::kXqa;
-      return;
-    }
+    if (supports(f, prefer, s, nullptr)) return prefer;
+    if (prefer != spec::Backend::kXqa && supports(f, spec::Backend::kXqa, s, nullptr)) return spec::Backend::kXqa;
   } else {
     const spec::Backend b = choice == BackendChoice::kXqa ? spec::Backend::kXqa : spec::Backend::kTrtllmGen;
-    if (supports(f, b, s, nullptr)) {
-      s.backend = b;
-      return;
-    }
+    if (supports(f, b, s, nullptr)) return b;
   }
-  s.backend = decide_backend(f, choice, s).backend;  // throws, with the reason
+  return decide_backend(f, choice, s).backend;  // throws, with the reason
+}
+
+}  // namespace
+
+void select_backend(BackendChoice choice, spec::KernelSpec& s) {
+  spec::Backend b;
+  if (decision_memo().find(choice, s, &b)) {
+    s.backend = b;
+    return;
+  }
+  b = resolve_uncached(family_of(s), choice, s);  // a refusal throws and is not remembered
+  decision_memo().remember(choice, s, b);
+  s.backend = b;
 }
 
 }  // namespace attnjit::runtime

@@ -57,6 +57,25 @@ TEST(SelectBackend, XqaBelowSm80IsUnsupported) {
   expect_error([&] { select_backend(BackendChoice::kAuto, s); }, ErrorCode::kUnsupported, {"auto", "sm_80"});
 }
 
+// The launch path remembers each decision: the second call for a spec must answer as
+// the first, for every choice, and a remembered success for one choice must not
+// leak into another (auto and xqa serve this spec; trtllm-gen is refused).
+TEST(SelectBackend, RememberedDecisionsAnswerAsTheFirst) {
+  for (int round = 0; round < 2; ++round) {
+    KernelSpec s = spec_for(Arch{90, true});
+    select_backend(BackendChoice::kAuto, s);
+    EXPECT_EQ(s.backend, spec::Backend::kXqa) << "round " << round;
+    s.backend = spec::Backend::kTrtllmGen;
+    select_backend(BackendChoice::kXqa, s);
+    EXPECT_EQ(s.backend, spec::Backend::kXqa) << "round " << round;
+    expect_error([&] { select_backend(BackendChoice::kTrtllmGen, s); }, ErrorCode::kUnsupported,
+                 {"backend trtllm-gen"});
+    // A refusal is never remembered as a success, either.
+    KernelSpec old = spec_for(Arch{75, false});
+    expect_error([&] { select_backend(BackendChoice::kAuto, old); }, ErrorCode::kUnsupported, {"auto", "sm_80"});
+  }
+}
+
 // Today no trtllm-gen decode kernel has run on a GPU, so it is available nowhere:
 // an explicit request is a clear error naming the backend, on every arch.
 TEST(SelectBackend, ExplicitTrtllmGenIsAnErrorWhereNoKernelHasRun) {

@@ -74,11 +74,18 @@ void require_contiguous(const TensorView& t, const char* name) {
 }
 
 void require_aligned(const TensorView& t, const char* name, int bytes) {
-  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0)  // null (prewarm) passes
-    invalid(name, fmt::format("a {}-byte aligned pointer", bytes), fmt::format("{}", t.data));
   const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
+  // Both are powers of two in every call: (s * es) % b == 0 exactly when the low
+  // bits of s that es does not cover are zero. Masks, not a 64-bit division per
+  // stride: this runs for every tensor of every launch.
+  const bool pow2 = bytes > 0 && (bytes & (bytes - 1)) == 0 && es > 0 && (es & (es - 1)) == 0;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(t.data);
+  if (pow2 ? (addr & uintptr_t(bytes - 1)) != 0 : addr % bytes != 0)  // null (prewarm) passes
+    invalid(name, fmt::format("a {}-byte aligned pointer", bytes), fmt::format("{}", t.data));
+  const int64_t low_mask = pow2 && es < bytes ? bytes / es - 1 : 0;
   for (int d = 0; d + 1 < t.rank; ++d)
-    if ((t.stride[d] % bytes) * es % bytes != 0)  // (s * es) % b without overflowing s * es
+    if (pow2 ? (t.stride[d] & low_mask) != 0
+             : (t.stride[d] % bytes) * es % bytes != 0)  // (s * es) % b without overflowing s * es
       invalid(name, fmt::format("strides that are multiples of {} bytes", bytes),
               fmt::format("stride {} elements in dim {}", t.stride[d], d));
 }

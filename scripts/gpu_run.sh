@@ -3,7 +3,8 @@
 # scripts/stage_gpu.sh: GPU tests, a compute-sanitizer subset, the benchmark
 # (with start-up costs) and the PyTorch SDPA peers; short table last.
 # Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
-#   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 skip a part.
+#   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 SKIP_PEER_SWEEP=1 skip a part.
+#   STAGE_DIR/peers (scripts/peer_sweep.sh build) adds the FlashInfer XQA sweep.
 #   NCU=1 profiles one xqa launch per benchmark shape with Nsight Compute
 #   (--clock-control none: the clocks stay as found) into $OUT/ncu.log;
 #   NCU_ARGS picks the bench cases (default --xqa; ';' separates several profiles).
@@ -90,7 +91,12 @@ if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
     env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^(xqa|single)" >>"$OUTDIR/sweep.log"
   done
 fi
+# FlashInfer's own XQA kernels beside attnjit (binaries from scripts/peer_sweep.sh build).
+if [ "${SKIP_PEER_SWEEP:-0}" != 1 ] && [ -d "$STAGE/peers" ]; then
+  scripts/peer_sweep.sh run "$STAGE" >"$OUTDIR/peer_sweep.log" 2>&1 || status=1
+fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
+[ -f "$OUTDIR/peer_sweep.log" ] && sed -n '/--- worst ratios/,$p' "$OUTDIR/peer_sweep.log"
 [ -f "$OUTDIR/bench_paths.log" ] && tail -8 "$OUTDIR/bench_paths.log"
 [ -f "$OUTDIR/bench.log" ] && tail -22 "$OUTDIR/bench.log"
 [ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"

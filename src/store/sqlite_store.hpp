@@ -98,6 +98,7 @@ CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool 
 struct Pending {
   int64_t hits = 0, misses = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> touches;  // key -> (hits, last_used_us)
+  int64_t since_us = 0;  // when the oldest count still pending was taken
   bool empty() const { return hits == 0 && misses == 0 && touches.empty(); }
 };
 
@@ -167,7 +168,13 @@ class SqliteStore final : public CubinStore {
   bool valid_row_locked(const std::string& schema, const std::string& key);
   void delete_bad_row_locked(const std::string& key, const std::string& checksum);
   void flush_pending_locked();
+  // A read writes nothing until its counts are old or many (a write transaction
+  // on a warm start costs a -wal creation and a directory sync: milliseconds).
+  void note_pending_locked();
   void apply_pending_locked();
+  // Writes the pending counts of every store of this process (admin reads, and at
+  // exit: the global Runtime's store is never destroyed). Takes each store's mutex.
+  static void flush_all_pending();
   int64_t evict_locked(int64_t cap, const std::string* keep_key);
   void vacuum_locked();
   void refuse_live_export_target(const std::string& file) const;

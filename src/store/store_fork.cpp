@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -38,6 +39,7 @@ void SqliteStore::track_for_fork(SqliteStore* store) {
   std::call_once(installed, [] {
     pthread_atfork(&SqliteStore::prepare_fork, &SqliteStore::after_fork_in_parent,
                    &SqliteStore::after_fork_in_child);
+    std::atexit(&SqliteStore::flush_all_pending);
   });
   ForkRegistry& registry = fork_registry();
   std::lock_guard<std::mutex> lock(registry.mu);
@@ -76,6 +78,21 @@ void SqliteStore::after_fork_in_child() {
     store->mu_.unlock();
   }
   registry.mu.unlock();
+}
+
+// Stores that outlive exit() (the global Runtime's) still write their hit counts.
+void SqliteStore::flush_all_pending() {
+  ForkRegistry& registry = fork_registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  for (SqliteStore* store : registry.stores) {
+    std::lock_guard<std::mutex> store_lock(store->mu_);
+    if (!store->db_ || getpid() != store->pid_) continue;
+    try {
+      store->flush_pending_locked();
+    } catch (...) {
+      // Losing a few hit counts is fine; an admin read or exit must not fail for them.
+    }
+  }
 }
 
 void SqliteStore::release_for_fork_locked() {

@@ -94,11 +94,11 @@ std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
     auto& touch = pending_.touches[key];
     ++touch.first;
     touch.second = now_us();
-    flush_pending_locked();
+    note_pending_locked();
     return entry;
   }
-  ++pending_.misses;
-  flush_pending_locked();
+  ++pending_.misses;  // a miss is usually followed by a put, which writes the counts
+  note_pending_locked();
   return std::nullopt;
 }
 
@@ -160,6 +160,18 @@ bool SqliteStore::valid_row_locked(const std::string& schema, const std::string&
 }
 
 // --- pending hit bookkeeping --------------------------------------------------
+
+namespace {
+constexpr int64_t kPendingMaxAgeUs = 2'000'000;  // LRU order needs seconds, not microseconds
+constexpr size_t kPendingMaxTouches = 64;
+}  // namespace
+
+void SqliteStore::note_pending_locked() {
+  const int64_t now = now_us();
+  if (pending_.since_us == 0) pending_.since_us = now;
+  if (now - pending_.since_us >= kPendingMaxAgeUs || pending_.touches.size() >= kPendingMaxTouches)
+    flush_pending_locked();
+}
 
 void SqliteStore::flush_pending_locked() {
   if (pending_.empty()) return;
@@ -328,6 +340,7 @@ void SqliteStore::clear() {
 // --- list / stats -------------------------------------------------------------
 
 std::vector<EntryInfo> SqliteStore::list() {
+  flush_all_pending();  // every store of this process: its counts are in the rows read here
   std::lock_guard<std::mutex> lock(mu_);
   return run_op("list", [&] {
     std::vector<EntryInfo> out;
@@ -357,6 +370,7 @@ std::vector<EntryInfo> SqliteStore::list() {
 }
 
 StoreStats SqliteStore::stats() {
+  flush_all_pending();
   std::lock_guard<std::mutex> lock(mu_);
   return run_op("stats", [&] {
     flush_pending_locked();

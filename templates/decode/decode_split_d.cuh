@@ -111,7 +111,7 @@ struct DecodeSplitD {
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
     constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
     static_assert(kTile * kChunks % Tr::kThreads == 0, "every thread issues the same number of copies");
-#pragma unroll
+#pragma unroll 4
     for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
       const int r = i / kChunks, c = i % kChunks;
       const bool valid = tok0 + r < w.tok_hi;
@@ -153,6 +153,46 @@ struct DecodeSplitD {
       sincosf(float(tok0 + r) * freq_s[c], &sn, &cs);
       row[c] = from_float<MT>(x0 * cs - x1 * sn);
       row[c + kPairs] = from_float<MT>(x1 * cs + x0 * sn);
+    }
+  }
+
+  // S = Q K^T over the whole tile and every dim, Q from shared memory: DecodeTile::scores,
+  // but unrolled 4 k-steps deep rather than HD / 16 (fully unrolled, ptxas hoists
+  // every k-step's ldmatrix and runs out of registers at head_dim 512).
+  __device__ static void scores(const MT* q_s, const MT* kt, const unsigned char* k_raw, int lane,
+                                float (&s)[Tile::kN][4]) {
+#pragma unroll
+    for (int n = 0; n < Tile::kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    const MT* q_lane = q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + (lane / 16) * 8;
+    if constexpr (Tr::kDirectFp8) {
+#pragma unroll 2
+      for (int k0 = 0; k0 < HD; k0 += 32) {
+        u32 a0[4], a1[4];
+        ldmatrix_x4(a0, q_lane + k0);
+        ldmatrix_x4(a1, q_lane + k0 + 16);
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 r[4];
+          ldmatrix_x4(r, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 + (lane / 16) * 16));
+          mma_16816<MT>(s[2 * tg], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
+          mma_16816<MT>(s[2 * tg + 1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
+          mma_16816<MT>(s[2 * tg], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
+          mma_16816<MT>(s[2 * tg + 1], a1, fp8x2_to_half2(KVT{}, r[3] & 0xffffu), fp8x2_to_half2(KVT{}, r[3] >> 16));
+        }
+      }
+    } else {
+#pragma unroll 4
+      for (int k0 = 0; k0 < HD; k0 += 16) {
+        u32 a[4];
+        ldmatrix_x4(a, q_lane + k0);
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 bk[4];
+          ldmatrix_x4(bk, kt + (tg * 16 + (lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
+          mma_16816<MT>(s[2 * tg], a, bk[0], bk[1]);
+          mma_16816<MT>(s[2 * tg + 1], a, bk[2], bk[3]);
+        }
+      }
     }
   }
 
@@ -199,7 +239,6 @@ struct DecodeSplitD {
   __device__ static void loop(const DecodeParams& p, const Work& w, const MT* q_s, const float* freq_s,
                               unsigned char* ring, MT* conv, int warp, int lane, int n_tiles,
                               float (&o)[DW / 8][4], float (&m)[2], float (&l)[2]) {
-    u32 qf[1][4];  // unused: Q is read from shared memory (Traits::kQInRegs is false)
     const int g = lane / 4, tq = lane % 4, d_lo = warp * DW;
     float slope[2] = {0.f, 0.f};
     int q_pos[2];
@@ -244,7 +283,7 @@ struct DecodeSplitD {
 
       // S = Q K^T over the whole tile and every dim: the same in every warp.
       float s[Tile::kN][4];
-      Tile::scores(qf, q_s, kt, k_raw, lane, s);
+      scores(q_s, kt, k_raw, lane, s);
 
       float mx[2] = {kNegInf, kNegInf};
 #pragma unroll

@@ -13,7 +13,8 @@ namespace attnjit {
 template <class Tr>
 struct DecodeMerge {
   using OT = typename Tr::OT;
-  static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, kRows = Tr::kRows;
+  // W: the partial rows to merge per query row (one per warp; one in all for split-D).
+  static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kMergeWarps, kRows = Tr::kRows;
   static constexpr unsigned F = Tr::kFeatures;
   __device__ static constexpr bool has(unsigned f) { return (F & f) != 0; }
 

@@ -31,6 +31,10 @@ struct DecodeTraits {
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr int kWarps = kWarps_, kStages = kStages_, kThreads = kWarps_ * 32;
   static constexpr int kTile = kTileTokens_;  // tokens per warp tile (a page never splits one)
+  // Past head_dim 256 one warp cannot hold O for every dim: the warps split the
+  // output dims instead of the tokens, over one CTA-wide ring (decode_split_d.cuh).
+  static constexpr bool kSplitD = kHeadDim_ > 256;
+  static constexpr int kMergeWarps = kSplitD ? 1 : kWarps_;  // partial O rows the warp merge reads
   static constexpr bool kLazyRescale = kLazyRescale_;  // skip O *= alpha when no row max moved
   static_assert(kTile == 16 || kTile == 32, "warp tiles are 16 or 32 tokens");
   static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
@@ -43,17 +47,17 @@ struct DecodeTraits {
   static constexpr int kQBytes = kRows * kRowElems * 2;
   static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
   static constexpr int kStageBytes = 2 * kTile * kRawRowBytes;  // K + V
-  static constexpr int kRingBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kRingBytes = (kSplitD ? 1 : kWarps) * kStages * kStageBytes;
   // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
   // dims interleaved). RoPE, which rewrites K in shared memory, and head dims
   // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
   static constexpr bool kCudaCores = (kFeatures_ & feat::kCudaCores) != 0;
   static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0 && !kCudaCores;
   static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores;
-  static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? kWarps * 2 * kTile * kRowElems * 2 : 0;
+  static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
-  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
+  static constexpr int kMergeBytes = kMergeWarps * kRows * (kHeadDim + 2) * 4;
   static constexpr int kLoopBytes = kRingBytes + kConvBytes;
   static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
   static constexpr int kSmemBytes =
@@ -61,7 +65,8 @@ struct DecodeTraits {
   // CTAs per SM that shared memory allows, capped where the register cap that
   // __launch_bounds__ derives from it would force spills (estimate: O
   // accumulators + Q fragments + ~64 working registers per thread).
-  static constexpr int kRegEstimate = kHeadDim / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
+  static constexpr int kRegEstimate =
+      (kSplitD ? kHeadDim / kWarps_ : kHeadDim) / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
   static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
@@ -69,7 +74,12 @@ struct DecodeTraits {
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");
+  static_assert(!kSplitD || (kHeadDim % (32 * kWarps) == 0 && kStages >= 2),
+                "split-D: each warp's dims are whole 32-dim chunks, and the CTA ring prefetches");
 };
+
+template <class Tr>
+struct DecodeSplitD;  // decode/decode_split_d.cuh, included at the end of this file
 
 template <class Tr>
 struct GqaDecode {
@@ -95,6 +105,12 @@ struct GqaDecode {
   };
 
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
+    if constexpr (Tr::kSplitD) DecodeSplitD<Tr>::run(p, smem);
+    else run_token_split(p, smem);
+  }
+
+  // head_dim <= 256: each warp streams its own tiles and holds O for every dim.
+  __device__ static void run_token_split(const DecodeParams& p, unsigned char* smem) {
     Work w;
     if (!setup(p, w)) return;
     MT* q_s = reinterpret_cast<MT*>(smem);
@@ -181,7 +197,8 @@ struct GqaDecode {
       const int warp = threadIdx.x / 32;
 #pragma unroll
       for (int s = 0; s < S - 1; ++s) {
-        const int tok = w.split * p.tokens_per_split + (warp + s * W) * kTile;
+        // Split-D: the CTA's first tiles in order; else this warp's (every W-th).
+        const int tok = w.split * p.tokens_per_split + (Tr::kSplitD ? s : warp + s * W) * kTile;
         // An asm load: the compiler would otherwise sink it to its use, after seq_lens is consumed.
         w.first_page[s] = tok < p.pages_per_seq * Tr::kPageSize ? ld_global_now(page_entry(p, w, tok)) : 0;
       }
@@ -490,3 +507,5 @@ struct GqaDecode {
 };
 
 }  // namespace attnjit
+
+#include "decode/decode_split_d.cuh"

@@ -259,5 +259,67 @@ TEST(SingleDecodeGpu, WindowOnLongSequences) {
   }
 }
 
+// Issue 9 item 4: head_dim 512 (and 384) in single_decode: the split-D kernel over
+// contiguous KV with every single_decode feature it keeps (RoPE, which widens fp8
+// and rotates K in shared memory between two extra barriers; ALiBi; soft cap;
+// windows; LSE), short and long (many splits) sequences, groups up to 16.
+TEST(SingleDecodeGpu, HeadDim512) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::vector<SingleCase> cases;
+  for (int len : {7, 4096, 100000})
+    for (DType kvd : {DType::kBFloat16, DType::kFloat8E4M3}) {
+      SingleCase base;
+      base.head_dim = 512;
+      base.kv_len = len;
+      base.kv_dtype = kvd;
+      base.num_kv_heads = len >= 100000 ? 1 : 2;
+      if (kvd == DType::kFloat8E4M3) {
+        base.k_scale = 0.5f;
+        base.v_scale = 1.5f;
+      }
+      SingleCase c = base;
+      c.lse = true;
+      cases.push_back(c);
+      c = base;
+      c.pos = PosEncodingMode::kRopeLlama;
+      c.layout = KvLayout::kHND;
+      cases.push_back(c);
+      c = base;
+      c.pos = PosEncodingMode::kAlibi;
+      c.soft_cap = 20.f;
+      c.lse = true;
+      cases.push_back(c);
+      c = base;
+      c.window_left = std::max(0, len / 3);
+      c.group = 16;
+      c.num_kv_heads = 1;
+      cases.push_back(c);
+    }
+  {
+    SingleCase c;  // e5m2 KV with RoPE: the widened path
+    c.head_dim = 512;
+    c.dtype = DType::kFloat16;
+    c.kv_dtype = DType::kFloat8E5M2;
+    c.pos = PosEncodingMode::kRopeLlama;
+    c.kv_len = 3000;
+    c.lse = true;
+    cases.push_back(c);
+  }
+  {
+    SingleCase c;  // head_dim 384, fp16, HND
+    c.head_dim = 384;
+    c.dtype = c.kv_dtype = DType::kFloat16;
+    c.layout = KvLayout::kHND;
+    c.kv_len = 20000;
+    c.group = 8;
+    cases.push_back(c);
+  }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_single(c, 17000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
 }  // namespace
 }  // namespace attnjit

@@ -374,5 +374,68 @@ TEST(XqaGpu, WindowOnLongSequences) {
   }
 }
 
+// Issue 9 item 4: head_dim 384 and 512, where the warps split the output dims over
+// one CTA-wide ring (templates/decode/decode_split_d.cuh). Both KV dtypes, both
+// layouts, pages 16 (16-token tiles) and 64 (32-token tiles), groups up to 16,
+// sinks, windows (the start moved off the prefetched pages), fp8 output, scale
+// pointers, ragged lengths, and one split as well as many (the split merge reuses
+// the ring).
+TEST(XqaGpu, HeadDimsPast256SplitTheOutputDims) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::vector<XqaCase> cases;
+  for (int hd : {384, 512})
+    for (DType kvd : {DType::kBFloat16, DType::kFloat8E4M3})
+      for (int page : {16, 64}) {
+        XqaCase c;
+        c.head_dim = hd;
+        c.kv_dtype = kvd;
+        if (kvd == DType::kFloat8E4M3) c.kv_scale = 0.75f;
+        c.page_size = page;
+        c.layout = page == 16 ? KvLayout::kHND : KvLayout::kNHD;
+        c.batch = 4;
+        c.seq_lens = {1, 37, 1000 + hd / 16, 5000};  // ragged: a lone token, part of a tile, several splits
+        cases.push_back(c);
+        c.sinks = true;
+        c.window = 300;
+        c.layout = page == 16 ? KvLayout::kNHD : KvLayout::kHND;
+        cases.push_back(c);
+        c.sinks = false;
+        c.window = 0;
+        c.sm_count = 1;  // one split per request: the warp slices go straight to the output
+        c.group = 16;
+        c.num_kv_heads = 1;
+        cases.push_back(c);
+      }
+  {
+    XqaCase c;  // fp8 output and device scales at head_dim 512, group 1
+    c.head_dim = 512;
+    c.group = 1;
+    c.num_kv_heads = 4;
+    c.kv_dtype = DType::kFloat8E4M3;
+    c.out_dtype = DType::kFloat8E4M3;
+    c.rcp_out_scale = 4.0f;
+    c.scale_ptrs = true;
+    c.q_scale = 0.5f;
+    c.kv_scale = 1.25f;
+    c.seq_lens = {2049, 65, 3};
+    cases.push_back(c);
+  }
+  {
+    XqaCase c;  // batch 1, one long sequence: many splits, window with sinks
+    c.head_dim = 512;
+    c.dtype = c.kv_dtype = c.out_dtype = DType::kFloat16;
+    c.batch = 1;
+    c.seq_lens = {32768 + 5};
+    c.window = 4096;
+    c.sinks = true;
+    cases.push_back(c);
+  }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_xqa(c, 15000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
 }  // namespace
 }  // namespace attnjit

@@ -234,6 +234,53 @@ TEST(VariantMatrix, DecodeVariantsCompileForEveryArch) {
   check_and_print(compile_all(specs), "decode variants:");
 }
 
+// Head dims 384 and 512: the split-D kernel (warps split the output dims) on
+// every arch, without spills, over both ops' features: fp8 KV (direct and, with
+// RoPE, widened), fp8 output, sinks, windows, scale pointers, HND/NHD, pages
+// 16-128, groups 1-16, ALiBi, soft cap and LSE.
+TEST(VariantMatrix, SplitDHeadDimsCompileForEveryArch) {
+  using L = spec::KvLayout;
+  using P = spec::PosEncoding;
+  constexpr DType f16 = DType::kFloat16, b16 = DType::kBFloat16, e4 = DType::kFloat8E4M3, e5 = DType::kFloat8E5M2;
+  struct V {
+    spec::OpFamily family;
+    int head_dim, group, page;
+    L layout;
+    DType q, kv, out;
+    P pos;
+    uint32_t features;
+  };
+  const spec::OpFamily x = spec::OpFamily::kXqa, d = spec::OpFamily::kDecode;
+  const V variants[] = {
+      {x, 512, 8, 32, L::kNHD, b16, b16, b16, P::kNone, 0},
+      {x, 512, 16, 16, L::kHND, f16, e4, f16, P::kNone, feature::kSinks | feature::kSlidingWindow},
+      {x, 384, 4, 64, L::kNHD, b16, e4, e4, P::kNone, feature::kScalePointers},
+      {x, 384, 1, 128, L::kHND, f16, f16, f16, P::kNone, feature::kSinks},
+      {d, 512, 4, 0, L::kNHD, b16, b16, b16, P::kRopeLlama, feature::kReturnLse | feature::kSlidingWindow},
+      {d, 512, 8, 0, L::kHND, f16, e5, f16, P::kRopeLlama, feature::kReturnLse},
+      {d, 384, 2, 0, L::kNHD, b16, e4, b16, P::kAlibi, feature::kSoftCap | feature::kReturnLse},
+  };
+  std::vector<KernelSpec> specs;
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
+    for (const V& v : variants) {
+      KernelSpec s;
+      s.family = v.family;
+      s.set_head_dim(v.head_dim);
+      s.group_size = v.group;
+      s.page_size = v.page;
+      s.layout = v.layout;
+      s.q_dtype = v.q;
+      s.kv_dtype = v.kv;
+      s.out_dtype = v.out;
+      s.pos_encoding = v.pos;
+      s.features = v.features;
+      s.arch = Arch::parse(a);
+      specs.push_back(s);
+    }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
+  check_and_print(compile_all(specs), "split-D (head_dim 384/512) variants:");
+}
+
 // The templates static_assert head_dim % 32 == 0 for fp8 KV without RoPE; a spec
 // that reaches NVRTC must compile, so render (or the op) has to reject the rest.
 TEST(VariantMatrix, Fp8KvHeadDimNotMultipleOf32IsRejectedBeforeNvrtc) {

@@ -58,9 +58,10 @@ std::vector<uint8_t> random_bytes(size_t n, DType dtype, std::mt19937& rng) {
 
 namespace {
 
-// One xqa shape: B sequences of L tokens, window tokens of sliding window (0: none).
-Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std::mt19937& rng) {
-  const int KH = 8, G = 8, H = KH * G, D = 128, P = 32;
+// One xqa shape: B sequences of L tokens, window tokens of sliding window (0: none),
+// 8 KV heads x group 8, pages of 32, head_dim D.
+Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std::mt19937& rng, int D = 128) {
+  const int KH = 8, G = 8, H = KH * G, P = 32;
   const int sm = driver::device_info(driver::current_device()).sm_count;
   {
     const int pps = (L + P - 1) / P, pages = B * pps;
@@ -109,6 +110,7 @@ Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std:
     Result r;
     r.op = "xqa";
     r.shape = window > 0 ? fmt::format("b{} L{} w{}", B, L, window) : fmt::format("b{} L{}", B, L);
+    if (D != 128) r.shape += fmt::format(" hd{}", D);
     r.dtype = std::string("kv ") + dtype_name(kv_dtype);
     r.ms = time_median(sets, o, call);
     r.bytes = 2.0 * B * read_len * KH * D * dtype_size(kv_dtype) + 2.0 * B * H * D * 2;
@@ -127,6 +129,14 @@ std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
     if (o.seq_len > 0) L = o.seq_len;
     out.push_back(time_xqa(B, L, 0, kv_dtype, o, rng));
   }
+  // Issue 9 item 4: head_dim 384 and 512 (warps split the output dims) at the
+  // large-batch shapes, beside the head_dim 128 rows above; goal >= 90% of their TB/s.
+  for (int D : {384, 512})
+    for (auto [B, L] : {std::pair{64, 4096}, std::pair{128, 2048}}) {
+      if (o.only_batch > 0 && B != o.only_batch) continue;
+      if (o.seq_len > 0) L = o.seq_len;
+      out.push_back(time_xqa(B, L, 0, kv_dtype, o, rng, D));
+    }
   return out;
 }
 

@@ -30,11 +30,14 @@ const char* device_type(DType d) {
 }
 
 // Tuning knobs for experiments (defaults are the measured configuration): each
-// one lands in the rendered source, so the cache key follows it.
-// Tuning knobs for experiments (defaults are the measured configuration): each
 // one lands in the rendered source, so the cache key follows it. A bad value is
 // an Error naming the variable, never a silent other setting.
 constexpr int kMaxRingKb = 1024;  // above every arch's shared memory; * 1024 still fits int
+constexpr int kMaxSplitDStages = 8;
+
+// Past head_dim 256 the warps split the output dims over one CTA-wide ring
+// (DecodeTraits::kSplitD, templates/decode/decode_split_d.cuh).
+bool split_d(const spec::KernelSpec& s) { return s.head_dim_qk > 256; }
 
 DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   DecodeTiling t;
@@ -46,11 +49,30 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0 ||
                              s.has(spec::feature::kCudaCores));  // !Traits::kDirectFp8
   const int raw_row = hd * kv_bytes + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
-  const int per_stage = t.warps * 2 * t.tile * raw_row;
-  const int conv = widen ? t.warps * 2 * t.tile * (hd + 8) * 2 : 0;
+  const bool sd = split_d(s);
+  const int rings = sd ? 1 : t.warps;  // split-D: one CTA-wide ring; else one per warp
+  const int per_stage = rings * 2 * t.tile * raw_row;
+  const int conv = widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0;
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
-  const int tail = std::max(t.warps * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
+  const int tail = std::max((sd ? 1 : t.warps) * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
   t.smem_limit = render::max_smem_per_block(s.arch);
+  auto smem = [&] { return fixed + std::max(t.stages * per_stage + conv, tail); };
+  if (sd) {
+    // The CTA's warps wait for each other once per tile, so the ring alone keeps
+    // HBM busy: by default as deep as the arch allows one CTA (the 227 KB arches
+    // keep >= 128 KB in flight). Never fewer than two stages: the next tile's copy
+    // refills the stage of the tile before it (a one-stage ring would overwrite
+    // the tile being read); where two do not fit, smem_bytes says so and the
+    // caller takes the 16-token tile or refuses.
+    const auto ring_kb = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb);
+    const int budget = ring_kb ? *ring_kb * 1024 : t.smem_limit - fixed;
+    t.stages = std::clamp((budget - conv) / per_stage, 2, kMaxSplitDStages);
+    while (t.stages > 2 && smem() > t.smem_limit) --t.stages;
+    t.smem_bytes = smem();
+    const int reg_estimate = hd / t.warps / 2 + 64 + (t.tile - 16);  // DecodeTraits::kRegEstimate
+    t.min_blocks = std::clamp(std::min(65536 / (t.warps * 32 * reg_estimate), t.smem_limit / (t.smem_bytes + 1024)), 1, 3);
+    return t;
+  }
   // Ring budget per CTA: ~105 KB lets two CTAs share an SM with two tiles in
   // flight per warp (~128 KB per SM: what HBM latency needs at full bandwidth).
   // Never more than the arch allows per block.
@@ -59,7 +81,6 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // At least two stages (one tile in flight while another is computed), fewer
   // only where the arch's shared memory cannot hold two.
   t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
-  auto smem = [&] { return fixed + std::max(t.stages * per_stage + conv, tail); };
   while (t.stages > 1 && smem() > t.smem_limit) --t.stages;
   t.smem_bytes = smem();
   // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
@@ -83,14 +104,17 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
   const bool one_byte = dtype_size(s.kv_dtype) == 1;
   const bool lazy = util::env_knob("ATTNJIT_DECODE_LAZY_RESCALE", 0, 1, "0 or 1").value_or(1) == 1;
-  const int tile = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32").value_or(
-      one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128 ? 32 : 16);
+  // Split-D (head_dim > 256) takes 32 where three stages fit: each warp reads Q
+  // from shared memory once per tile, so the larger tile halves those reads.
+  const auto forced = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
+  const int tile = forced.value_or(
+      (one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
   if (tile != 16 && tile != 32)  // the only warp tiles the template has
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));
   if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
     DecodeTiling t = tiling_for(s, 32, lazy);
-    if (t.smem_bytes <= t.smem_limit) return t;
+    if (t.smem_bytes <= t.smem_limit && (!split_d(s) || forced || t.stages >= 3)) return t;
   }
   return tiling_for(s, 16, lazy);
 }
@@ -117,10 +141,22 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (s.head_dim_qk != s.head_dim_vo)
     return refuse([&] { return fmt::format("head dims {}/{}: the decode templates need head_dim_qk == head_dim_vo",
                                            s.head_dim_qk, s.head_dim_vo); });
-  if (s.head_dim_qk % 16 != 0 || s.head_dim_qk < 16 || s.head_dim_qk > 256)
-    return refuse([&] { return fmt::format("head_dim {}: the decode templates need a multiple of 16 in [16, 256]", s.head_dim_qk); });
+  if (!decode_head_dim_ok(s.head_dim_qk))
+    return refuse([&] { return fmt::format("head_dim {}: the decode templates need {}", s.head_dim_qk, kDecodeHeadDims); });
   if (s.group_size < 1 || s.group_size > 256)
     return refuse([&] { return fmt::format("group_size {}: expected 1 to 256", s.group_size); });
+  if (split_d(s)) {
+    // FlashInfer's limits past head_dim 256, which the split-D kernel keeps.
+    if (s.group_size > kMaxGroupSplitD)
+      return refuse([&] { return fmt::format("group_size {} at head_dim {}: expected <= {} past head_dim 256",
+                                             s.group_size, s.head_dim_qk, kMaxGroupSplitD); });
+    if (s.mask != spec::MaskMode::kNone || s.has(spec::feature::kRaggedQ))
+      return refuse([&] { return fmt::format("head_dim {}: no speculative decoding (mask, ragged q) past head_dim 256",
+                                             s.head_dim_qk); });
+    if (s.has(spec::feature::kCudaCores))
+      return refuse([&] { return fmt::format("head_dim {}: the CUDA-core tile serves head_dim <= 256 only",
+                                             s.head_dim_qk); });
+  }
   if (s.page_size != 0 && (s.page_size % 16 != 0 || s.page_size < 16 || s.page_size > 1024))
     return refuse([&] { return fmt::format("page_size {}: 0 (contiguous) or a multiple of 16 up to 1024", s.page_size); });
   if (s.layout != spec::KvLayout::kNHD && s.layout != spec::KvLayout::kHND) return refuse([] { return std::string("unknown KV layout"); });
@@ -133,7 +169,7 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   spec::KernelSpec on_arch = s;
   on_arch.arch = arch;
   const DecodeTiling t = decode_tiling(on_arch);
-  if (t.smem_bytes > t.smem_limit)
+  if (t.smem_bytes > t.smem_limit || (split_d(on_arch) && t.stages < 2))
     return refuse([&] { return fmt::format("needs {} bytes of shared memory per block, {} allows {}", t.smem_bytes,
                                            arch.str(), t.smem_limit); });
   return true;

@@ -2,6 +2,7 @@
 // GqaDecode<Traits> TU and launch metadata) and the tiling both share.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "render/family.hpp"
@@ -20,6 +21,13 @@ struct DecodeTiling {
   int min_blocks = 1;  // mirrors DecodeTraits::kMinBlocks (__launch_bounds__)
 };
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);
+
+// The head dims the decode kernels serve: multiples of 16 up to 256 (the warps
+// split the tokens), and 384 and 512 (the warps split the output dims; there,
+// as in FlashInfer, groups of at most 16 and no speculative decoding).
+constexpr const char* kDecodeHeadDims = "a multiple of 16 in [16, 256], or 384 or 512";
+constexpr int kMaxGroupSplitD = 16;
+constexpr bool decode_head_dim_ok(int64_t hd) { return (hd % 16 == 0 && hd >= 16 && hd <= 256) || hd == 384 || hd == 512; }
 
 bool decode_can_implement(const spec::KernelSpec& spec, const spec::Arch& arch, std::string* why);
 render::RenderedUnit decode_generate(const spec::KernelSpec& spec);

@@ -9,6 +9,7 @@
 #include "attnjit/error.hpp"
 #include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "runtime/backend.hpp"
@@ -39,8 +40,8 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   const bool nhd = o.kv_layout == KvLayout::kNHD;
   const int64_t kv_len = nhd ? k.shape[0] : k.shape[1];
   const int64_t kv_heads = nhd ? k.shape[1] : k.shape[0];
-  ATTNJIT_REQUIRE(hd == 64 || hd == 128 || hd == 256 || (hd % 16 == 0 && hd >= 16 && hd <= 256), "q",
-                "head_dim a multiple of 16 in [16, 256]", fmt::format("head_dim {}", hd));
+  ATTNJIT_REQUIRE(ops::decode_head_dim_ok(hd), "q", fmt::format("head_dim {}", ops::kDecodeHeadDims),
+                  fmt::format("head_dim {}", hd));
   require_dim(k, "k", 2, hd, "head_dim, as q");
   for (int d = 0; d < 3; ++d) require_dim(v, "v", d, k.shape[d], "as k");
   ATTNJIT_REQUIRE(kv_len >= 1 && kv_len <= ops::kMaxDecodeSeqLen, "k", fmt::format("1 <= kv_len <= {}", ops::kMaxDecodeSeqLen),
@@ -48,6 +49,14 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   ATTNJIT_REQUIRE(kv_heads >= 1 && heads % kv_heads == 0, "q",
                 fmt::format("num_qo_heads a multiple of num_kv_heads ({})", kv_heads),
                 fmt::format("{} heads", heads));
+  if (hd > 256) {
+    // FlashInfer's limits past head_dim 256 (the warps split the output dims there).
+    ATTNJIT_REQUIRE(heads / kv_heads <= ops::kMaxGroupSplitD, "q",
+                    fmt::format("num_qo_heads / num_kv_heads <= {} at head_dim {}", ops::kMaxGroupSplitD, hd),
+                    fmt::format("{} / {}", heads, kv_heads));
+    ATTNJIT_REQUIRE(o.use_tensor_cores, "use_tensor_cores",
+                    fmt::format("true at head_dim {} (the CUDA-core path serves head_dim <= 256)", hd), "false");
+  }
   require_rank(out, "out", 2, "[num_qo_heads, head_dim]");
   require_dtype(out, "out", {q.dtype});
   require_dim(out, "out", 0, heads, "num_qo_heads");

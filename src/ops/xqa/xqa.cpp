@@ -9,6 +9,7 @@
 #include "attnjit/error.hpp"
 #include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "runtime/backend.hpp"
@@ -57,14 +58,25 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
                   fmt::format("beam_width {} in {}", a.q.shape[1], a.q.shape_string()));
   const int64_t hd = a.q.shape[hd_dim];
   const int64_t num_q_heads = a.q.shape[head_dim_idx];
-  ATTNJIT_REQUIRE(hd % 16 == 0 && hd >= 16 && hd <= 256, "q", "head_dim a multiple of 16 in [16, 256]",
-                fmt::format("head_dim {}", hd));
+  ATTNJIT_REQUIRE(ops::decode_head_dim_ok(hd), "q", fmt::format("head_dim {}", ops::kDecodeHeadDims),
+                  fmt::format("head_dim {}", hd));
   ATTNJIT_REQUIRE(a.num_kv_heads >= 1, "num_kv_heads", ">= 1", std::to_string(a.num_kv_heads));
   ATTNJIT_REQUIRE(num_q_heads % a.num_kv_heads == 0, "num_kv_heads",
                 fmt::format("a divisor of num_q_heads ({})", num_q_heads), std::to_string(a.num_kv_heads));
   const int group = static_cast<int>(num_q_heads / a.num_kv_heads);
   ATTNJIT_REQUIRE(group <= kMaxGroup, "num_kv_heads", fmt::format("a head_group_ratio <= {}", kMaxGroup),
                 fmt::format("ratio {}", group));
+  if (hd > 256) {
+    // FlashInfer's limits past head_dim 256 (the warps split the output dims there).
+    ATTNJIT_REQUIRE(group <= ops::kMaxGroupSplitD, "num_kv_heads",
+                    fmt::format("a head_group_ratio <= {} at head_dim {}", ops::kMaxGroupSplitD, hd),
+                    fmt::format("ratio {}", group));
+    ATTNJIT_REQUIRE(!ragged, "q_cu_seq_lens",
+                    fmt::format("absent at head_dim {} (no speculative decoding past head_dim 256)", hd), "present");
+    ATTNJIT_REQUIRE(a.q_seq_len == 1, "q_seq_len",
+                    fmt::format("1 at head_dim {} (no speculative decoding past head_dim 256)", hd),
+                    std::to_string(a.q_seq_len));
+  }
   ATTNJIT_REQUIRE(a.page_size == 16 || a.page_size == 32 || a.page_size == 64 || a.page_size == 128,
                 "page_size", "16, 32, 64 or 128", std::to_string(a.page_size));
 
@@ -261,8 +273,7 @@ void check_sizing_args(int batch, int num_kv_heads, int head_group_ratio, int q_
 size_t xqa_workspace_bytes(int batch, int num_kv_heads, int head_group_ratio, int q_seq_len,
                            int head_dim, int max_seq_len, int sm_count) {
   check_sizing_args(batch, num_kv_heads, head_group_ratio, q_seq_len);
-  ATTNJIT_REQUIRE(head_dim >= 16 && head_dim <= 256 && head_dim % 16 == 0, "head_dim",
-                  "a multiple of 16 in [16, 256]", std::to_string(head_dim));
+  ATTNJIT_REQUIRE(ops::decode_head_dim_ok(head_dim), "head_dim", ops::kDecodeHeadDims, std::to_string(head_dim));
   ATTNJIT_REQUIRE(max_seq_len >= 1 && max_seq_len <= ops::kMaxDecodeSeqLen, "max_seq_len",
                   fmt::format("1 to {} (pages_per_seq * page_size)", ops::kMaxDecodeSeqLen), std::to_string(max_seq_len));
   ATTNJIT_REQUIRE(sm_count >= 1, "sm_count", ">= 1 (the GPU's multiprocessor count)", std::to_string(sm_count));

@@ -1,0 +1,333 @@
+// The GQA decode main loop past head_dim 256 (Traits::kSplitD): the warps split
+// the OUTPUT dims instead of the tokens. One cp.async ring serves the whole CTA
+// (stages of kTile tokens x head_dim for K and V) with one __syncthreads per tile;
+// every warp scores the full tile (QK^T over every dim: redundant across warps,
+// cheap in a memory-bound loop, and bitwise identical, so m and l agree) and
+// accumulates P V only for its head_dim / W slice of O. O then fits a thread's
+// registers as at head_dim 128, and no cross-warp merge of O is needed: the warps'
+// slices form one partial row, which DecodeMerge merges as a single warp's.
+#pragma once
+
+#include "decode/gqa_decode.cuh"
+
+namespace attnjit {
+
+template <class Tr>
+struct DecodeSplitD {
+  using Base = GqaDecode<Tr>;
+  using Work = typename Base::Work;
+  using KVT = typename Tr::KVT;
+  using MT = typename Tr::MT;
+  using Tile = DecodeTile<Tr>;
+  static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
+  static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
+  static constexpr int DW = HD / W;  // output dims per warp
+  static constexpr bool kWiden = Tr::kFp8Kv && !Tr::kDirectFp8;  // fp8 with RoPE: widened in shared memory
+  static_assert(!Tr::kCudaCores, "split-D uses the tensor-core tile (the host refuses use_tensor_cores = false)");
+  static_assert(!Tr::kQInRegs, "split-D reads Q from shared memory");
+  __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
+
+  // Shared memory: [Q | RoPE freqs | ring of S stages (K tile, V tile) | conv (widened K, V)].
+  // After the loop the ring area holds the merge buffer: red_o [kRows][HD], red_m, red_l.
+  __device__ static void run(const DecodeParams& p, unsigned char* smem) {
+    Work w;
+    if (!Base::setup(p, w)) return;
+    MT* q_s = reinterpret_cast<MT*>(smem);
+    float* freq_s = reinterpret_cast<float*>(smem + Tr::kQBytes);
+    unsigned char* ring = smem + Tr::kQBytes + Tr::kFreqBytes;
+    MT* conv = reinterpret_cast<MT*>(ring + Tr::kRingBytes);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
+    // The first S - 1 tiles are in flight while Q loads (setup read their pages
+    // when no window moved the start).
+    const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      const int tok0 = w.tok_lo + s * kTile;
+      if (s < n_tiles)
+        issue_tile(p, w, ring + s * Tr::kStageBytes, tok0, prefetched ? w.first_page[s] : Base::page_of(p, w, tok0));
+      cp_async_commit();
+    }
+    // Q's shared-memory writes are ordered before every read by the loop's first
+    // barrier (or, with no tile, by the barrier after it).
+    Base::load_q(p, w, q_s, freq_s);
+
+    float o[DW / 8][4];
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < DW / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+
+    loop(p, w, q_s, freq_s, ring, conv, warp, lane, n_tiles, o, m, l);
+
+    cp_async_wait<0>();  // only empty groups can be left; no copy may land in the merge buffer
+    __syncthreads();     // every warp is done with the ring and Q: both are reused below
+    pdl_launch_dependents();
+    float* red_o = reinterpret_cast<float*>(ring);
+    float* red_m = red_o + kRows * HD;
+    float* red_l = red_m + kRows;
+    const int g = lane / 4, tq = lane % 4;
+    l[0] = quad_sum(l[0]);
+    l[1] = quad_sum(l[1]);
+    // Every warp holds the same m and l (bitwise: the same scores); warp 0 writes them.
+    if (warp == 0 && tq == 0) {
+      red_m[g] = m[0];
+      red_m[g + 8] = m[1];
+      red_l[g] = l[0];
+      red_l[g + 8] = l[1];
+    }
+    const int d_lo = warp * DW;
+    if constexpr (Tr::kDirectFp8) {
+      // n tiles 2q (even dims) and 2q+1 (odd dims) of chunk q: this lane holds dims 16q+4t..16q+4t+3.
+#pragma unroll
+      for (int q = 0; q < DW / 16; ++q) {
+        float* r0 = red_o + g * HD + d_lo + q * 16 + 4 * tq;
+        r0[0] = o[2 * q][0];
+        r0[1] = o[2 * q + 1][0];
+        r0[2] = o[2 * q][1];
+        r0[3] = o[2 * q + 1][1];
+        r0[8 * HD + 0] = o[2 * q][2];
+        r0[8 * HD + 1] = o[2 * q + 1][2];
+        r0[8 * HD + 2] = o[2 * q][3];
+        r0[8 * HD + 3] = o[2 * q + 1][3];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < DW / 8; ++j) {
+        float* r0 = red_o + g * HD + d_lo + j * 8 + 2 * tq;
+        r0[0] = o[j][0];
+        r0[1] = o[j][1];
+        r0[8 * HD] = o[j][2];
+        r0[8 * HD + 1] = o[j][3];
+      }
+    }
+    __syncthreads();
+    DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
+  }
+
+  // The whole CTA issues the cp.async copies of one K and one V tile into a stage.
+  __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page) {
+    const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
+    const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
+    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
+    constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
+    static_assert(kTile * kChunks % Tr::kThreads == 0, "every thread issues the same number of copies");
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const bool valid = tok0 + r < w.tok_hi;
+      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
+      unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
+      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
+      cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+    }
+  }
+
+  // fp8 tile -> fp16 tile, the whole CTA.
+  __device__ static void widen_tile(const unsigned char* raw, MT* dst) {
+    constexpr int kChunks = HD / 16;  // 16 fp8 per chunk
+    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const uint4 x = *reinterpret_cast<const uint4*>(raw + raw_offset<Tr>(r, c * 16));
+      const u32 in[4] = {x.x, x.y, x.z, x.w};
+      u32 out[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        out[2 * j] = fp8x2_to_half2(KVT{}, in[j] & 0xffffu);
+        out[2 * j + 1] = fp8x2_to_half2(KVT{}, in[j] >> 16);
+      }
+      uint4* d = reinterpret_cast<uint4*>(dst + r * kRowElems + c * 16);
+      d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+      d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+  }
+
+  // RoPE on a K tile in shared memory (keys at positions tok0 + row), the whole
+  // CTA; each thread owns its (row, pair) elements.
+  __device__ static void rope_tile(MT* kt, const float* freq_s, int tok0) {
+    constexpr int kPairs = HD / 2;
+    for (int i = threadIdx.x; i < kTile * kPairs; i += Tr::kThreads) {
+      const int r = i / kPairs, c = i % kPairs;
+      MT* row = kt + r * kRowElems;
+      const float x0 = to_float(row[c]), x1 = to_float(row[c + kPairs]);
+      float sn, cs;
+      sincosf(float(tok0 + r) * freq_s[c], &sn, &cs);
+      row[c] = from_float<MT>(x0 * cs - x1 * sn);
+      row[c + kPairs] = from_float<MT>(x1 * cs + x0 * sn);
+    }
+  }
+
+  // S = Q K^T over the whole tile and every dim, Q from shared memory: DecodeTile::scores,
+  // but unrolled 4 k-steps deep rather than HD / 16 (fully unrolled, ptxas hoists
+  // every k-step's ldmatrix and runs out of registers at head_dim 512).
+  __device__ static void scores(const MT* q_s, const MT* kt, const unsigned char* k_raw, int lane,
+                                float (&s)[Tile::kN][4]) {
+#pragma unroll
+    for (int n = 0; n < Tile::kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    const MT* q_lane = q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + (lane / 16) * 8;
+    if constexpr (Tr::kDirectFp8) {
+#pragma unroll 2
+      for (int k0 = 0; k0 < HD; k0 += 32) {
+        u32 a0[4], a1[4];
+        ldmatrix_x4(a0, q_lane + k0);
+        ldmatrix_x4(a1, q_lane + k0 + 16);
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 r[4];
+          ldmatrix_x4(r, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 + (lane / 16) * 16));
+          mma_16816<MT>(s[2 * tg], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
+          mma_16816<MT>(s[2 * tg + 1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
+          mma_16816<MT>(s[2 * tg], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
+          mma_16816<MT>(s[2 * tg + 1], a1, fp8x2_to_half2(KVT{}, r[3] & 0xffffu), fp8x2_to_half2(KVT{}, r[3] >> 16));
+        }
+      }
+    } else {
+#pragma unroll 4
+      for (int k0 = 0; k0 < HD; k0 += 16) {
+        u32 a[4];
+        ldmatrix_x4(a, q_lane + k0);
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 bk[4];
+          ldmatrix_x4(bk, kt + (tg * 16 + (lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
+          mma_16816<MT>(s[2 * tg], a, bk[0], bk[1]);
+          mma_16816<MT>(s[2 * tg + 1], a, bk[2], bk[3]);
+        }
+      }
+    }
+  }
+
+  // O[:, d_lo : d_lo + DW] += P V for this warp's slice (DecodeTile::accumulate_pv
+  // over a slice; the direct fp8 path leaves the slice's dims interleaved the same way).
+  __device__ static void accumulate_pv(const float (&s)[Tile::kN][4], const MT* vt, const unsigned char* v_raw,
+                                       int d_lo, int lane, float (&o)[DW / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      const u32 a[4] = {pack2<MT>(s[2 * kk][0], s[2 * kk][1]), pack2<MT>(s[2 * kk][2], s[2 * kk][3]),
+                        pack2<MT>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<MT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      if constexpr (Tr::kDirectFp8) {
+#pragma unroll
+        for (int c = 0; c < DW; c += 32) {
+          u32 r[4];
+          ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8,
+                                                      d_lo + c + (lane / 16) * 16));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int j = (c / 16 + h) * 2;
+            const u32 lo = r[2 * h], hi = r[2 * h + 1];
+            mma_16816<MT>(o[j], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0020)),
+                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0020)));
+            mma_16816<MT>(o[j + 1], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0031)),
+                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0031)));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int n = 0; n < DW; n += 16) {
+          u32 bv[4];
+          ldmatrix_x4_trans(bv, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + d_lo + n +
+                                    (lane / 16) * 8);
+          mma_16816<MT>(o[n / 8], a, bv[0], bv[1]);
+          mma_16816<MT>(o[n / 8 + 1], a, bv[2], bv[3]);
+        }
+      }
+    }
+  }
+
+  // Tile t lives in stage t % S. Per tile: wait for this thread's copies of it,
+  // barrier (everyone's copies landed; everyone is done with tile t - 1, whose
+  // stage the next copy refills), issue tile t + S - 1, then compute.
+  __device__ static void loop(const DecodeParams& p, const Work& w, const MT* q_s, const float* freq_s,
+                              unsigned char* ring, MT* conv, int warp, int lane, int n_tiles,
+                              float (&o)[DW / 8][4], float (&m)[2], float (&l)[2]) {
+    const int g = lane / 4, tq = lane % 4, d_lo = warp * DW;
+    float slope[2] = {0.f, 0.f};
+    int q_pos[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int gr = w.rb * kRows + g + 8 * h;
+      q_pos[h] = w.seq_len - w.q_len + gr / G;
+      if (Tr::kPos == pos_mode::kAlibi) slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
+    }
+    // Each tile's page id is read one tile before its copy is issued.
+    int next_page = 0;
+    if (S - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (S - 1) * kTile);
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<S - 2>();  // groups committed: S - 1 + t; tiles 0..t are this thread's
+      __syncthreads();
+      {
+        const int tn = t + S - 1;
+        const int page = next_page;
+        if (tn + 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (tn + 1) * kTile);
+        if (tn < n_tiles) issue_tile(p, w, ring + (tn % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page);
+        cp_async_commit();
+      }
+      const int tok0 = w.tok_lo + t * kTile;
+      unsigned char* stage = ring + (t % S) * Tr::kStageBytes;
+      const unsigned char* k_raw = stage;
+      const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
+      MT* kt = reinterpret_cast<MT*>(stage);
+      const MT* vt = reinterpret_cast<const MT*>(v_raw);
+      if constexpr (kWiden) {
+        // conv was last read in tile t - 1, before this tile's barrier.
+        widen_tile(k_raw, conv);
+        widen_tile(v_raw, conv + kTile * kRowElems);
+        kt = conv;
+        vt = conv + kTile * kRowElems;
+        __syncthreads();
+      }
+      if constexpr (Tr::kPos == pos_mode::kRope) {
+        // In place: this stage (or conv) is rewritten only after the next barrier.
+        rope_tile(kt, freq_s, tok0);
+        __syncthreads();
+      }
+
+      // S = Q K^T over the whole tile and every dim: the same in every warp.
+      float s[Tile::kN][4];
+      scores(q_s, kt, k_raw, lane, s);
+
+      float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int nt = 0; nt < Tile::kN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
+          float x = s[nt][e] * w.score_scale;
+          if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
+          x *= kLog2e;
+          if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
+          x = Base::visible(p, w, row, tok) ? x : kNegInf;
+          s[nt][e] = x;
+          mx[h] = fmaxf(mx[h], x);
+        }
+      float ref[2], alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = fmaxf(m[h], quad_max(mx[h]));
+        ref[h] = safe_ref(m_new);
+        alpha[h] = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
+        m[h] = m_new;
+        l[h] *= alpha[h];
+      }
+      if (!Tr::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < DW / 8; ++j) {
+            o[j][2 * h] *= alpha[h];
+            o[j][2 * h + 1] *= alpha[h];
+          }
+      }
+#pragma unroll
+      for (int nt = 0; nt < Tile::kN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pe = fast_exp2(s[nt][e] - ref[e / 2]);
+          s[nt][e] = pe;
+          l[e / 2] += pe;
+        }
+      accumulate_pv(s, vt, v_raw, d_lo, lane, o);
+    }
+  }
+};
+
+}  // namespace attnjit

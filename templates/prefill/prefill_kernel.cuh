@@ -105,9 +105,9 @@ struct Prefill {
     const int r_end = min(r0 + kRows, rows);
 
     T* sq = reinterpret_cast<T*>(smem);
-    T* sk[2] = {reinterpret_cast<T*>(smem + Tr::kQBytes), reinterpret_cast<T*>(smem + Tr::kQBytes + Tr::kKStage)};
-    T* sv[2] = {reinterpret_cast<T*>(smem + Tr::kQBytes + 2 * Tr::kKStage),
-                reinterpret_cast<T*>(smem + Tr::kQBytes + 2 * Tr::kKStage + Tr::kVStage)};
+    // Stage st of K and V (arithmetic, not an array: a dynamically indexed array goes to the stack).
+    auto sk = [&](int st) { return reinterpret_cast<T*>(smem + Tr::kQBytes + st * Tr::kKStage); };
+    auto sv = [&](int st) { return reinterpret_cast<T*>(smem + Tr::kQBytes + 2 * Tr::kKStage + st * Tr::kVStage); };
 
     // Visible KV span of the tile's query tokens [qa, qb].
     const int qa = r0 / G, qb = (r_end - 1) / G;
@@ -131,7 +131,7 @@ struct Prefill {
                (long long)(hk * G + r % G) * p.q_stride_h + c * 8;
       cp_async_16(sq + rr * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
     }
-    if (n_tiles > 0) load_kv(p, sk[0], sv[0], b, e, hk, kv_first);
+    if (n_tiles > 0) load_kv(p, sk(0), sv(0), b, e, hk, kv_first);
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -148,12 +148,11 @@ struct Prefill {
     float o[kDv / 8][4];
     for (int n = 0; n < kDv / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
-    const float scale_log2 = p.scale * kLog2e;
 
     for (int it = 0; it < n_tiles; ++it) {
       const int st = it & 1, j0 = kv_first + it * kTile;
       // The stage written here was read in iteration it - 1, which ended in a barrier.
-      if (it + 1 < n_tiles) load_kv(p, sk[st ^ 1], sv[st ^ 1], b, e, hk, j0 + kTile);
+      if (it + 1 < n_tiles) load_kv(p, sk(st ^ 1), sv(st ^ 1), b, e, hk, j0 + kTile);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
@@ -169,7 +168,7 @@ struct Prefill {
 #pragma unroll
         for (int n0 = 0; n0 < kTile; n0 += 16) {
           u32 bf[4];
-          ldmatrix_x4(bf, sk[st] + (n0 + lane % 8 + (lane / 16) * 8) * Tr::kQkPitch + k0 + ((lane / 8) % 2) * 8);
+          ldmatrix_x4(bf, sk(st) + (n0 + lane % 8 + (lane / 16) * 8) * Tr::kQkPitch + k0 + ((lane / 8) % 2) * 8);
           mma_16816<T>(s[n0 / 8], a, bf[0], bf[1]);
           mma_16816<T>(s[n0 / 8 + 1], a, bf[2], bf[3]);
         }
@@ -238,7 +237,7 @@ struct Prefill {
 #pragma unroll
         for (int n0 = 0; n0 < kDv; n0 += 16) {
           u32 bf[4];
-          ldmatrix_x4_trans(bf, sv[st] + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * Tr::kVoPitch + n0 +
+          ldmatrix_x4_trans(bf, sv(st) + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * Tr::kVoPitch + n0 +
                                     (lane / 16) * 8);
           mma_16816<T>(o[n0 / 8], a, bf[0], bf[1]);
           mma_16816<T>(o[n0 / 8 + 1], a, bf[2], bf[3]);

@@ -135,14 +135,28 @@ struct Prefill {
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // This thread's two rows (lane / 4 and lane / 4 + 8 of the warp's 16).
-    int row_r[2], row_q[2], row_h[2];
+    // This thread's two rows (lane / 4 and lane / 4 + 8 of the warp's 16): their
+    // visible keys [jlo, jhi] (band and length; empty for rows past r_end), and
+    // their mask and pse rows.
+    int row_q[2], row_h[2], row_jlo[2], row_jhi[2];
     bool row_ok[2];
+    const unsigned char* mask_row[2];
+    const T* pse_row[2];
     for (int hf = 0; hf < 2; ++hf) {
-      row_r[hf] = r0 + warp * 16 + lane / 4 + hf * 8;
-      row_ok[hf] = row_r[hf] < r_end;
-      row_q[hf] = row_ok[hf] ? row_r[hf] / G : 0;
-      row_h[hf] = hk * G + (row_ok[hf] ? row_r[hf] % G : 0);
+      const int r = r0 + warp * 16 + lane / 4 + hf * 8;
+      row_ok[hf] = r < r_end;
+      row_q[hf] = row_ok[hf] ? r / G : 0;
+      row_h[hf] = hk * G + (row_ok[hf] ? r % G : 0);
+      long long jlo = 0, jhi = (long long)e.kv_len - 1;
+      if constexpr (Tr::kMask != prefill_mask::kNone) {
+        jlo = max(jlo, (long long)row_q[hf] + p.band_lo + shift);
+        jhi = min(jhi, (long long)row_q[hf] + p.band_hi + shift);
+      }
+      row_jlo[hf] = int(min(jlo, (long long)kPrefillBandInf));
+      row_jhi[hf] = row_ok[hf] ? int(max(jhi, -1LL)) : -1;
+      mask_row[hf] = p.mask + (long long)b * p.mask_stride_b + (long long)row_q[hf] * p.mask_stride_s;
+      pse_row[hf] = static_cast<const T*>(p.pse) + (long long)b * p.pse_stride_b +
+                    (long long)row_h[hf] * p.pse_stride_h + (long long)row_q[hf] * p.pse_stride_s;
     }
 
     float o[kDv / 8][4];
@@ -181,21 +195,13 @@ struct Prefill {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int hf = c / 2, j = j0 + n * 8 + (lane % 4) * 2 + (c % 2);
-          const int qi = row_q[hf];
           float x = s[n][c] * p.scale;
-          bool vis = row_ok[hf] && j < e.kv_len;
-          if constexpr (Tr::kMask != prefill_mask::kNone) {
-            const long long rel = (long long)j - qi - shift;
-            vis = vis && rel >= p.band_lo && rel <= p.band_hi;
-          }
+          bool vis = j >= row_jlo[hf] && j <= row_jhi[hf];
           if constexpr (Tr::kMask == prefill_mask::kTensor) {
-            if (vis) vis = p.mask[(long long)b * p.mask_stride_b + (long long)qi * p.mask_stride_s + j] == 0;
+            if (vis) vis = mask_row[hf][j] == 0;
           }
           if constexpr (Tr::kPse) {
-            if (vis)
-              x += to_float(static_cast<const T*>(p.pse)[(long long)b * p.pse_stride_b +
-                                                         (long long)row_h[hf] * p.pse_stride_h +
-                                                         (long long)qi * p.pse_stride_s + j]);
+            if (vis) x += to_float(pse_row[hf][j]);
           }
           x = vis ? x * kLog2e : kNegInf;
           s[n][c] = x;

@@ -237,6 +237,8 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
       vsb = v.stride[0], vsh = v.stride[1], vss = v.stride[2];
     }
     max_blocks = a.block_table.shape[1];
+    ATTNJIT_REQUIRE(max_blocks <= kMaxSeq / bs, "block_table", fmt::format("max_blocks * block_size <= {}", kMaxSeq),
+                    a.block_table.shape_string());
     KS = max_blocks * bs;
   } else if (tnd) {
     require_rank(k, "key", 3, "(T_kv, N, D)");
@@ -244,6 +246,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
     require_dim(k, "key", 1, KN, "num_key_value_heads");
     require_dim(k, "key", 2, D, "D, as query");
     require_dim(v, "value", 0, k.shape[0], "T_kv, as key");
+    ATTNJIT_REQUIRE(k.shape[0] <= kMaxSeq, "key", fmt::format("T_kv <= {}", kMaxSeq), k.shape_string());
     require_dim(v, "value", 1, KN, "num_key_value_heads");
     DV = v.shape[2];
     ATTNJIT_REQUIRE(DV == 128 || DV == 192, "value", "head dim 128 or 192 (TND)", fmt::format("D_v {}", DV));

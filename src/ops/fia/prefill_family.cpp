@@ -32,9 +32,9 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile) {
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   PrefillTiling t;
   t.smem_limit = render::max_smem_per_block(s.arch);
-  // 64-token KV tiles where they fit; 32 for large head dims (registers: S and O
+  // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
   // both live in them) and where shared memory is 99 KB.
-  t.kv_tile = std::max(s.head_dim_qk, s.head_dim_vo) > 192 ? 32 : 64;
+  t.kv_tile = std::max(s.head_dim_qk, s.head_dim_vo) > 128 ? 32 : 64;
   if (smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile) > t.smem_limit) t.kv_tile = 32;
   t.smem_bytes = smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile);
   return t;

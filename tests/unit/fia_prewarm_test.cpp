@@ -3,7 +3,9 @@
 
 #include "attnjit/error.hpp"
 #include "attnjit/fia.hpp"
+#include "common/op_args.hpp"
 #include "common/temp_dir.hpp"
+#include "driver/cuda_driver.hpp"
 
 namespace attnjit {
 namespace {
@@ -40,6 +42,17 @@ TEST(FiaPrewarm, CompilesFromShapesAlone) {
   // Validation still runs on shapes.
   a.num_key_value_heads = 5;
   EXPECT_THROW(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), Error);
+}
+
+// Without a GPU the op itself says so (kNoDevice), after nothing else happened.
+TEST(FiaPrewarm, LaunchWithoutAGpuIsNoDevice) {
+  if (driver::is_available()) GTEST_SKIP() << "a GPU is present";
+  try {
+    fused_infer_attention_score(testing::valid_fia());
+    ADD_FAILURE() << "launched without a GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNoDevice) << e.what();
+  }
 }
 
 }  // namespace

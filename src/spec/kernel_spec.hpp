@@ -31,7 +31,8 @@ constexpr uint32_t kReturnLse = 1u << 3;      // write log-sum-exp per query row
 constexpr uint32_t kScalePointers = 1u << 4;  // q/kv scales read from device memory
 constexpr uint32_t kCudaCores = 1u << 5;      // FFMA path instead of mma.sync
 constexpr uint32_t kRaggedQ = 1u << 6;        // spec-decode with cumulative q lengths
-constexpr uint32_t kAll = (1u << 7) - 1;
+constexpr uint32_t kPse = 1u << 7;            // FIA pse_shift added to the scaled scores
+constexpr uint32_t kAll = (1u << 8) - 1;
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -41,6 +42,7 @@ struct Name {
 inline constexpr Name kNames[] = {
     {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
     {kScalePointers, "scaleptr"}, {kCudaCores, "cudacore"}, {kRaggedQ, "raggedq"},
+    {kPse, "pse"},
 };
 }  // namespace feature
 

@@ -5,8 +5,10 @@
 #include <cstdint>
 
 #include "attnjit/decode.hpp"
+#include "attnjit/fia.hpp"
 #include "attnjit/xqa.hpp"
 #include "ops/decode/decode_spec.hpp"
+#include "ops/fia/fia_plan.hpp"
 
 namespace attnjit::testing {
 
@@ -74,6 +76,26 @@ inline SingleDecodeCall valid_single(KvLayout layout = KvLayout::kNHD) {
   c.o.kv_layout = layout;
   c.lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {kSdHeads});
   return c;
+}
+
+// fused_infer_attention_score: BSND bf16, batch 2, 8 heads over 2 KV heads, D 128,
+// Q_S q_seq (1: decode), KV_S 256, LSE on.
+constexpr int kFiaBatch = 2, kFiaHeads = 8, kFiaKvHeads = 2, kFiaKvSeq = 256;
+
+inline FiaArgs valid_fia(int q_seq = 64) {
+  FiaArgs a;
+  const DType dt = DType::kBFloat16;
+  a.input_layout = "BSND";
+  a.num_heads = kFiaHeads;
+  a.num_key_value_heads = kFiaKvHeads;
+  a.scale = 0.088;
+  a.query = TensorView::contiguous(fake(0x10000), dt, {kFiaBatch, q_seq, kFiaHeads, kHd});
+  a.key = TensorView::contiguous(fake(0x100000), dt, {kFiaBatch, kFiaKvSeq, kFiaKvHeads, kHd});
+  a.value = TensorView::contiguous(fake(0x200000), dt, {kFiaBatch, kFiaKvSeq, kFiaKvHeads, kHd});
+  a.attention_out = TensorView::contiguous(fake(0x400000), dt, {kFiaBatch, q_seq, kFiaHeads, kHd});
+  a.softmax_lse_flag = true;
+  a.softmax_lse = TensorView::contiguous(fake(0x500000), DType::kFloat32, {kFiaBatch, kFiaHeads, q_seq, 1});
+  return a;
 }
 
 }  // namespace attnjit::testing

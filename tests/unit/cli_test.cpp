@@ -471,6 +471,20 @@ TEST_F(ModelConfigCliTest, WrongTypesAndUnknownValuesNameTheField) {
     EXPECT_NE(r.err.find(op), std::string::npos) << op << " not in: " << r.err;
 }
 
+// fused_infer_attention_score in a model config: its specs come from the op's planning.
+TEST_F(ModelConfigCliTest, FiaOpExpandsToPrefillSpecs) {
+  CliResult r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+                         "ops": [{"op": "fia", "sparse_modes": [0, 3], "return_lse": true}]})");
+  EXPECT_EQ(r.code, 0) << r.all();
+  for (const char* name : {"prefill.bf16.hd64.g1.contig.nhd.lse.sm90a", "prefill.bf16.hd64.g1.contig.nhd.causal.lse.sm90a"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << " not in: " << r.out;
+  r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+              "ops": [{"op": "fia", "block_sizes": [64], "decode": false}]})");
+  EXPECT_EQ(r.code, 1) << r.all();  // Q_S > 1 pages are multiples of 128: the op's refusal, named
+  EXPECT_NE(r.err.find("ops[0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("block_size"), std::string::npos) << r.err;
+}
+
 TEST_F(ModelConfigCliTest, Fp8OutputNeedsAnFp8KvCache) {
   expect_error("", R"(, "fp8_output": true)", {"ops[0].fp8_output", "fp8_e4m3"});
   CliResult r = list(config("", R"(, "fp8_output": true, "kv_cache_dtypes": ["bf16", "fp8_e4m3"])"));

@@ -4,6 +4,7 @@
 // Never another exception and never a crash: CI also runs this under ASan and UBSan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -218,6 +219,66 @@ TEST(OpFuzz, SingleDecodePlansOrNamesTheArgument) {
       ASSERT_GE(plan.shape.num_kv_heads, 1);
       ASSERT_GE(plan.shape.group, 1);
       ASSERT_GE(plan.shape.max_seq_len, 1);
+      ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
+    } else {
+      ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
+    }
+  }
+  EXPECT_GT(accepted, kCases / 50);
+  EXPECT_LT(accepted, kCases / 2);
+}
+
+TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
+  Mutator mu(20261201);
+  int accepted = 0;
+  static const char* kLayouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NZ", "", "bsnd"};
+  for (int i = 0; i < kCases; ++i) {
+    FiaArgs a = testing::valid_fia(mu.coin() ? 64 : 1);
+    const int edits = 1 + mu.below(3);
+    for (int e = 0; e < edits; ++e) {
+      switch (mu.below(20)) {
+        case 0: mu.tensor(a.query); break;
+        case 1: mu.tensor(a.key); break;
+        case 2: mu.tensor(a.value); break;
+        case 3: mu.tensor(a.attention_out); break;
+        case 4: mu.tensor(a.softmax_lse); break;
+        case 5: mu.tensor(a.atten_mask); break;
+        case 6: mu.tensor(a.pse_shift); break;
+        case 7: mu.tensor(a.block_table); break;
+        case 8: a.num_heads = mu.small_int(); break;
+        case 9: a.num_key_value_heads = mu.small_int(); break;
+        case 10: a.sparse_mode = mu.small_int(); break;
+        case 11: a.pre_tokens = mu.small_int(); break;
+        case 12: a.next_tokens = mu.small_int(); break;
+        case 13: a.block_size = mu.small_int(); break;
+        case 14: a.input_layout = kLayouts[mu.below(8)]; break;
+        case 15: a.actual_seq_lengths.assign(size_t(mu.below(4)), int64_t(mu.small_int())); break;
+        case 16: a.actual_seq_lengths_kv.assign(size_t(mu.below(4)), int64_t(mu.small_int())); break;
+        case 17: a.softmax_lse_flag = mu.coin(); break;
+        case 18: a.scale = mu.scalar(); break;
+        default: a.inner_precise = mu.small_int();
+      }
+    }
+    std::string defect;
+    FiaPlan plan;
+    if (planned([&] { plan = plan_fia(a, testing::kPlanArch); }, &defect)) {
+      ++accepted;
+      SCOPED_TRACE("case " + std::to_string(i));
+      for (const TensorView* t : {&a.query, &a.key, &a.value, &a.attention_out})
+        ASSERT_TRUE(well_formed(*t)) << "accepted a malformed tensor " << t->shape_string();
+      if (a.softmax_lse_flag) ASSERT_TRUE(well_formed(a.softmax_lse)) << a.softmax_lse.shape_string();
+      ASSERT_TRUE(plan.batch >= 1 && plan.num_kv_heads >= 1 && plan.params.group >= 1 && plan.params.group <= 64);
+      ASSERT_TRUE(std::isfinite(plan.params.scale));
+      // The work list of every launch chunk adds up without overflow.
+      for (int first = 0; first < plan.batch; first += kPrefillMaxBatches) {
+        PrefillParams p = plan.params;
+        const int n = std::min(kPrefillMaxBatches, plan.batch - first);
+        ASSERT_GE(fia_fill_work(plan, a, first, n, p), 0);
+        for (int b = 0; b < n; ++b) {
+          ASSERT_GE(p.batches[b].q_len, 0);
+          ASSERT_GE(p.batches[b].kv_len, 0);
+        }
+      }
       ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;

@@ -37,7 +37,7 @@ TEST(LaunchKernel, ClusterDimsNeedTheClusterLaunch) {
 }
 
 TEST(Families, EveryFamilyIsRegisteredOnce) {
-  for (auto f : {spec::OpFamily::kDecode, spec::OpFamily::kXqa}) {
+  for (auto f : {spec::OpFamily::kDecode, spec::OpFamily::kXqa, spec::OpFamily::kPrefill}) {
     const render::Family* fam = render::find_family(f);
     ASSERT_NE(fam, nullptr) << spec::to_string(f);
     EXPECT_EQ(fam->id, f);
@@ -46,7 +46,7 @@ TEST(Families, EveryFamilyIsRegisteredOnce) {
     EXPECT_NE(fam->backends, nullptr);
     EXPECT_GT(fam->params_bytes, 0u);
   }
-  EXPECT_EQ(render::families_end() - render::families_begin(), 2);
+  EXPECT_EQ(render::families_end() - render::families_begin(), 3);
 }
 
 }  // namespace

@@ -36,5 +36,7 @@ std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o);
 std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
 // Tensor-core vs CUDA-core single decode by group size (32 q heads, kv_len 32768, bf16).
 std::vector<Result> bench_decode_paths(const Options& o);
+// fused_infer_attention_score prefill TFLOP/s at the issue 11 shapes (bench_fia.cpp).
+int bench_fia(int iters);
 
 }  // namespace attnjit::bench

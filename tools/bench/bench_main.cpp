@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--fia] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
     auto wanted = [&](DType kv) { return !o.only_kv || dtype_name(kv) == std::string(o.only_kv); };
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);
+    if (has("--fia")) return rc | bench::bench_fia(o.iters);
     const bool all = !has("--xqa") && !has("--single") && !has("--paths") && !has("--window");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))

@@ -14,8 +14,10 @@
 
 #include "attnjit/error.hpp"
 #include "attnjit/decode.hpp"
+#include "attnjit/fia.hpp"
 #include "attnjit/xqa.hpp"
 #include "ops/decode/decode_spec.hpp"
+#include "ops/fia/fia_plan.hpp"
 #include "cli/bundled_configs.hpp"
 #include "runtime/backend.hpp"
 #include "util/bounded_input.hpp"
@@ -67,6 +69,10 @@ const std::set<std::string> kDecodeFields = {"op", "kv_cache_dtypes", "kv_layout
 const std::set<std::string> kXqaFields = {"op", "kv_cache_dtypes", "page_sizes", "kv_layouts",
                                           "backend", "spec_decode", "sinks", "sliding_window",
                                           "scale_pointers", "fp8_output"};
+// fused_infer_attention_score: which sparse modes (0 without a mask unless
+// atten_mask), paged block sizes (0: contiguous), LSE, pse, and Q_S = 1 too.
+const std::set<std::string> kFiaFields = {"op", "backend", "sparse_modes", "atten_mask", "block_sizes",
+                                          "return_lse", "pse_shift", "decode"};
 
 void check_fields(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
@@ -179,8 +185,7 @@ ModelShape model_shape(const json& c) {
 }  // namespace
 
 const std::vector<std::string>& planned_ops() {
-  static const std::vector<std::string> ops = {"mla", "batch_decode_mla", "fused_infer_attention_score",
-                                               "prefill"};
+  static const std::vector<std::string> ops = {"mla", "batch_decode_mla", "prefill"};
   return ops;
 }
 
@@ -274,10 +279,10 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       plan.skipped.push_back({name, "family not implemented yet"});
       continue;
     }
-    if (name != "decode" && name != "xqa") {
+    if (name != "decode" && name != "xqa" && name != "fia" && name != "fused_infer_attention_score") {
       std::string names;
       for (const auto& p : planned) names += (names.empty() ? "" : ", ") + p;
-      bad(where + ".op", fmt::format("unknown op '{}' (known: decode, xqa; planned: {})", name, names));
+      bad(where + ".op", fmt::format("unknown op '{}' (known: decode, xqa, fia (fused_infer_attention_score); planned: {})", name, names));
     }
     const ModelShape m = model_shape(c);
     const std::string backend_text = get_string(op, "backend", "auto", where + ".backend");
@@ -298,7 +303,51 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
     const KvLayout to_layout[] = {KvLayout::kNHD, KvLayout::kHND};
     const int64_t H = m.heads, KH = m.kv_heads, D = m.head_dim;
 
-    if (name == "decode") {
+    if (name == "fia" || name == "fused_infer_attention_score") {
+      check_fields(op, kFiaFields, where);
+      std::vector<int> modes = {0, 3};
+      if (op.contains("sparse_modes")) modes = page_size_list(op["sparse_modes"], where + ".sparse_modes");
+      std::vector<int> blocks = {0};
+      if (op.contains("block_sizes")) blocks = page_size_list(op["block_sizes"], where + ".block_sizes");
+      const bool mask = get_bool(op, "atten_mask", false, where);
+      const bool lse = get_bool(op, "return_lse", false, where);
+      const bool pse = get_bool(op, "pse_shift", false, where);
+      const bool with_decode = get_bool(op, "decode", true, where);
+      std::vector<int> q_seqs = {128};
+      if (with_decode) q_seqs.push_back(1);
+      for (int bs : blocks)
+        for (int qs : q_seqs)
+          for (int mode : modes) {
+            if (qs == 1 && mode != modes.front()) continue;  // Q_S = 1 ignores sparse_mode
+            // The op's arguments, shapes only: batch 1, BSND, KV_S 2048 (paged: one block).
+            FiaArgs a;
+            a.input_layout = "BSND";
+            a.num_heads = H;
+            a.num_key_value_heads = KH;
+            a.query = TensorView::contiguous(nullptr, m.dtype, {1, qs, H, D});
+            a.attention_out = a.query;
+            const int64_t kv_s = bs > 0 ? bs : 2048;
+            a.key = bs > 0 ? TensorView::contiguous(nullptr, m.dtype, {1, bs, KH * D})
+                           : TensorView::contiguous(nullptr, m.dtype, {1, kv_s, KH, D});
+            a.value = a.key;
+            if (bs > 0) {
+              a.block_table = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
+              a.block_size = bs;
+              a.actual_seq_lengths_kv = {bs};
+            }
+            a.sparse_mode = mode;
+            if (mode >= 2) a.atten_mask = TensorView::contiguous(nullptr, DType::kUInt8, {2048, 2048});
+            else if (mode == 1 || mask)
+              a.atten_mask = qs == 1 ? TensorView::contiguous(nullptr, DType::kUInt8, {1, kv_s})
+                                     : TensorView::contiguous(nullptr, DType::kUInt8, {qs, kv_s});
+            if (pse) a.pse_shift = TensorView::contiguous(nullptr, m.dtype, {1, H, qs, kv_s});
+            a.softmax_lse_flag = lse;
+            if (lse) a.softmax_lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, H, qs, 1});
+            a.backend = op_backend;
+            add(where, fmt::format("fia, sparse_mode {}, block_size {}, Q_S {}", mode, bs, qs),
+                [&](const spec::Arch& arch) { return ops::fia_prewarm_spec(a, arch); });
+          }
+    } else if (name == "decode") {
       check_fields(op, kDecodeFields, where);
       const auto kv_dtypes = dtype_list(
           list_field(c, op, "kv_cache_dtypes", json::array({dtype_name(m.dtype)}), where, &field), field,

@@ -1,0 +1,47 @@
+// fused_infer_attention_score: plan -> one launch per chunk of batches (the work
+// list travels in the Params) -> the placeholder LSE when the flag is off.
+#include "attnjit/fia.hpp"
+
+#include <algorithm>
+
+#include "attnjit/error.hpp"
+#include "ops/common/launch.hpp"
+#include "ops/common/prewarm.hpp"
+#include "ops/common/validate.hpp"
+#include "ops/fia/fia_plan.hpp"
+#include "runtime/kernel_registry.hpp"
+
+namespace attnjit {
+
+spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
+  ShapesOnlyScope shapes_only;
+  return plan_fia(a, arch).spec;
+}
+
+std::string prewarm_fused_infer_attention_score(const FiaArgs& args, const std::string& arch, Runtime* runtime) {
+  const spec::KernelSpec s = ops::fia_prewarm_spec(args, ops::prewarm_arch(arch));
+  return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
+}
+
+void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* runtime) {
+  const int device = driver::current_device();
+  const driver::DeviceCaps& info = driver::device_caps(device);
+  ops::FiaPlan plan = ops::plan_fia(args, spec::arch_for_device(info.sm_major, info.sm_minor));
+  Runtime& rt = runtime ? *runtime : Runtime::global();
+  CUstream cs = reinterpret_cast<CUstream>(stream);
+  const runtime::LoadedKernel& k = rt.registry().kernel(plan.spec, device, cs);
+  if (plan.lse_placeholder)  // the seed's [1] tensor holding 0 (0.0f is all-zero bits)
+    driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0u, 1, cs);
+  PrefillParams& p = plan.params;
+  for (int first = 0; first < plan.batch; first += kPrefillMaxBatches) {
+    const int count = std::min(kPrefillMaxBatches, plan.batch - first);
+    const int tiles = ops::fia_fill_work(plan, args, first, count, p);
+    if (tiles == 0) continue;
+    ops::Grid grid;
+    grid.x = static_cast<unsigned>(tiles);
+    grid.y = static_cast<unsigned>(plan.num_kv_heads);
+    ops::launch_kernel(k, grid, cs, false, p);
+  }
+}
+
+}  // namespace attnjit

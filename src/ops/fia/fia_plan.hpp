@@ -1,0 +1,47 @@
+// fused_infer_attention_score planning: argument validation (the seed's
+// constraints), the KernelSpec, the Params and the host-planned work list. Kept
+// apart from the launch so the CPU tests exercise all of it without a GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "attnjit/fia.hpp"
+#include "prefill/prefill_params.cuh"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::ops {
+
+constexpr int kPrefillRows = 64;  // rows (token x group head) per CTA: PrefillTraits::kRows
+
+enum class FiaLayout { kBSH, kBSND, kBNSD, kBNSD_BSND, kTND };
+
+struct FiaPlan {
+  spec::KernelSpec spec;
+  PrefillParams params{};  // everything but the work list (batches, num_batches, first_batch)
+  FiaLayout layout = FiaLayout::kBSH;
+  int batch = 0;
+  int num_heads = 0, num_kv_heads = 0;
+  int q_seq = 0, kv_seq = 0;  // the tensors' S (TND: 0)
+  bool decode = false;        // Q_S == 1 (not TND)
+  bool lse_placeholder = false;  // flag off, softmax_lse given: write 0 into it
+};
+
+// Validates `a` against the seed's constraints and builds the plan; every
+// refusal is Error(kInvalidArgument) naming the argument, or Error(kUnsupported)
+// for a legal feature this op does not serve yet.
+FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch);
+
+// The actual lengths of batch b under the seed's rules (plan_fia checked them).
+struct FiaLengths {
+  int q_len, kv_len, q_tok0, kv_tok0;
+};
+FiaLengths fia_lengths(const FiaPlan& plan, const FiaArgs& a, int b);
+
+// Fills the work list of the launch covering batches [first, first + count) (count
+// <= kPrefillMaxBatches) into p; returns its CTAs (gridDim.x). Pure and allocation-free.
+int fia_fill_work(const FiaPlan& plan, const FiaArgs& a, int first, int count, PrefillParams& p);
+
+// The spec a call with these arguments launches on `arch`, from shapes alone.
+spec::KernelSpec fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch);
+
+}  // namespace attnjit::ops

@@ -1,0 +1,70 @@
+// PrefillParams: the by-value parameter block of the prefill kernel family (FIA),
+// with the host-planned work list inline. Plain C types only: the host includes it.
+#pragma once
+
+namespace attnjit {
+
+// Compile-time switches of the prefill kernel, as the renderer writes them. They
+// equal spec::MaskMode (a CPU test checks).
+namespace prefill_mask {
+constexpr int kNone = 0;    // only the KV length bounds a row
+constexpr int kBand = 1;    // the band rule (sparse modes 2-4), no mask tensor read
+constexpr int kTensor = 2;  // the atten_mask tensor and the band rule
+}
+
+// Batches one launch covers: the work list travels in the Params (no device
+// buffer, so a launch allocates nothing and captures cleanly); larger batches
+// launch once per chunk of this many. Keeps sizeof(PrefillParams) under 4 KB.
+constexpr int kPrefillMaxBatches = 96;
+// A band bound meaning "unbounded": far beyond any sequence (<= 2^25 here), and
+// far from int overflow when a row index and d are added.
+constexpr int kPrefillBandInf = 1 << 30;
+
+// One batch of the work list. A batch's CTAs are tiles [tile_begin, tile_begin +
+// compute_tiles) computing rows, then zero tiles that clear rows past q_len (up
+// to q_seq for padded layouts). Rows are (query token, head in group) pairs,
+// token-major: row r is token r / group, head kv_head * group + r % group, so the
+// group's heads share each K/V tile (the MMA's M dimension).
+struct PrefillBatch {
+  int q_len;          // actual query tokens
+  int kv_len;         // actual KV tokens
+  int q_tok0;         // first query token (TND: cumulative offset; else 0)
+  int kv_tok0;        // first KV token (TND; else 0)
+  int tile_begin;     // first CTA (blockIdx.x) of this batch
+  int compute_tiles;  // ceil(q_len * group / kRows)
+};
+
+struct PrefillParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse;                  // optional natural-log LSE per (batch, token, head)
+  const unsigned char* mask;   // optional (kTensor): nonzero = masked out
+  const void* pse;             // optional: added to the scaled scores (q's dtype)
+  const int* block_table;      // paged KV: [batch][max_blocks]
+
+  // Element strides. Token t of batch b, head h: base + b*stride_b + t*stride_s + h*stride_h.
+  // Paged K/V: stride_b is the block stride and t the offset inside the block.
+  long long q_stride_b, q_stride_s, q_stride_h;
+  long long k_stride_b, k_stride_s, k_stride_h;
+  long long v_stride_b, v_stride_s, v_stride_h;
+  long long o_stride_b, o_stride_s, o_stride_h;
+  long long lse_stride_b, lse_stride_s, lse_stride_h;
+  long long mask_stride_b, mask_stride_s;  // column stride 1
+  long long pse_stride_b, pse_stride_h, pse_stride_s;  // column stride 1
+  long long block_table_stride_b;
+
+  int group;          // query heads per KV head
+  int num_batches;    // entries of `batches` used by this launch
+  int first_batch;    // global batch index of batches[0]
+  int q_seq;          // rows past q_len up to q_seq * group are zero-filled
+  int block_size;     // paged KV tokens per block (0: contiguous)
+  // Band: key j is visible from query i iff band_lo <= j - i - shift <= band_hi,
+  // shift = band_shift ? kv_len - q_len : 0 (rightDownCausal and band modes).
+  int band_lo, band_hi, band_shift;
+  float scale;        // multiplies q.k before pse is added
+  PrefillBatch batches[kPrefillMaxBatches];
+};
+
+}  // namespace attnjit

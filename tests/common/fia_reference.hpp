@@ -1,0 +1,97 @@
+// float64 reference of fused_infer_attention_score (FIA) for the GPU tests: the
+// sparse-mode, mask, band, pse and empty-row rules written from the text.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+namespace attnjit::testing {
+
+struct FiaRefProblem {
+  int batch = 1, num_heads = 1, num_kv_heads = 1, head_dim = 128, head_dim_v = 128;
+  std::vector<int> q_lens, kv_lens;  // actual lengths per batch
+  bool decode = false;               // Q_S = 1: sparse_mode, pre and next are ignored
+  int sparse_mode = 0;
+  int64_t pre_tokens = 2147483647, next_tokens = 2147483647;
+  double scale = 1.0;
+  // Logical positions: q(b, i, h, d), k(b, j, kv_head, d), v(b, j, kv_head, d).
+  std::function<double(int, int, int, int)> q, k, v;
+  std::function<double(int, int, int, int)> pse;  // (b, h, i, j); empty: none
+  std::function<bool(int, int, int)> masked;       // (b, i, j): true = masked out; empty: no atten_mask
+};
+
+struct FiaRefResult {
+  std::vector<double> out;  // [b][i < q_lens[b]][h][dv], batches packed by q_lens
+  std::vector<double> lse;  // [b][i][h]; +inf for a row that sees no key
+  std::vector<size_t> row_begin;  // first row of batch b in out/lse (rows of H heads)
+  size_t out_index(int b, int i, int h, int dv, int H, int DV) const {
+    return ((row_begin[size_t(b)] + size_t(i)) * H + h) * DV + dv;
+  }
+  size_t lse_index(int b, int i, int h, int H) const { return (row_begin[size_t(b)] + size_t(i)) * H + h; }
+};
+
+// Whether key j is visible from query i of batch b (the rules).
+inline bool fia_visible(const FiaRefProblem& p, int b, int i, int j) {
+  if (j >= p.kv_lens[size_t(b)]) return false;
+  const bool has_mask = static_cast<bool>(p.masked);
+  if (p.decode) return !has_mask || !p.masked(b, 0, j);
+  const int64_t d = int64_t(p.kv_lens[size_t(b)]) - p.q_lens[size_t(b)];
+  const int64_t rel = int64_t(j) - i;
+  switch (p.sparse_mode) {
+    case 0:
+      if (!has_mask) return true;
+      return !p.masked(b, i, j) && rel >= -p.pre_tokens && rel <= p.next_tokens;
+    case 1: return !p.masked(b, i, j);
+    case 2: return rel <= 0;
+    case 3: return rel <= d;
+    case 4: return rel - d >= -p.pre_tokens && rel - d <= p.next_tokens;
+    default: return false;
+  }
+}
+
+inline FiaRefResult reference_fia(const FiaRefProblem& p) {
+  FiaRefResult r;
+  const int H = p.num_heads, G = p.num_heads / p.num_kv_heads, D = p.head_dim, DV = p.head_dim_v;
+  size_t rows = 0;
+  for (int b = 0; b < p.batch; ++b) {
+    r.row_begin.push_back(rows);
+    rows += size_t(p.q_lens[size_t(b)]);
+  }
+  r.out.assign(rows * H * DV, 0.0);
+  r.lse.assign(rows * H, std::numeric_limits<double>::infinity());
+  std::vector<double> s;
+  for (int b = 0; b < p.batch; ++b)
+    for (int i = 0; i < p.q_lens[size_t(b)]; ++i)
+      for (int h = 0; h < H; ++h) {
+        const int hk = h / G, kv = p.kv_lens[size_t(b)];
+        s.assign(size_t(kv), -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < kv; ++j) {
+          if (!fia_visible(p, b, i, j)) continue;
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += p.q(b, i, h, d) * p.k(b, j, hk, d);
+          double x = p.scale * dot + (p.pse ? p.pse(b, h, i, j) : 0.0);
+          s[size_t(j)] = x;
+          mx = std::max(mx, x);
+        }
+        if (mx == -std::numeric_limits<double>::infinity()) continue;  // 0 output, LSE +inf
+        double sum = 0;
+        for (int j = 0; j < kv; ++j) {
+          s[size_t(j)] = std::exp(s[size_t(j)] - mx);  // exp(-inf) = 0
+          sum += s[size_t(j)];
+        }
+        for (int dv = 0; dv < DV; ++dv) {
+          double acc = 0;
+          for (int j = 0; j < kv; ++j)
+            if (s[size_t(j)] != 0.0) acc += s[size_t(j)] * p.v(b, j, hk, dv);
+          r.out[r.out_index(b, i, h, dv, H, DV)] = acc / sum;
+        }
+        r.lse[r.lse_index(b, i, h, H)] = mx + std::log(sum);
+      }
+  return r;
+}
+
+}  // namespace attnjit::testing

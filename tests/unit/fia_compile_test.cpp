@@ -1,0 +1,120 @@
+// Tests of the prefill family (src/ops/fia/prefill_family.cpp, templates/prefill/):
+// names round trip, and the variants compile with NVRTC for every arch without spills.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "ops/fia/prefill_family.hpp"
+#include "prefill/prefill_params.cuh"
+#include "render/renderer.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit {
+namespace {
+
+using spec::Arch;
+using spec::KernelSpec;
+
+KernelSpec prefill_spec(DType t, int hq, int hv, spec::MaskMode mask, int page, uint32_t features, const char* arch) {
+  KernelSpec s;
+  s.family = spec::OpFamily::kPrefill;
+  s.q_dtype = s.kv_dtype = s.out_dtype = t;
+  s.head_dim_qk = hq;
+  s.head_dim_vo = hv;
+  s.group_size = 1;
+  s.page_size = page;
+  s.mask = mask;
+  s.features = features;
+  s.arch = Arch::parse(arch);
+  return s;
+}
+
+std::vector<KernelSpec> variants() {
+  using M = spec::MaskMode;
+  namespace f = spec::feature;
+  std::vector<KernelSpec> out;
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_120"}) {
+    out.push_back(prefill_spec(DType::kBFloat16, 128, 128, M::kNone, 0, 0, a));
+    out.push_back(prefill_spec(DType::kBFloat16, 128, 128, M::kCausal, 0, f::kReturnLse, a));
+    out.push_back(prefill_spec(DType::kFloat16, 64, 64, M::kCustom, 0, f::kPse, a));
+    out.push_back(prefill_spec(DType::kBFloat16, 192, 128, M::kCausal, 0, f::kReturnLse, a));
+    out.push_back(prefill_spec(DType::kFloat16, 256, 256, M::kCustom, 128, f::kReturnLse | f::kPse, a));
+    out.push_back(prefill_spec(DType::kBFloat16, 128, 128, M::kCustom, 16, f::kPse, a));
+  }
+  return out;
+}
+
+TEST(FiaCompile, MaskModesEqualSpecMaskModes) {
+  EXPECT_EQ(prefill_mask::kNone, int(spec::MaskMode::kNone));
+  EXPECT_EQ(prefill_mask::kBand, int(spec::MaskMode::kCausal));
+  EXPECT_EQ(prefill_mask::kTensor, int(spec::MaskMode::kCustom));
+  EXPECT_LE(sizeof(PrefillParams), 4096u);  // the classic kernel parameter limit
+}
+
+TEST(FiaCompile, NamesRoundTrip) {
+  for (const KernelSpec& s : variants()) {
+    EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
+    EXPECT_EQ(KernelSpec::from_json(s.to_json()), s) << s.name();
+    EXPECT_EQ(s.name().rfind("prefill.", 0), 0u) << s.name();
+  }
+  EXPECT_EQ(prefill_spec(DType::kBFloat16, 192, 128, spec::MaskMode::kCausal, 0, spec::feature::kReturnLse, "sm_90a").name(),
+            "prefill.bf16.hd192x128.g1.contig.nhd.causal.lse.sm90a");
+}
+
+TEST(FiaCompile, CanImplementRefusesWhatTheTemplatesLack) {
+  std::string why;
+  KernelSpec s = prefill_spec(DType::kBFloat16, 512, 512, spec::MaskMode::kNone, 0, 0, "sm_90a");
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("512"), std::string::npos) << why;
+  s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_80");
+  EXPECT_FALSE(ops::prefill_can_implement(s, Arch{75, false}, &why));
+  s = prefill_spec(DType::kFloat8E4M3, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_90a");
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, spec::feature::kSoftCap, "sm_90a");
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  // Every variant fits its arch's shared memory.
+  for (const KernelSpec& v : variants()) EXPECT_TRUE(ops::prefill_can_implement(v, v.arch, &why)) << v.name() << ": " << why;
+}
+
+TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {
+  const std::vector<KernelSpec> specs = variants();
+  std::vector<compile::CompileResult> results(specs.size());
+  std::vector<std::string> errors(specs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < specs.size();) {
+      try {
+        results[i] = compile::compile(specs[i].name(), render::render(specs[i]), specs[i].arch);
+      } catch (const CompileError& e) {
+        errors[i] = std::string(e.what()) + "\n" + e.log();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  std::thread t1(worker), t2(worker);
+  t1.join();
+  t2.join();
+  std::printf("prefill variants:\n");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!errors[i].empty()) {
+      ADD_FAILURE() << specs[i].name() << ":\n" << errors[i];
+      continue;
+    }
+    const auto& r = results[i].resources;
+    std::printf("  %-60s regs %3d stack %3d spill %3d/%3d\n", specs[i].name().c_str(), r.registers, r.stack_bytes,
+                r.spill_stores, r.spill_loads);
+    EXPECT_EQ(r.spill_stores, 0) << specs[i].name() << "\n" << results[i].log;
+    EXPECT_EQ(r.spill_loads, 0) << specs[i].name() << "\n" << results[i].log;
+    EXPECT_EQ(r.stack_bytes, 0) << specs[i].name() << "\n" << results[i].log;
+  }
+}
+
+}  // namespace
+}  // namespace attnjit

@@ -13,6 +13,9 @@ cp "$BUILD/tests/attnjit_gpu_tests" gpu-stage/tests/
 # so the GPU machine spends its time running them (same NVRTC there: same keys).
 if [ "${PREWARM:-0}" = 1 ]; then
   mkdir -p -m 700 gpu-stage/cache
+  # SEED_CACHE=old-stage/cache/cubins.sqlite3.gz: start from an earlier stage's store, so
+  # only kernels whose key changed compile again.
+  if [ -n "${SEED_CACHE:-}" ]; then gzip -dc "$SEED_CACHE" >gpu-stage/cache/cubins.sqlite3; chmod 600 gpu-stage/cache/cubins.sqlite3; fi
   # One process per suite, side by side (the store takes concurrent writers).
   prewarm() {
     local pids=()

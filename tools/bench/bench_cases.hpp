@@ -36,5 +36,7 @@ std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o);
 std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
 // Tensor-core vs CUDA-core single decode by group size (32 q heads, kv_len 32768, bf16).
 std::vector<Result> bench_decode_paths(const Options& o);
+// Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
+std::vector<Result> bench_mla(const Options& o);
 
 }  // namespace attnjit::bench

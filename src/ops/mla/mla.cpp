@@ -68,13 +68,13 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
                   "dtype fp8_e4m3");
   require_dtype(a.query, "query", {DType::kBFloat16, DType::kFloat16});
   require_dim(a.query, "query", 3, 576, "head_dim_qk = kv_lora_rank + qk_rope_head_dim");
+  ATTNJIT_REQUIRE(a.query.shape[0] <= 65535, "query", "batch <= 65535", a.query.shape_string());
   const int batch = static_cast<int>(a.query.shape[0]);
   const int64_t q_len = a.query.shape[1], heads = a.query.shape[2];
   ATTNJIT_REQUIRE(q_len <= kMaxQLen, "query", fmt::format("q_len_per_request 1 to {}", kMaxQLen),
                   fmt::format("{} in {}", q_len, a.query.shape_string()));
   ATTNJIT_REQUIRE(heads <= kMaxHeads, "query", fmt::format("num_heads 1 to {}", kMaxHeads),
                   fmt::format("{} in {}", heads, a.query.shape_string()));
-  ATTNJIT_REQUIRE(batch <= 65535, "query", "batch <= 65535", std::to_string(batch));
 
   require_defined(a.kv_cache, "kv_cache");
   ATTNJIT_REQUIRE(a.kv_cache.rank == 3 || a.kv_cache.rank == 4, "kv_cache",
@@ -93,7 +93,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   require_rank(a.block_tables, "block_tables", 2, "[batch, max_pages_per_seq]");
   require_dtype(a.block_tables, "block_tables", {DType::kInt32});
   require_dim(a.block_tables, "block_tables", 0, batch, "batch");
-  require_inner_contiguous(a.block_tables, "block_tables");
+  require_contiguous(a.block_tables, "block_tables");
   ATTNJIT_REQUIRE(a.block_tables.shape[1] <= kMaxDecodeSeqLen / page_size, "block_tables",
                   fmt::format("max_pages_per_seq * page_size <= {}", kMaxDecodeSeqLen),
                   fmt::format("max_pages_per_seq {}", a.block_tables.shape[1]));
@@ -116,7 +116,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
     require_dim(a.indices, "indices", 0, batch, "batch");
     require_dim(a.indices, "indices", 1, q_len, "q_len_per_request");
     require_dim(a.indices, "indices", 2, a.sparse_mla_top_k, "sparse_mla_top_k");
-    require_inner_contiguous(a.indices, "indices");
+    require_contiguous(a.indices, "indices");
   } else {
     ATTNJIT_REQUIRE(!present(a.indices), "indices", "none without sparse_mla_top_k > 0", a.indices.shape_string());
   }
@@ -200,7 +200,8 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   p.num_heads = static_cast<int>(heads);
   p.q_len = static_cast<int>(q_len);
   p.pages_per_seq = static_cast<int>(a.block_tables.shape[1]);
-  p.num_tokens = a.kv_cache.shape[0] * page_size;
+  // Sparse positions are int32: pages past 2^31 tokens are unreachable (and the product stays small).
+  p.num_tokens = std::min<int64_t>(a.kv_cache.shape[0], int64_t(1) << 31) * page_size;
   p.top_k = a.sparse_mla_top_k;
   p.rows_per_group = sparse ? p.num_heads : p.num_heads * p.q_len;
   p.row_blocks = mla_row_blocks(plan.shape);

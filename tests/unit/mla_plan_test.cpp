@@ -8,6 +8,7 @@
 #include "attnjit/error.hpp"
 #include "common/expect_error.hpp"
 #include "common/op_args.hpp"
+#include "common/temp_dir.hpp"
 #include "mla/mla_params.cuh"
 #include "ops/mla/mla_family.hpp"
 #include "ops/mla/mla_plan.hpp"
@@ -270,6 +271,23 @@ TEST(MlaPlan, RenderedUnitDeclaresItsLaunchMetadata) {
   EXPECT_EQ(u.launch.split_granule, mla_const::kTileTokens);
   EXPECT_NE(u.source.find("mla/mla_decode.cuh"), std::string::npos);
   EXPECT_NE(u.source.find(", true,"), std::string::npos) << u.source;  // sparse
+}
+
+// prewarm_mla compiles from shapes alone (null data), with no GPU, the spec a call would launch.
+TEST(MlaPrewarm, CompilesFromShapesAlone) {
+  testing::TempDir dir("mla-prewarm");
+  RuntimeOptions o;
+  o.cache_dir = dir.path();
+  Runtime rt(o);
+  MlaArgs a = valid_mla(true);
+  for (TensorView* t : {&a.query, &a.kv_cache, &a.block_tables, &a.seq_lens, &a.out, &a.indices}) t->data = nullptr;
+  a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {testing::kMlaHeads});
+  EXPECT_EQ(prewarm_mla(a, "sm_120", &rt), "mla.bf16.hd576x512.g1.p64.nhd.custom.sinks.sm120");
+  EXPECT_EQ(rt.stats().compiles, 1);
+  EXPECT_EQ(prewarm_mla(a, "sm_120", &rt), "mla.bf16.hd576x512.g1.p64.nhd.custom.sinks.sm120");
+  EXPECT_EQ(rt.stats().compiles, 1);  // found, not compiled again
+  a.max_seq_len = 0;
+  expect_error([&] { prewarm_mla(a, "sm_120", &rt); }, kBad, {"max_seq_len"});
 }
 
 }  // namespace

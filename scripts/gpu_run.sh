@@ -46,7 +46,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   fi
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
-  subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*'
+  subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*:MlaGpu.Basic'
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$STAGE/tests/attnjit_gpu_tests" \
       --gtest_filter="$subset" >"$OUTDIR/sanitizer_$tool.log" 2>&1 || status=1
@@ -59,6 +59,7 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
+  "$STAGE/tools/bench/attnjit-bench" --mla >>"$OUTDIR/bench.log" 2>&1 || status=1  # issue 10: MLA decode
 fi
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   # One profile per ';'-separated NCU_ARGS entry; the SM-active spread shows tail imbalance.

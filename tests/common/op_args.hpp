@@ -6,6 +6,7 @@
 
 #include "attnjit/decode.hpp"
 #include "attnjit/fia.hpp"
+#include "attnjit/mla.hpp"
 #include "attnjit/xqa.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "ops/fia/fia_plan.hpp"
@@ -95,6 +96,28 @@ inline FiaArgs valid_fia(int q_seq = 64) {
   a.attention_out = TensorView::contiguous(fake(0x400000), dt, {kFiaBatch, q_seq, kFiaHeads, kHd});
   a.softmax_lse_flag = true;
   a.softmax_lse = TensorView::contiguous(fake(0x500000), DType::kFloat32, {kFiaBatch, kFiaHeads, q_seq, 1});
+  return a;
+}
+
+// batch_decode_mla: batch 2, q_len 2, 16 heads, pages of 64, 4 pages per sequence; sparse
+// (top_k 128) adds indices.
+constexpr int kMlaBatch = 2, kMlaQLen = 2, kMlaHeads = 16, kMlaPage = 64, kMlaPagesPerSeq = 4, kMlaTopK = 128;
+
+inline MlaArgs valid_mla(bool sparse = false, bool four_d_cache = false) {
+  MlaArgs a;
+  const DType dt = DType::kBFloat16;
+  a.query = TensorView::contiguous(fake(0x10000), dt, {kMlaBatch, kMlaQLen, kMlaHeads, 576});
+  const int64_t pages = kMlaBatch * kMlaPagesPerSeq;
+  a.kv_cache = four_d_cache ? TensorView::contiguous(fake(0x100000), dt, {pages, 1, kMlaPage, 576})
+                            : TensorView::contiguous(fake(0x100000), dt, {pages, kMlaPage, 576});
+  a.block_tables = TensorView::contiguous(fake(0x300000), DType::kInt32, {kMlaBatch, kMlaPagesPerSeq});
+  a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kInt32, {kMlaBatch});
+  a.max_seq_len = kMlaPage * kMlaPagesPerSeq;
+  a.out = TensorView::contiguous(fake(0x400000), dt, {kMlaBatch, kMlaQLen, kMlaHeads, 512});
+  if (sparse) {
+    a.sparse_mla_top_k = kMlaTopK;
+    a.indices = TensorView::contiguous(fake(0x500000), DType::kInt32, {kMlaBatch, kMlaQLen, kMlaTopK});
+  }
   return a;
 }
 

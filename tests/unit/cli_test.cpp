@@ -41,7 +41,7 @@ constexpr const char* kSmallConfig = R"({
   "ops": [
     {"op": "decode"},
     {"op": "xqa", "page_sizes": [16, 32]},
-    {"op": "mla", "kv_lora_rank": 512}
+    {"op": "prefill"}
   ]
 })";
 
@@ -110,14 +110,15 @@ TEST_F(CliTest, DoctorJsonHasTheKeys) {
   EXPECT_FALSE(j["nvrtc_version"].get<std::string>().empty());
 }
 
-// Backend resolution is visible: on sm_100a the table (the MLA seed) prefers
-// trtllm-gen, no trtllm-gen kernel has run on a GPU, so auto takes xqa, and says so.
+// Backend resolution is visible: on sm_100a the decode-family tables (the MLA seed)
+// prefer trtllm-gen, no trtllm-gen kernel has run on a GPU, so auto takes xqa, and
+// says so. (The prefill family's table prefers its portable kernel there.)
 TEST_F(CliTest, DoctorAndInspectSayWhichBackendAutoPicksAndWhy) {
   json j = run_json("doctor --json");
   bool saw_sm100 = false;
   for (const auto& b : j["backends"]) {
     EXPECT_EQ(b["auto"], "xqa") << b.dump();
-    if (b["arch"] == "sm_100a") {
+    if (b["arch"] == "sm_100a" && b["family"] != "prefill") {
       saw_sm100 = true;
       const std::string why = b["why"].get<std::string>();
       EXPECT_NE(why.find("prefers trtllm-gen"), std::string::npos) << why;
@@ -150,12 +151,12 @@ TEST_F(CliTest, PrewarmTwiceCompilesOnceThenFindsEverything) {
   EXPECT_EQ(first["compiled"], 3);
   EXPECT_EQ(first["failed"], 0);
   ASSERT_EQ(first["skipped"].size(), 1u);
-  EXPECT_EQ(first["skipped"][0]["op"], "mla");
+  EXPECT_EQ(first["skipped"][0]["op"], "prefill");
 
   CliResult second = run("prewarm --config '" + config_ + "' --arch sm_90a -j 2");
   EXPECT_EQ(second.code, 0) << second.all();
   EXPECT_NE(second.out.find("0 compiled, 3 already present, 0 failed"), std::string::npos) << second.all();
-  EXPECT_NE(second.out.find("skipping op 'mla': family not implemented yet"), std::string::npos) << second.all();
+  EXPECT_NE(second.out.find("skipping op 'prefill': family not implemented yet"), std::string::npos) << second.all();
   EXPECT_EQ(stored_names().size(), 3u);
 }
 
@@ -270,8 +271,7 @@ TEST_F(CliTest, BundledConfigsExpand) {
   for (const char* name : {"llama-3-8b", "llama-3-70b", "qwen2.5-72b", "mistral-7b", "deepseek-v3"}) {
     json j = run_json(std::string("prewarm --config ") + name + " --arch sm_80,sm_89,sm_90a,sm_100a,sm_120 --list --json");
     EXPECT_EQ(j["model"], name);
-    if (std::string(name) == "deepseek-v3") EXPECT_TRUE(j["specs"].empty());
-    else EXPECT_FALSE(j["specs"].empty()) << name;
+    EXPECT_FALSE(j["specs"].empty()) << name;
     for (const auto& sj : j["specs"]) {
       const spec::KernelSpec s = spec::KernelSpec::from_json(sj);
       EXPECT_EQ(spec::KernelSpec::from_name(s.name()), s) << s.name();

@@ -13,6 +13,7 @@
 
 #include "attnjit/error.hpp"
 #include "common/op_args.hpp"
+#include "ops/mla/mla_plan.hpp"
 
 namespace attnjit::ops {
 namespace {
@@ -279,6 +280,64 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
           ASSERT_GE(p.batches[b].kv_len, 0);
         }
       }
+      ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
+    } else {
+      ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
+    }
+  }
+  EXPECT_GT(accepted, kCases / 50);
+  EXPECT_LT(accepted, kCases / 2);
+}
+
+TEST(OpFuzz, MlaPlansOrNamesTheArgument) {
+  Mutator mu(20261201);
+  int accepted = 0;
+  for (int i = 0; i < kCases; ++i) {
+    MlaArgs a = testing::valid_mla(mu.coin(), mu.coin());
+    if (mu.below(4) == 0) a.workspace_buffer = TensorView::contiguous(fake(0x800000), DType::kUInt8, {1 << 20});
+    if (mu.below(4) == 0) a.sinks = TensorView::contiguous(fake(0x820000), DType::kFloat32, {testing::kMlaHeads});
+    if (mu.below(4) == 0)
+      a.lse = TensorView::contiguous(fake(0x840000), DType::kFloat32,
+                                     {testing::kMlaBatch * testing::kMlaQLen, testing::kMlaHeads});
+    const int edits = 1 + mu.below(3);
+    for (int e = 0; e < edits; ++e) {
+      switch (mu.below(20)) {
+        case 0: mu.tensor(a.query); break;
+        case 1: mu.tensor(a.kv_cache); break;
+        case 2: mu.tensor(a.block_tables); break;
+        case 3: mu.tensor(a.seq_lens); break;
+        case 4: mu.tensor(a.out); break;
+        case 5: mu.tensor(a.workspace_buffer); break;
+        case 6: mu.tensor(a.sinks); break;
+        case 7: mu.tensor(a.indices); break;
+        case 8: mu.tensor(a.lse); break;
+        case 9: a.qk_nope_head_dim = mu.small_int(); break;
+        case 10: a.kv_lora_rank = mu.small_int(); break;
+        case 11: a.qk_rope_head_dim = mu.small_int(); break;
+        case 12: a.max_seq_len = mu.small_int(); break;
+        case 13: a.sparse_mla_top_k = mu.small_int(); break;
+        case 14: a.bmm1_scale = mu.coin() ? ScaleArg(mu.scalar()) : ScaleArg(static_cast<const float*>(fake(0x830000))); break;
+        case 15: a.bmm2_scale = mu.coin() ? ScaleArg(mu.scalar()) : ScaleArg(static_cast<const float*>(fake(0x830000))); break;
+        case 16: a.sm_count = mu.small_int(); break;
+        case 17: a.lse_base = mu.any_enum<LseBase>(2); break;
+        default: a.backend = mu.any_enum<Backend>(3);
+      }
+    }
+    std::string defect;
+    MlaPlan plan;
+    if (planned([&] { plan = plan_mla(a, testing::kPlanArch); }, &defect)) {
+      ++accepted;
+      SCOPED_TRACE("case " + std::to_string(i));
+      for (const TensorView* t : {&a.query, &a.kv_cache, &a.block_tables, &a.seq_lens, &a.out})
+        ASSERT_TRUE(well_formed(*t)) << "accepted a malformed tensor " << t->shape_string();
+      if (a.sparse_mla_top_k > 0) ASSERT_TRUE(well_formed(a.indices)) << a.indices.shape_string();
+      const MlaShape& s = plan.shape;
+      ASSERT_TRUE(s.batch >= 1 && s.num_heads >= 1 && s.num_heads <= 128) << s.num_heads;
+      ASSERT_TRUE(s.q_len >= 1 && s.q_len <= 16) << s.q_len;
+      ASSERT_GE(s.range, 1);
+      ASSERT_LE(int64_t(a.max_seq_len), int64_t(plan.params.pages_per_seq) * plan.spec.page_size);
+      if (!a.bmm1_scale.device_ptr) ASSERT_TRUE(std::isfinite(a.bmm1_scale.value) && a.bmm1_scale.value > 0.f);
+      if (!a.bmm2_scale.device_ptr) ASSERT_TRUE(std::isfinite(a.bmm2_scale.value) && a.bmm2_scale.value > 0.f);
       ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;

@@ -38,5 +38,7 @@ std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const
 std::vector<Result> bench_decode_paths(const Options& o);
 // fused_infer_attention_score prefill TFLOP/s at the issue 11 shapes (bench_fia.cpp).
 int bench_fia(int iters);
+// Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
+std::vector<Result> bench_mla(const Options& o);
 
 }  // namespace attnjit::bench

@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--fia] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--fia] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);
     if (has("--fia")) return rc | bench::bench_fia(o.iters);
-    const bool all = !has("--xqa") && !has("--single") && !has("--paths") && !has("--window");
+    const bool all = !has("--xqa") && !has("--single") && !has("--paths") && !has("--window") && !has("--mla");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
@@ -203,6 +203,10 @@ int main(int argc, char** argv) {
         auto r = bench::bench_single_decode(kv, true, o);
         rs.insert(rs.end(), r.begin(), r.end());
       }
+    if (has("--mla")) {  // batch_decode_mla at issue 10's shapes (TB/s and TFLOP/s)
+      auto r = bench::bench_mla(o);
+      rs.insert(rs.end(), r.begin(), r.end());
+    }
     if (has("--paths")) {  // tensor cores vs CUDA cores by group size
       auto r = bench::bench_decode_paths(o);
       rs.insert(rs.end(), r.begin(), r.end());

@@ -114,6 +114,12 @@ nlohmann::json backends_json(const std::vector<spec::Arch>& archs) {
       spec::KernelSpec s;
       s.family = (*it)->id;
       s.arch = arch;
+      if (s.family == spec::OpFamily::kMla) {  // the default spec's shapes are not MLA's
+        s.head_dim_qk = 576;
+        s.head_dim_vo = 512;
+        s.page_size = 64;
+        s.mask = spec::MaskMode::kCausal;
+      }
       nlohmann::json row = {{"family", spec::to_string(s.family)}, {"arch", arch.str()}};
       try {
         const runtime::BackendDecision d = runtime::decide_backend(**it, runtime::BackendChoice::kAuto, s);

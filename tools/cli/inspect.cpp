@@ -12,6 +12,7 @@
 #include "cli/spec_parse.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
+#include "ops/mla/mla_family.hpp"
 #include "render/renderer.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
@@ -86,6 +87,24 @@ std::string tiling_text(const ops::DecodeTiling& t) {
                      t.lazy_rescale ? ", lazy rescale" : "");
 }
 
+// The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.
+nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
+  return {{"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
+          {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
+}
+std::string mla_tiling_text(const ops::MlaTiling& t) {
+  return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
+                     "ring, {} dynamic smem ({} CTAs/SM by smem)",
+                     t.rows, t.tile, t.warps, t.stages, human_bytes(t.smem_bytes),
+                     (t.smem_limit + 1024) / (t.smem_bytes + 1024));
+}
+nlohmann::json family_tiling_json(const spec::KernelSpec& s) {
+  return s.family == spec::OpFamily::kMla ? mla_tiling_json(ops::mla_tiling(s)) : tiling_json(ops::decode_tiling(s));
+}
+std::string family_tiling_text(const spec::KernelSpec& s) {
+  return s.family == spec::OpFamily::kMla ? mla_tiling_text(ops::mla_tiling(s)) : tiling_text(ops::decode_tiling(s));
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app, Context& ctx) {
@@ -150,7 +169,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                             {"cubin_bytes", a.cubin.size()},
                             {"ptx_bytes", a.ptx.size()},
                             {"spec", s.to_json()},
-                            {"tiling", tiling_json(ops::decode_tiling(s))}};
+                            {"tiling", family_tiling_json(s)}};
         if (o->source) j["source"] = a.unit.source;
         if (o->ptx) j["ptx"] = a.ptx;
         if (o->resources) j["ptxas"] = ptxas_lines(a.log);
@@ -168,7 +187,7 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                   << fmt::format("compile:    {:.1f} ms{}\n", a.compile_ms,
                                  origin == runtime::Origin::kCompiled ? "" : " (when it was compiled)")
                   << fmt::format("resources:  {}\n", resources_text(a.resources))
-                  << fmt::format("tiling:     {}\n", tiling_text(ops::decode_tiling(s)))
+                  << fmt::format("tiling:     {}\n", family_tiling_text(s))
                   << fmt::format("cubin:      {} (PTX {})\n", human_bytes(static_cast<int64_t>(a.cubin.size())),
                                  human_bytes(static_cast<int64_t>(a.ptx.size())))
                   << fmt::format("entry:      {}\n", a.unit.entry)

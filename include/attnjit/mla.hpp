@@ -1,0 +1,67 @@
+// batch_decode_mla: DeepSeek MLA decode over a paged latent KV cache (512 + 64),
+// with the semantics and argument names of flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "attnjit/runtime.hpp"
+#include "attnjit/tensor.hpp"
+#include "attnjit/types.hpp"
+
+namespace attnjit {
+
+enum class LseBase { kE, kTwo };
+
+struct MlaArgs {
+  // [batch, q_len_per_request, num_heads, 576]: q_nope (512) then q_rope (64). bf16 or fp16.
+  // Query t of a request sees KV positions < seq_len - q_len + t + 1 (causal among the queries).
+  TensorView query;
+  // [num_pages, page_size, 576] or [num_pages, 1, page_size, 576]: ckv (512) then kpe (64), the
+  // query's dtype. K is all 576 dims, V the first 512. fp8 KV is not built yet (an Error says so).
+  TensorView kv_cache;
+  // uint8, >= mla_workspace_bytes(...); its first bytes are semaphores the caller zeroes once
+  // (every launch leaves them at zero). Needed only when a call splits the KV.
+  TensorView workspace_buffer;
+  int qk_nope_head_dim = 128;  // checked: 128
+  int kv_lora_rank = 512;      // checked: 512
+  int qk_rope_head_dim = 64;   // checked: 64
+  TensorView block_tables;     // int32 [batch, max_pages_per_seq]
+  TensorView seq_lens;         // int32 (or uint32) [batch]: KV lengths
+  int max_seq_len = 0;         // >= 1; at most max_pages_per_seq * page_size
+  // > 0: sparse MLA (DeepSeek-V3.2, FlashMLA's sparse decode): each query row attends only to
+  // its own `indices`, physical token positions page * page_size + slot; -1 (or any position
+  // outside the cache) is unused. No causal mask or seq_lens limit applies then.
+  int sparse_mla_top_k = 0;
+  TensorView indices;          // int32 [batch, q_len_per_request, sparse_mla_top_k] (sparse only)
+  // Required (a departure from the seed, which allocates it): [batch, q_len, num_heads, 512],
+  // the query's dtype.
+  TensorView out;
+  // Fused scales: bmm1 = q_scale * k_scale * sm_scale / sqrt(576), bmm2 = v_scale * o_scale.
+  // A device fp32 pointer (CUDA-graph friendly) wins over the host float.
+  ScaleArg bmm1_scale = 1.0f;
+  ScaleArg bmm2_scale = 1.0f;
+  TensorView sinks;            // optional fp32 [num_heads]: logits added to the softmax denominator
+  // Optional (beyond the seed): fp32 [batch * q_len, num_heads] log-sum-exp of the scaled
+  // logits (sinks included), in base lse_base.
+  TensorView lse;
+  LseBase lse_base = LseBase::kE;
+  std::optional<bool> enable_pdl;  // default: on where supported (sm_90+)
+  std::optional<int> sm_count;     // inferred when absent
+  Backend backend = Backend::kAuto;  // auto takes xqa (the only mla kernel built so far)
+};
+
+// Workspace bytes any call with at most this batch, num_heads, q_len and max_seq_len (for
+// sparse: top_k) may need on a GPU with sm_count SMs: an upper bound over the op's split
+// choices. One buffer serves one stream at a time. Bad arguments throw Error naming them.
+size_t mla_workspace_bytes(int batch, int num_heads, int q_len_per_request, int max_seq_len, int sm_count,
+                           int sparse_mla_top_k = 0);
+
+void batch_decode_mla(const MlaArgs& args, Stream stream = nullptr, Runtime* runtime = nullptr);
+
+// Compiles, or finds in the store, the kernel this call would launch on `arch` ("sm_90a";
+// empty: the current GPU's, and then also loads it). Shapes only: data may be null.
+std::string prewarm_mla(const MlaArgs& args, const std::string& arch = "", Runtime* runtime = nullptr);
+
+}  // namespace attnjit

@@ -1,0 +1,131 @@
+// The mla family: can_implement, the generator and its tiling, the backend table,
+// and the family's registration (its line is in src/spec/families.def).
+#include "ops/mla/mla_family.hpp"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "attnjit/error.hpp"
+#include "mla/mla_params.cuh"
+#include "render/renderer.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+const char* device_type(DType d) {
+  switch (d) {
+    case DType::kFloat16: return "attnjit::half_t";
+    case DType::kBFloat16: return "attnjit::bf16_t";
+    default:
+      throw Error(ErrorCode::kUnsupported, fmt::format("dtype {} has no device type in the mla templates", dtype_name(d)));
+  }
+}
+constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers;
+}  // namespace
+
+MlaTiling mla_tiling(const spec::KernelSpec& s) {
+  MlaTiling t;
+  const int row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kRowBytes
+  // Two stages: one 36 KB tile lands while the other is computed, and the CTA
+  // (~96 KB) fits the 99 KB of sm_86/89/120; sm_80/90 then hold two CTAs per SM.
+  t.smem_limit = render::max_smem_per_block(s.arch);
+  t.smem_bytes = t.rows * row_bytes + t.stages * t.tile * row_bytes + t.rows * (t.tile + 4) * 4 + t.stages * t.tile * 4 + 16;
+  return t;
+}
+
+bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why) {
+  auto refuse = [&](auto&& reason) {
+    if (why) *why = reason();
+    return false;
+  };
+  if (s.backend != spec::Backend::kXqa)
+    return refuse([&] { return fmt::format("only the xqa backend has mla kernels ({} has none yet)", spec::to_string(s.backend)); });
+  if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
+  if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
+    return refuse([&] { return fmt::format("query dtype {}: the mla templates take fp16 or bf16 queries", dtype_name(s.q_dtype)); });
+  if (s.kv_dtype != s.q_dtype)
+    return refuse([&] { return fmt::format("kv_cache dtype {}: the xqa mla kernel needs the query's dtype ({}); fp8 KV is not built yet",
+                                           dtype_name(s.kv_dtype), dtype_name(s.q_dtype)); });
+  if (s.out_dtype != s.q_dtype)
+    return refuse([&] { return fmt::format("out dtype {}: the query's ({})", dtype_name(s.out_dtype), dtype_name(s.q_dtype)); });
+  if (s.head_dim_qk != mla_const::kHeadDimQk || s.head_dim_vo != mla_const::kHeadDimVo)
+    return refuse([&] { return fmt::format("head dims {}/{}: mla kernels are 576/512", s.head_dim_qk, s.head_dim_vo); });
+  if (s.group_size != 1) return refuse([&] { return fmt::format("group_size {}: mla specs use 1 (heads are a launch parameter)", s.group_size); });
+  if (s.page_size != 16 && s.page_size != 32 && s.page_size != 64 && s.page_size != 128)
+    return refuse([&] { return fmt::format("page_size {}: 16, 32, 64 or 128", s.page_size); });
+  if (s.layout != spec::KvLayout::kNHD) return refuse([] { return std::string("mla caches are [pages, page_size, 576] (nhd)"); });
+  if (s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
+    return refuse([] { return std::string("mla masks are causal (dense) or custom (sparse indices)"); });
+  if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("mla applies no positional encoding (RoPE is in the 64 rope dims)"); });
+  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse and scaleptr", s.features); });
+  spec::KernelSpec on_arch = s;
+  on_arch.arch = arch;
+  const MlaTiling t = mla_tiling(on_arch);
+  if (t.smem_bytes > t.smem_limit)
+    return refuse([&] { return fmt::format("needs {} bytes of shared memory per block, {} allows {}", t.smem_bytes, arch.str(), t.smem_limit); });
+  return true;
+}
+
+render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
+  const MlaTiling t = mla_tiling(s);
+  render::RenderedUnit u;
+  u.launch.threads = t.warps * 32;
+  u.launch.smem_bytes = t.smem_bytes;
+  u.launch.min_blocks_per_sm = t.min_blocks;
+  u.launch.split_granule = t.tile;
+  u.entry = "attnjit_mla_decode";
+  u.smem_symbol = "attnjit_smem_bytes";
+  u.source = fmt::format(
+      "// attnjit {name}\n"
+      "#include \"mla/mla_decode.cuh\"\n"
+      "using Traits = attnjit::MlaTraits<{q}, {kv}, {o}, {page}, {sparse}, {feat}u, {stages}>;\n"
+      "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
+      "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks} && Traits::kTile == {tile}, "
+      "\"host and kernel disagree on launch metadata\");\n"
+      "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
+      "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
+      "{entry}(const __grid_constant__ attnjit::MlaParams params) {{\n"
+      "  extern __shared__ __align__(16) unsigned char smem[];\n"
+      "  attnjit::MlaDecode<Traits>::run(params, smem);\n"
+      "}}\n",
+      fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)), fmt::arg("kv", device_type(s.kv_dtype)),
+      fmt::arg("o", device_type(s.out_dtype)), fmt::arg("page", s.page_size),
+      fmt::arg("sparse", s.mask == spec::MaskMode::kCustom ? "true" : "false"), fmt::arg("feat", s.features),
+      fmt::arg("stages", t.stages), fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
+      fmt::arg("min_blocks", t.min_blocks), fmt::arg("tile", t.tile), fmt::arg("smem", u.smem_symbol),
+      fmt::arg("entry", u.entry));
+  return u;
+}
+
+namespace {
+// The MLA seed: trtllm-gen on sm_100/sm_103, xqa on sm_120; on sm_90a the faster per spec.
+constexpr render::BackendRow kRows[] = {
+    {90, spec::Backend::kXqa, true, "the backend measured faster for the spec"},
+    {100, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {103, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {120, spec::Backend::kXqa, false, "the MLA seed"},
+    {0, spec::Backend::kXqa, false, "the portable mma.sync kernels"},
+};
+// Only the portable xqa mla kernel exists; no trtllm-gen mla kernel yet.
+constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}};
+
+spec::Backend measured_faster(const spec::KernelSpec&, const char** why) {
+  if (why) *why = "no trtllm-gen mla kernel exists to measure against xqa";
+  return spec::Backend::kXqa;
+}
+
+const render::BackendTable kTable = {kRows, std::size(kRows), kVerified, std::size(kVerified), measured_faster};
+}  // namespace
+
+const render::BackendTable& mla_backend_table() { return kTable; }
+
+namespace mla {
+const render::Family& family() {
+  static const render::Family f = {spec::OpFamily::kMla, mla_can_implement, mla_generate, &mla_backend_table(),
+                                   "mla/mla_params.cuh", sizeof(MlaParams)};
+  return f;
+}
+}  // namespace mla
+
+}  // namespace attnjit::ops

@@ -1,0 +1,361 @@
+// The portable (xqa backend) MLA decode kernel: 16 head rows in the MMA's M,
+// 32-token KV tiles of all 576 dims streamed into shared memory with cp.async,
+// S = Q.K^T over 576, an online softmax, and O += P.V with V the first 512 dims of
+// the same tile (the cache is read once). Split-KV CTAs merge in the last one.
+#pragma once
+
+#include "common/mma.cuh"
+#include "common/softmax.cuh"
+#include "mla/mla_params.cuh"
+
+namespace attnjit {
+
+template <class QT_, class KVT_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_, int kStages_>
+struct MlaTraits {
+  using QT = QT_;
+  using KVT = KVT_;
+  using OT = OT_;
+  static constexpr int kPageSize = kPageSize_;
+  static constexpr bool kSparse = kSparse_;
+  static constexpr unsigned kFeatures = kFeatures_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kWarps = mla_const::kWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRows = mla_const::kRowsPerCta;
+  static constexpr int kTile = mla_const::kTileTokens;
+  // A 576-dim row plus 16 bytes: 73 16-byte units, odd, so ldmatrix rows fall in distinct banks.
+  static constexpr int kRowBytes = mla_const::kHeadDimQk * 2 + 16;
+  static constexpr int kQBytes = kRows * kRowBytes;
+  static constexpr int kStageBytes = kTile * kRowBytes;
+  static constexpr int kSStride = kTile + 4;  // floats per row of the score tile
+  static constexpr int kSBytes = kRows * kSStride * 4;
+  static constexpr int kOkBytes = kStages * kTile * 4;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kSBytes + kOkBytes + 16;
+  static constexpr int kMinBlocks = 1;
+};
+
+template <class Tr>
+struct MlaDecode {
+  using QT = typename Tr::QT;
+  using OT = typename Tr::OT;
+  static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, T = Tr::kTile, R = Tr::kRows;
+  static constexpr int kChunksPerRow = D * 2 / 16;  // 72 16-byte chunks per token row
+  static constexpr int kDimsPerWarp = DV / Tr::kWarps;  // 128
+  static constexpr int kNBlocks = kDimsPerWarp / 8;     // 16 n8 blocks of O per warp
+  __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
+
+  struct Work {
+    int b, group, rb, split;
+    int lo, hi;        // this CTA's token range (dense: sequence positions; sparse: index slots)
+    int seq_len;
+  };
+
+  // Physical token offset (elements) of range position j, or -1 when nothing is there.
+  __device__ static long long token_offset(const MlaParams& p, const Work& w, int t, int j) {
+    if (j >= w.hi) return -1;
+    long long page, slot;
+    if constexpr (Tr::kSparse) {
+      int idx = __ldg(p.indices + w.b * p.idx_stride_b + t * p.idx_stride_t + j);
+      if (idx < 0 || (long long)idx >= p.num_tokens) return -1;
+      page = idx / Tr::kPageSize;
+      slot = idx % Tr::kPageSize;
+    } else {
+      int pi = j / Tr::kPageSize;
+      if (pi >= p.pages_per_seq) return -1;
+      page = __ldg(p.block_tables + w.b * p.bt_stride_b + pi);
+      if (page < 0) return -1;
+      slot = j % Tr::kPageSize;
+    }
+    return page * p.kv_stride_page + slot * p.kv_stride_tok;
+  }
+
+  // Warp w copies token rows w*8 .. w*8+7 of the tile at j0; lane i < 8 looks up row w*8+i.
+  __device__ static void load_tile(const MlaParams& p, const Work& w, int t, int j0, unsigned char* stage,
+                                   int* ok, int warp, int lane) {
+    long long off = lane < 8 ? token_offset(p, w, t, j0 + warp * 8 + lane) : -1;
+    if (lane < 8) ok[warp * 8 + lane] = off >= 0 ? 1 : 0;
+    const unsigned char* base = static_cast<const unsigned char*>(p.kv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      long long o = __shfl_sync(0xffffffffu, off, i);
+      unsigned char* dst = stage + (warp * 8 + i) * Tr::kRowBytes;
+      const unsigned char* src = o >= 0 ? base + o * 2 : base;
+      const unsigned bytes = o >= 0 ? 16u : 0u;  // zero-fill: V rows meet P = 0, never garbage
+#pragma unroll
+      for (int c = lane; c < kChunksPerRow; c += 32) cp_async_16(dst + c * 16, src + c * 16, bytes);
+    }
+  }
+
+  __device__ static void run(const MlaParams& p, unsigned char* smem) {
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    Work w;
+    w.split = blockIdx.x;
+    w.b = blockIdx.z;
+    w.group = blockIdx.y / p.row_blocks;
+    w.rb = blockIdx.y % p.row_blocks;
+    unsigned char* q_s = smem;
+    unsigned char* kv_s = q_s + Tr::kQBytes;
+    float* s_s = reinterpret_cast<float*>(kv_s + Tr::kStages * Tr::kStageBytes);
+    int* ok_s = reinterpret_cast<int*>(reinterpret_cast<unsigned char*>(s_s) + Tr::kSBytes);
+    unsigned* flag_s = reinterpret_cast<unsigned*>(ok_s + Tr::kStages * T);
+
+    pdl_wait_prior_grid();
+    w.seq_len = __ldg(p.seq_lens + w.b);
+    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
+    w.lo = w.split * p.tokens_per_split;
+    w.hi = min(range, w.lo + p.tokens_per_split);
+    // Sparse CTAs serve one query token (each has its own indices); dense ones any rows.
+    const int t_sparse = Tr::kSparse ? w.group : 0;
+
+    // Q rows into shared memory (zero rows past the last head row).
+    const int row0 = w.rb * R;
+    for (int c = tid; c < R * kChunksPerRow; c += Tr::kThreads) {
+      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+      const int lr = row0 + r;
+      const int f = w.group * p.rows_per_group + lr;
+      const bool valid = lr < p.rows_per_group;
+      const int t = f / p.num_heads, h = f % p.num_heads;
+      const unsigned char* src = static_cast<const unsigned char*>(p.q);
+      if (valid) src += (w.b * p.q_stride_b + t * p.q_stride_t + h * p.q_stride_h) * 2 + ch * 16;
+      cp_async_16(q_s + r * Tr::kRowBytes + ch * 16, src, valid ? 16u : 0u);
+    }
+    cp_async_commit();
+    // The rows this lane holds in the accumulators: g and g + 8.
+    int limit[2];
+    bool row_ok[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int lr = row0 + (lane >> 2) + i * 8;
+      const int f = w.group * p.rows_per_group + lr;
+      row_ok[i] = lr < p.rows_per_group;
+      const int t = f / p.num_heads;
+      // Query t of q_len sees positions < seq_len - q_len + t + 1 (causal among the request's queries).
+      limit[i] = Tr::kSparse ? 0x7fffffff : w.seq_len - p.q_len + t + 1;
+    }
+
+    const float bmm1 = p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale;
+    const float scale_log2 = bmm1 * kLog2e;
+    float o[kNBlocks][4];
+#pragma unroll
+    for (int n = 0; n < kNBlocks; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+
+    const int n_tiles = w.hi > w.lo ? (w.hi - w.lo + T - 1) / T : 0;
+#pragma unroll
+    for (int s = 0; s < Tr::kStages - 1; ++s) {
+      if (s < n_tiles) load_tile(p, w, t_sparse, w.lo + s * T, kv_s + s * Tr::kStageBytes, ok_s + s * T, warp, lane);
+      cp_async_commit();
+    }
+    for (int it = 0; it < n_tiles; ++it) {
+      cp_async_wait<Tr::kStages - 2>();
+      __syncthreads();  // tile `it` (and Q) landed; every warp is done with tile it-1
+      {
+        const int nx = it + Tr::kStages - 1;
+        if (nx < n_tiles) {
+          const int st = nx % Tr::kStages;
+          load_tile(p, w, t_sparse, w.lo + nx * T, kv_s + st * Tr::kStageBytes, ok_s + st * T, warp, lane);
+        }
+        cp_async_commit();
+      }
+      const int st = it % Tr::kStages;
+      const unsigned char* kt = kv_s + st * Tr::kStageBytes;
+      const int* ok = ok_s + st * T;
+      const int j0 = w.lo + it * T;
+
+      // S (16 rows x 8 tokens per warp) over 576 dims, two k-steps per K ldmatrix.
+      float s[4] = {0.f, 0.f, 0.f, 0.f};
+      const unsigned char* k_row = kt + (warp * 8 + (lane & 7)) * Tr::kRowBytes + (lane >> 3) * 16;
+      const unsigned char* q_row = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * Tr::kRowBytes + (lane >> 4) * 16;
+#pragma unroll 6
+      for (int kk = 0; kk < D / 16; kk += 2) {
+        u32 kb[4], qa[4];
+        ldmatrix_x4(kb, k_row + kk * 32);
+        ldmatrix_x4(qa, q_row + kk * 32);
+        mma_16816<QT>(s, qa, kb[0], kb[1]);
+        ldmatrix_x4(qa, q_row + (kk + 1) * 32);
+        mma_16816<QT>(s, qa, kb[2], kb[3]);
+      }
+      {
+        const int g = lane >> 2, c = warp * 8 + (lane & 3) * 2;
+        s_s[g * Tr::kSStride + c] = s[0];
+        s_s[g * Tr::kSStride + c + 1] = s[1];
+        s_s[(g + 8) * Tr::kSStride + c] = s[2];
+        s_s[(g + 8) * Tr::kSStride + c + 1] = s[3];
+      }
+      __syncthreads();
+
+      // Online softmax (every warp the same, on all 32 tokens), then P into A fragments.
+      u32 pa[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int g = (lane >> 2) + i * 8;
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = j * 8 + (lane & 3) * 2 + e;
+            const int pos = j0 + c;
+            const bool vis = row_ok[i] && ok[c] && pos < limit[i];
+            v[j * 2 + e] = vis ? s_s[g * Tr::kSStride + c] * scale_log2 : kNegInf;
+          }
+        }
+        float mx = v[0];
+#pragma unroll
+        for (int e = 1; e < 8; ++e) mx = fmaxf(mx, v[e]);
+        mx = quad_max(mx);
+        const float m_new = fmaxf(m[i], mx);
+        const float ref = safe_ref(m_new);
+        const float alpha = fast_exp2(m[i] - ref);
+        float sum = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          v[e] = fast_exp2(v[e] - ref);
+          sum += v[e];
+        }
+        l[i] = l[i] * alpha + sum;
+        m[i] = m_new;
+#pragma unroll
+        for (int n = 0; n < kNBlocks; ++n) {
+          o[n][i * 2] *= alpha;
+          o[n][i * 2 + 1] *= alpha;
+        }
+        // A fragment of k-step kk2: a0/a1 rows g/g+8 at tokens 16kk2 + (lane&3)*2; a2/a3 at +8.
+        pa[0][i] = pack2<QT>(v[0], v[1]);
+        pa[0][2 + i] = pack2<QT>(v[2], v[3]);
+        pa[1][i] = pack2<QT>(v[4], v[5]);
+        pa[1][2 + i] = pack2<QT>(v[6], v[7]);
+      }
+
+      // O (16 rows x this warp's 128 dims) += P (16 x 32) . V (32 x 128), V = the tile's first 512 dims.
+#pragma unroll
+      for (int kk2 = 0; kk2 < 2; ++kk2) {
+        const unsigned char* v_row = kt + (kk2 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Tr::kRowBytes +
+                                     (warp * kDimsPerWarp + (lane >> 4) * 8) * 2;
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks / 2; ++nb) {
+          u32 vb[4];
+          ldmatrix_x4_trans(vb, v_row + nb * 32);
+          mma_16816<QT>(o[2 * nb], pa[kk2], vb[0], vb[1]);
+          mma_16816<QT>(o[2 * nb + 1], pa[kk2], vb[2], vb[3]);
+        }
+      }
+    }
+    cp_async_wait<0>();
+    pdl_launch_dependents();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) l[i] = quad_sum(l[i]);
+
+    if (p.num_splits == 1) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int lr = (lane >> 2) + i * 8;
+        float acc[kNBlocks * 2];
+#pragma unroll
+        for (int n = 0; n < kNBlocks; ++n) {
+          acc[2 * n] = o[n][i * 2];
+          acc[2 * n + 1] = o[n][i * 2 + 1];
+        }
+        finish_row(p, w, lr, warp * kDimsPerWarp + (lane & 3) * 2, 8, m[i], l[i], acc, warp == 0 && (lane & 3) == 0);
+      }
+      return;
+    }
+    merge_splits(p, w, o, m, l, flag_s, warp, lane, tid);
+  }
+
+  // Writes a row's output elements dims d0 + k*stride + {0,1} for k < N/2, scaled by
+  // bmm2 / (sum of weights, sinks included), and its LSE when `lse_writer`.
+  template <int N>
+  __device__ static void finish_row(const MlaParams& p, const Work& w, int lr, int d0, int stride, float m_tot,
+                                    float l_tot, const float (&acc)[N], bool lse_writer) {
+    const int row = w.rb * R + lr;
+    if (row >= p.rows_per_group) return;
+    const int f = w.group * p.rows_per_group + row;
+    const int t = f / p.num_heads, h = f % p.num_heads;
+    // acc is relative to m_tot: a sink rescales to the larger max (no overflow), c folds into the scale.
+    float c = 1.f;
+    if (has(mla_const::kFeatSinks) && p.sinks) {
+      const float sink = p.sinks[h] * kLog2e;
+      if (m_tot == kNegInf) {
+        m_tot = sink;
+        l_tot = 1.f;
+      } else {
+        const float mx = fmaxf(m_tot, sink);
+        c = fast_exp2(m_tot - mx);
+        l_tot = l_tot * c + fast_exp2(sink - mx);
+        m_tot = mx;
+      }
+    }
+    const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+    const float scale = l_tot > 0.f ? bmm2 * c / l_tot : 0.f;
+    OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + t * p.o_stride_t + h * p.o_stride_h + d0;
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      store_float<OT>(dst + k * stride, acc[2 * k] * scale);
+      store_float<OT>(dst + k * stride + 1, acc[2 * k + 1] * scale);
+    }
+    if (has(mla_const::kFeatLse) && lse_writer && p.lse) {
+      float lse2 = l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
+      p.lse[((long long)w.b * p.q_len + t) * p.num_heads + h] = p.lse_base2 ? lse2 : lse2 * 0.6931471805599453f;
+    }
+  }
+
+  __device__ static void merge_splits(const MlaParams& p, const Work& w, const float (&o)[kNBlocks][4],
+                                      const float (&m)[2], const float (&l)[2], unsigned* flag_s, int warp,
+                                      int lane, int tid) {
+    const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
+    const int pf = mla_partial_floats();
+    float* part = p.workspace + (cta * p.num_splits + w.split) * pf;
+    // Partial O (unnormalized, relative to m), then m and l per row; an empty split writes m = -inf only.
+    const int g = lane >> 2;
+    if (m[0] != kNegInf || m[1] != kNegInf) {
+#pragma unroll
+      for (int n = 0; n < kNBlocks; ++n) {
+        const int d = warp * kDimsPerWarp + n * 8 + (lane & 3) * 2;
+        *reinterpret_cast<float2*>(part + g * DV + d) = make_float2(o[n][0], o[n][1]);
+        *reinterpret_cast<float2*>(part + (g + 8) * DV + d) = make_float2(o[n][2], o[n][3]);
+      }
+    }
+    if (warp == 0 && (lane & 3) == 0) {
+      part[R * DV + g] = m[0];
+      part[R * DV + g + 8] = m[1];
+      part[R * DV + R + g] = l[0];
+      part[R * DV + R + g + 8] = l[1];
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      unsigned* sem = p.semaphores + cta;
+      const unsigned prev = atomicAdd(sem, 1u);
+      const bool last = prev == unsigned(p.num_splits - 1);
+      if (last) *sem = 0u;  // self-resetting: the next launch finds zero
+      *flag_s = last ? 1u : 0u;
+    }
+    __syncthreads();
+    if (*flag_s == 0u) return;
+    __threadfence();
+    // The last CTA merges: 8 threads per row, each 64 dims (eight runs of 8).
+    const int row = tid >> 3, sub = tid & 7;
+    const float* base = p.workspace + cta * p.num_splits * pf;
+    float m_tot = kNegInf;
+    for (int sp = 0; sp < p.num_splits; ++sp) m_tot = fmaxf(m_tot, __ldcg(base + sp * pf + R * DV + row));
+    float l_tot = 0.f;
+    for (int sp = 0; sp < p.num_splits; ++sp)
+      l_tot += __ldcg(base + sp * pf + R * DV + R + row) * merge_weight(__ldcg(base + sp * pf + R * DV + row), m_tot);
+    for (int run = 0; run < 8; ++run) {
+      const int d0 = run * 64 + sub * 8;
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int sp = 0; sp < p.num_splits; ++sp) {
+        const float wgt = merge_weight(__ldcg(base + sp * pf + R * DV + row), m_tot);
+        if (wgt == 0.f) continue;  // empty or fully masked split: its O was never written
+        const float4* src = reinterpret_cast<const float4*>(base + sp * pf + row * DV + d0);
+        const float4 a = __ldcg(src), b = __ldcg(src + 1);
+        acc[0] += wgt * a.x; acc[1] += wgt * a.y; acc[2] += wgt * a.z; acc[3] += wgt * a.w;
+        acc[4] += wgt * b.x; acc[5] += wgt * b.y; acc[6] += wgt * b.z; acc[7] += wgt * b.w;
+      }
+      finish_row(p, w, row, d0, 2, m_tot, l_tot, acc, run == 0 && sub == 0);
+    }
+  }
+};
+
+}  // namespace attnjit

@@ -1,0 +1,79 @@
+// Tests of the mla family's kernels (templates/mla, src/ops/mla/mla_family.cpp): every
+// variant axis compiles through NVRTC for sm_80, sm_89, sm_90a, sm_100a and sm_120 with
+// no spills and no stack frame, and its name parses back. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compile/nvrtc_compiler.hpp"
+#include "render/renderer.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::compile {
+namespace {
+
+using spec::Arch;
+using spec::KernelSpec;
+namespace feature = spec::feature;
+
+KernelSpec mla_spec(DType dt, int page, bool sparse, uint32_t features, const char* arch) {
+  KernelSpec s;
+  s.family = spec::OpFamily::kMla;
+  s.q_dtype = s.kv_dtype = s.out_dtype = dt;
+  s.head_dim_qk = 576;
+  s.head_dim_vo = 512;
+  s.group_size = 1;
+  s.page_size = page;
+  s.mask = sparse ? spec::MaskMode::kCustom : spec::MaskMode::kCausal;
+  s.features = features;
+  s.arch = Arch::parse(arch);
+  return s;
+}
+
+TEST(MlaVariantMatrix, CompilesForEveryArchWithoutSpills) {
+  std::vector<KernelSpec> specs;
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
+    specs.push_back(mla_spec(DType::kBFloat16, 64, false, 0, a));
+    specs.push_back(mla_spec(DType::kFloat16, 16, true, feature::kSinks | feature::kReturnLse, a));
+    specs.push_back(mla_spec(DType::kBFloat16, 128, true, feature::kScalePointers, a));
+    specs.push_back(mla_spec(DType::kBFloat16, 32, false, feature::kSinks | feature::kReturnLse | feature::kScalePointers, a));
+  }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
+  std::vector<CompileResult> results(specs.size());
+  std::vector<std::string> errors(specs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < specs.size();) {
+      try {
+        results[i] = compile(specs[i].name(), render::render(specs[i]), specs[i].arch);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  std::thread t1(worker), t2(worker);
+  t1.join();
+  t2.join();
+  std::printf("mla variants:\n");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!errors[i].empty()) {
+      ADD_FAILURE() << specs[i].name() << " failed to compile:\n" << errors[i];
+      continue;
+    }
+    const Resources& r = results[i].resources;
+    std::printf("  %-60s regs %4d stack %4d spill %4d\n", specs[i].name().c_str(), r.registers, r.stack_bytes,
+                r.spill_stores);
+    EXPECT_EQ(results[i].cubin.compare(0, 4, "\x7f" "ELF"), 0) << specs[i].name();
+    EXPECT_GT(r.registers, 0) << specs[i].name();
+    EXPECT_EQ(r.spill_stores, 0) << specs[i].name() << "\n" << results[i].log;
+    EXPECT_EQ(r.spill_loads, 0) << specs[i].name() << "\n" << results[i].log;
+    EXPECT_EQ(r.stack_bytes, 0) << specs[i].name() << "\n" << results[i].log;
+  }
+}
+
+}  // namespace
+}  // namespace attnjit::compile

@@ -1,0 +1,294 @@
+// Tests of src/ops/mla/: argument validation (each wrong argument an Error naming it,
+// expected vs given), the spec the op builds, backend resolution, the split plan and
+// the workspace sizing helper. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "attnjit/error.hpp"
+#include "common/expect_error.hpp"
+#include "common/op_args.hpp"
+#include "common/temp_dir.hpp"
+#include "mla/mla_params.cuh"
+#include "ops/mla/mla_family.hpp"
+#include "ops/mla/mla_plan.hpp"
+#include "render/renderer.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+using testing::expect_error;
+using testing::fake;
+using testing::kPlanArch;
+using testing::valid_mla;
+constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
+
+TEST(MlaPlan, ValidDenseAndSparseArgsPlan) {
+  for (bool sparse : {false, true})
+    for (bool four_d : {false, true}) {
+      const MlaPlan p = plan_mla(valid_mla(sparse, four_d), kPlanArch);
+      EXPECT_EQ(p.spec.family, spec::OpFamily::kMla);
+      EXPECT_EQ(p.spec.head_dim_qk, 576);
+      EXPECT_EQ(p.spec.head_dim_vo, 512);
+      EXPECT_EQ(p.spec.page_size, testing::kMlaPage);
+      EXPECT_EQ(p.spec.mask, sparse ? spec::MaskMode::kCustom : spec::MaskMode::kCausal);
+      EXPECT_EQ(p.spec.backend, spec::Backend::kXqa);
+      EXPECT_EQ(p.params.kv_stride_tok, 576);
+      EXPECT_EQ(p.params.kv_stride_page, testing::kMlaPage * 576);
+      EXPECT_EQ(p.params.rows_per_group, sparse ? testing::kMlaHeads : testing::kMlaHeads * testing::kMlaQLen);
+      EXPECT_EQ(p.shape.range, sparse ? testing::kMlaTopK : testing::kMlaPage * testing::kMlaPagesPerSeq);
+      EXPECT_EQ(spec::KernelSpec::from_name(p.spec.name()), p.spec) << p.spec.name();
+    }
+  EXPECT_EQ(plan_mla(valid_mla(), kPlanArch).spec.name(), "mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a");
+}
+
+TEST(MlaPlan, FeaturesFollowTheOptionalArguments) {
+  MlaArgs a = valid_mla();
+  a.sinks = TensorView::contiguous(fake(0x600000), DType::kFloat32, {testing::kMlaHeads});
+  a.lse = TensorView::contiguous(fake(0x610000), DType::kFloat32, {testing::kMlaBatch * testing::kMlaQLen, testing::kMlaHeads});
+  static const float scale = 0.f;
+  a.bmm2_scale = &scale;
+  const MlaPlan p = plan_mla(a, kPlanArch);
+  EXPECT_TRUE(p.spec.has(spec::feature::kSinks));
+  EXPECT_TRUE(p.spec.has(spec::feature::kReturnLse));
+  EXPECT_TRUE(p.spec.has(spec::feature::kScalePointers));
+  EXPECT_EQ(p.params.bmm2_scale_ptr, &scale);
+  // The kernel's feature bits are spec::feature's.
+  EXPECT_EQ(mla_const::kFeatSinks, spec::feature::kSinks);
+  EXPECT_EQ(mla_const::kFeatLse, spec::feature::kReturnLse);
+  EXPECT_EQ(mla_const::kFeatScalePtr, spec::feature::kScalePointers);
+}
+
+TEST(MlaPlan, HeadDimArgumentsAreChecked) {
+  MlaArgs a = valid_mla();
+  a.qk_nope_head_dim = 64;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"qk_nope_head_dim", "128", "64"});
+  a = valid_mla();
+  a.kv_lora_rank = 256;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_lora_rank", "512", "256"});
+  a = valid_mla();
+  a.qk_rope_head_dim = 32;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"qk_rope_head_dim", "64", "32"});
+}
+
+TEST(MlaPlan, WrongTensorsNameThemselves) {
+  MlaArgs a = valid_mla();
+  a.query = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {2, 2, 16, 512});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "576", "512"});
+  a = valid_mla();
+  a.query = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {2, 17, 16, 576});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "q_len_per_request 1 to 16", "17"});
+  a = valid_mla();
+  a.query = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {2, 2, 129, 576});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "num_heads 1 to 128", "129"});
+  a = valid_mla();
+  a.query.dtype = DType::kFloat32;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "fp32"});
+  a = valid_mla();
+  a.query.dtype = DType::kFloat8E4M3;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "not built yet"});
+  a = valid_mla();
+  a.kv_cache.dtype = DType::kFloat8E4M3;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "fp8 KV is not built yet", "fp8_e4m3"});
+  a = valid_mla();
+  a.kv_cache = TensorView::contiguous(fake(0x100000), DType::kBFloat16, {8, 48, 576});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "page_size 16, 32, 64 or 128", "48"});
+  a = valid_mla();
+  a.kv_cache = TensorView::contiguous(fake(0x100000), DType::kBFloat16, {8, 2, 64, 576});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "[num_pages, 1, page_size, 576]"});
+  a = valid_mla();
+  a.kv_cache = TensorView::contiguous(fake(0x100000), DType::kBFloat16, {8, 64, 512});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "576", "512"});
+  a = valid_mla();
+  a.block_tables.dtype = DType::kInt64;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"block_tables", "int32"});
+  a = valid_mla();
+  a.block_tables = TensorView::contiguous(fake(0x300000), DType::kInt32, {3, 4});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"block_tables", "batch"});
+  a = valid_mla();
+  a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kInt32, {3});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"seq_lens", "batch"});
+  a = valid_mla();
+  a.max_seq_len = 257;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"max_seq_len", "256", "257"});
+  a = valid_mla();
+  a.max_seq_len = 0;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"max_seq_len", "0"});
+  a = valid_mla();
+  a.out = TensorView();
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"out"});
+  a = valid_mla();
+  a.out = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {2, 2, 16, 576});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"out", "512", "576"});
+  a = valid_mla();
+  a.out.dtype = DType::kFloat16;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"out", "fp16"});
+  a = valid_mla();
+  a.sinks = TensorView::contiguous(fake(0x600000), DType::kFloat32, {8});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"sinks", "[16]", "[8]"});
+  a = valid_mla();
+  a.lse = TensorView::contiguous(fake(0x610000), DType::kFloat32, {2, 16});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"lse", "batch * q_len_per_request"});
+  a = valid_mla();
+  a.lse_base = static_cast<LseBase>(7);
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"lse_base", "7"});
+  a = valid_mla();
+  a.workspace_buffer = TensorView::contiguous(fake(0x800010), DType::kUInt8, {4096});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"workspace_buffer"});
+  a = valid_mla();
+  a.sm_count = 0;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"sm_count", ">= 1", "0"});
+}
+
+TEST(MlaPlan, ScalesAreCheckedUnlessOnTheDevice) {
+  MlaArgs a = valid_mla();
+  a.bmm1_scale = 0.f;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"bmm1_scale"});
+  a = valid_mla();
+  a.bmm2_scale = -1.f;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"bmm2_scale"});
+  a = valid_mla();
+  static const float dev = 0.f;
+  a.bmm1_scale = &dev;
+  a.bmm2_scale = &dev;
+  EXPECT_NO_THROW(plan_mla(a, kPlanArch));
+}
+
+TEST(MlaPlan, SparseIndicesAreChecked) {
+  MlaArgs a = valid_mla(true);
+  a.indices = TensorView();
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"indices"});
+  a = valid_mla(true);
+  a.indices = TensorView::contiguous(fake(0x500000), DType::kInt32, {2, 2, 64});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"indices", "sparse_mla_top_k", "64"});
+  a = valid_mla(true);
+  a.indices.dtype = DType::kInt64;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"indices", "int32"});
+  a = valid_mla(true);
+  a.sparse_mla_top_k = -1;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"sparse_mla_top_k", "-1"});
+  a = valid_mla(false);
+  a.indices = TensorView::contiguous(fake(0x500000), DType::kInt32, {2, 2, 128});
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"indices", "sparse_mla_top_k > 0"});
+}
+
+TEST(MlaPlan, TrtllmGenIsRefusedNamingTheBackendAndAutoTakesXqa) {
+  MlaArgs a = valid_mla();
+  a.backend = Backend::kTrtllmGen;
+  expect_error([&] { plan_mla(a, kPlanArch); }, ErrorCode::kUnsupported, {"trtllm-gen"});
+  try {
+    plan_mla(a, kPlanArch);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
+  }
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
+    a.backend = Backend::kAuto;
+    EXPECT_EQ(plan_mla(a, spec::Arch::parse(arch)).spec.backend, spec::Backend::kXqa) << arch;
+    a.backend = Backend::kXqa;
+    EXPECT_EQ(plan_mla(a, spec::Arch::parse(arch)).spec.backend, spec::Backend::kXqa) << arch;
+  }
+  a.backend = static_cast<Backend>(9);
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"backend"});
+}
+
+TEST(MlaPlan, CanImplementRefusesWhatTheKernelDoesNotServe) {
+  spec::KernelSpec s = plan_mla(valid_mla(), kPlanArch).spec;
+  std::string why;
+  EXPECT_TRUE(mla_can_implement(s, spec::Arch::parse("sm_80"), &why)) << why;
+  EXPECT_TRUE(mla_can_implement(s, spec::Arch::parse("sm_120"), &why)) << why;
+  EXPECT_FALSE(mla_can_implement(s, spec::Arch{75, false}, &why));
+  EXPECT_NE(why.find("sm_80"), std::string::npos) << why;
+  spec::KernelSpec t = s;
+  t.kv_dtype = DType::kFloat8E4M3;
+  EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
+  EXPECT_NE(why.find("fp8"), std::string::npos) << why;
+  t = s;
+  t.head_dim_vo = 576;
+  EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
+  t = s;
+  t.features |= spec::feature::kSoftCap;
+  EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
+  // The shared memory fits the smallest arch (99 KB on sm_86/89/120).
+  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
+    t = s;
+    t.arch = spec::Arch::parse(arch);
+    const MlaTiling tl = mla_tiling(t);
+    EXPECT_LE(tl.smem_bytes, tl.smem_limit) << arch;
+    EXPECT_EQ(tl.smem_limit, render::max_smem_per_block(t.arch));
+  }
+}
+
+TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {
+  // One 32K sequence, 128 heads: 8 row blocks; the splits fill 132 SMs x 2 slots.
+  MlaShape one{1, 128, 1, 32768, false};
+  const MlaSplit sp = mla_plan_splits(one, 132 * 2);
+  EXPECT_GE(int64_t(sp.splits) * mla_base_ctas(one), 132) << sp.splits;
+  EXPECT_EQ(sp.tokens_per_split % mla_const::kTileTokens, 0);
+  EXPECT_GE(int64_t(sp.splits) * sp.tokens_per_split, 32768);
+  EXPECT_LT(int64_t(sp.splits - 1) * sp.tokens_per_split, 32768);
+  // 16 heads, one sequence: one row block, many splits, never more than kMaxSplits.
+  MlaShape narrow{1, 16, 1, 1 << 20, false};
+  EXPECT_LE(mla_plan_splits(narrow, 264).splits, mla_const::kMaxSplits);
+  // A large batch does not split.
+  MlaShape wide{128, 128, 2, 4096, false};
+  EXPECT_EQ(mla_plan_splits(wide, 264).splits, 1);
+  // Row blocks: dense flattens (t, head) rows; sparse keeps one query token per CTA.
+  EXPECT_EQ(mla_row_blocks(MlaShape{1, 7, 3, 64, false}), 2);
+  EXPECT_EQ(mla_row_blocks(MlaShape{1, 7, 3, 64, true}), 1);
+  EXPECT_EQ(mla_base_ctas(MlaShape{2, 7, 3, 64, true}), 6);
+}
+
+TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
+  const int sms = 132;
+  for (int batch : {1, 3, 16, 128})
+    for (int heads : {1, 16, 128})
+      for (int q_len : {1, 2, 16})
+        for (int len : {64, 1000, 4096, 32768}) {
+          const size_t bound = mla_workspace_bytes(batch, heads, q_len, len, sms);
+          for (int b = 1; b <= batch; b = b * 2 + 1)
+            for (int slots_per_sm = 1; slots_per_sm <= 4; ++slots_per_sm) {
+              MlaShape s{b, heads, q_len, len, false};
+              const MlaSplit sp = mla_plan_splits(s, sms * slots_per_sm);
+              EXPECT_LE(mla_workspace_need(s, sp.splits), bound)
+                  << "batch " << batch << " b " << b << " heads " << heads << " q_len " << q_len << " len " << len;
+            }
+        }
+  EXPECT_GT(mla_workspace_bytes(1, 128, 1, 32768, sms), 0u);
+  expect_error([] { mla_workspace_bytes(0, 16, 1, 4096, 132); }, kBad, {"batch", "0"});
+  expect_error([] { mla_workspace_bytes(1, 129, 1, 4096, 132); }, kBad, {"num_heads", "129"});
+  expect_error([] { mla_workspace_bytes(1, 16, 17, 4096, 132); }, kBad, {"q_len_per_request", "17"});
+  expect_error([] { mla_workspace_bytes(1, 16, 1, 0, 132); }, kBad, {"max_seq_len", "0"});
+  expect_error([] { mla_workspace_bytes(1, 16, 1, 4096, 0); }, kBad, {"sm_count", "0"});
+  expect_error([] { mla_workspace_bytes(1, 16, 1, 4096, 132, -5); }, kBad, {"sparse_mla_top_k", "-5"});
+}
+
+TEST(MlaPlan, RenderedUnitDeclaresItsLaunchMetadata) {
+  const spec::KernelSpec s = plan_mla(valid_mla(true), kPlanArch).spec;
+  const render::RenderedUnit u = render::render(s);
+  EXPECT_EQ(u.entry, "attnjit_mla_decode");
+  EXPECT_EQ(u.launch.threads, 128);
+  EXPECT_EQ(u.launch.split_granule, mla_const::kTileTokens);
+  EXPECT_NE(u.source.find("mla/mla_decode.cuh"), std::string::npos);
+  EXPECT_NE(u.source.find(", true,"), std::string::npos) << u.source;  // sparse
+}
+
+// prewarm_mla compiles from shapes alone (null data), with no GPU, the spec a call would launch.
+TEST(MlaPrewarm, CompilesFromShapesAlone) {
+  testing::TempDir dir("mla-prewarm");
+  RuntimeOptions o;
+  o.cache_dir = dir.path();
+  Runtime rt(o);
+  MlaArgs a = valid_mla(true);
+  for (TensorView* t : {&a.query, &a.kv_cache, &a.block_tables, &a.seq_lens, &a.out, &a.indices}) t->data = nullptr;
+  a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {testing::kMlaHeads});
+  EXPECT_EQ(prewarm_mla(a, "sm_120", &rt), "mla.bf16.hd576x512.g1.p64.nhd.custom.sinks.sm120");
+  EXPECT_EQ(rt.stats().compiles, 1);
+  EXPECT_EQ(prewarm_mla(a, "sm_120", &rt), "mla.bf16.hd576x512.g1.p64.nhd.custom.sinks.sm120");
+  EXPECT_EQ(rt.stats().compiles, 1);  // found, not compiled again
+  a.max_seq_len = 0;
+  expect_error([&] { prewarm_mla(a, "sm_120", &rt); }, kBad, {"max_seq_len"});
+}
+
+}  // namespace
+}  // namespace attnjit::ops

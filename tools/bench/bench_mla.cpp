@@ -1,0 +1,131 @@
+// attnjit-bench --mla: batch_decode_mla at the issue 10 shapes (page 64, bf16), timed with
+// CUDA events over rotating input sets larger than L2; prints TB/s (KV bytes L*576*elem per
+// request, read once) and TFLOP/s (2*(576+512)*L per query row and head).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "attnjit/mla.hpp"
+#include "bench_cases.hpp"
+#include "common/device_tensor.hpp"
+#include "driver/cuda_driver.hpp"
+
+namespace attnjit::bench {
+
+namespace {
+
+using testing::DeviceTensor;
+constexpr double kL2Bytes = 60e6;
+constexpr double kGemmTflops = 790.0;  // measured bf16 GEMM rate of the H200
+
+template <class Fn>
+double median_ms(int sets, const Options& o, Fn fn) {
+  constexpr int kBatch = 8;
+  for (int i = 0; i < o.warmup; ++i) fn(i % sets);
+  driver::ctx_sync();
+  std::vector<float> ms;
+  driver::EventTimer t;
+  int call = 0;
+  for (int i = 0; i < o.iters; ++i) {
+    t.start(nullptr);
+    for (int j = 0; j < kBatch; ++j) fn(call++ % sets);
+    t.stop(nullptr);
+    ms.push_back(t.elapsed_ms() / kBatch);
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+// A 1M-value random pool tiled at random offsets: the same timing as fresh normals, far faster.
+std::vector<uint8_t> pool_bytes(size_t n, DType dtype, std::mt19937& rng) {
+  constexpr size_t kPool = 1 << 20;
+  const size_t es = dtype_size(dtype);
+  const std::vector<uint8_t> pool = util::encode(testing::random_values(kPool, rng), dtype);
+  std::vector<uint8_t> out(n * es);
+  for (size_t done = 0; done < n;) {
+    const size_t start = rng() % (kPool / 2), len = std::min(n - done, kPool - start);
+    std::memcpy(out.data() + done * es, pool.data() + start * es, len * es);
+    done += len;
+  }
+  return out;
+}
+
+struct MlaShape {
+  int heads, batch, q_len, len;
+};
+
+Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double* tflops) {
+  const int H = sh.heads, B = sh.batch, T = sh.q_len, L = sh.len, P = 64;
+  const DType dt = DType::kBFloat16;
+  const int sm = driver::device_info(driver::current_device()).sm_count;
+  const int pps = (L + P - 1) / P, pages = B * pps;
+  const double kv_bytes = double(B) * L * 576 * dtype_size(dt);
+  const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
+  struct Set {
+    DeviceTensor q, kv, out, bt, sl, ws;
+  };
+  std::vector<Set> s(sets);
+  for (auto& x : s) {
+    x.q = DeviceTensor(dt, {B, T, H, 576});
+    x.out = DeviceTensor(dt, {B, T, H, 512});
+    x.kv = DeviceTensor(dt, {pages, P, 576});
+    x.q.upload(pool_bytes(size_t(B) * T * H * 576, dt, rng));
+    x.kv.upload(pool_bytes(size_t(pages) * P * 576, dt, rng));
+    std::vector<int> ids(pages);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    x.bt = DeviceTensor(DType::kInt32, {B, pps});
+    x.bt.upload_pod(ids);
+    x.sl = DeviceTensor(DType::kInt32, {B});
+    x.sl.upload_pod(std::vector<int>(B, L));
+    x.ws = DeviceTensor(DType::kUInt8, {int64_t(std::max<size_t>(256, mla_workspace_bytes(B, H, T, pps * P, sm)))});
+    x.ws.zero();
+  }
+  auto call = [&](int i) {
+    MlaArgs a;
+    a.query = s[i].q.view;
+    a.kv_cache = s[i].kv.view;
+    a.out = s[i].out.view;
+    a.block_tables = s[i].bt.view;
+    a.seq_lens = s[i].sl.view;
+    a.max_seq_len = pps * P;
+    a.workspace_buffer = s[i].ws.view;
+    a.bmm1_scale = 1.0f / 24.0f;
+    batch_decode_mla(a);
+  };
+  Result r;
+  r.op = "mla";
+  r.shape = fmt::format("h{} B{} q{} L{}", H, B, T, L);
+  r.dtype = "bf16";
+  r.ms = median_ms(sets, o, call);
+  r.bytes = kv_bytes;
+  *tflops = 2.0 * (576 + 512) * double(L) * B * T * H / (r.ms * 1e-3) / 1e12;
+  return r;
+}
+
+}  // namespace
+
+std::vector<Result> bench_mla(const Options& o) {
+  std::mt19937 rng(10);
+  // Issue 10's table: memory-bound 16 heads, compute-bound 128 heads, 64 heads, one long sequence.
+  const MlaShape shapes[] = {{16, 128, 1, 4096}, {16, 32, 1, 16384}, {128, 128, 2, 4096}, {128, 64, 1, 8192},
+                             {128, 128, 1, 4096}, {64, 16, 1, 8192}, {128, 1, 1, 32768}};
+  std::vector<Result> out;
+  fmt::print("{:<24} {:>10} {:>8} {:>7} {:>9} {:>7}\n", "mla (bf16, page 64)", "us", "TB/s", "% HBM", "TFLOP/s",
+             "% GEMM");
+  for (const MlaShape& sh : shapes) {
+    if (o.only_batch && sh.batch != o.only_batch) continue;
+    double tflops = 0;
+    Result r = time_mla(sh, o, rng, &tflops);
+    fmt::print("{:<24} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}%\n", r.shape, r.ms * 1e3, r.tbs(), r.pct(), tflops,
+               100.0 * tflops / kGemmTflops);
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace attnjit::bench

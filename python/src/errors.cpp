@@ -1,5 +1,7 @@
 #include "errors.hpp"
 
+#include <nanobind/stl/string.h>
+
 #include "attnjit/error.hpp"
 
 namespace nb = nanobind;

@@ -15,6 +15,10 @@ def framework(x):
         mod = t.__module__ or ""
         fw = TORCH if mod.startswith("torch") else CUPY if mod.startswith("cupy") else OTHER
         _framework_by_type[t] = fw
+        torch = sys.modules.get("torch")
+        if fw == TORCH and torch is not None and t is torch.Tensor and hasattr(torch._C, "_to_dlpack"):
+            from . import attnjit_ext
+            attnjit_ext._set_torch_fast_path(torch.Tensor, torch._C._to_dlpack)
     return fw
 
 

@@ -60,6 +60,11 @@ bool dtype_from_dlpack(nb::dlpack::dtype t, DType* out) {
 
 std::string py_type_name(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
 
+// torch fast path: torch.Tensor's __dlpack__ is Python code costing microseconds per
+// tensor; its C exporter (torch._C._to_dlpack) makes the same capsule directly.
+PyTypeObject* g_torch_tensor = nullptr;
+PyObject* g_torch_to_dlpack = nullptr;
+
 // A non-null address that is never dereferenced: a ShapeOnly scale tensor when
 // prewarming selects the scale-pointer variant (the spec only asks "pointer or not").
 const float* const kShapeOnlyScale = reinterpret_cast<const float*>(uintptr_t{256});
@@ -74,7 +79,17 @@ attnjit::TensorView TensorArgs::tensor(nb::handle obj, const char* name) {
   }
   if (count_ == kMaxTensors) invalid_argument(name, "at most 16 tensors per call", "more");
   nb::ndarray<>& arr = keep_[count_];
-  if (!nb::try_cast(obj, arr, /*convert=*/false))
+  bool imported = false;
+  if (g_torch_to_dlpack != nullptr && Py_TYPE(obj.ptr()) == g_torch_tensor) {
+    PyObject* capsule = PyObject_CallOneArg(g_torch_to_dlpack, obj.ptr());
+    if (capsule != nullptr) {
+      imported = nb::try_cast(nb::handle(capsule), arr, /*convert=*/false);
+      Py_DECREF(capsule);
+    } else {
+      PyErr_Clear();  // the generic __dlpack__ path below reports the problem
+    }
+  }
+  if (!imported && !nb::try_cast(obj, arr, /*convert=*/false))
     invalid_argument(name, "a tensor exporting __dlpack__ (torch, CuPy, JAX, numpy) or None", py_type_name(obj));
   ++count_;
   attnjit::TensorView v;
@@ -156,6 +171,12 @@ attnjit::Backend backend_from_name(const std::string& n) {
 }
 
 void bind_tensor_types(nb::module_& m) {
+  m.def("_set_torch_fast_path", [](nb::handle tensor_type, nb::handle to_dlpack) {
+    Py_XINCREF(tensor_type.ptr());
+    Py_XINCREF(to_dlpack.ptr());
+    g_torch_tensor = reinterpret_cast<PyTypeObject*>(tensor_type.ptr());
+    g_torch_to_dlpack = to_dlpack.ptr();
+  });
   nb::class_<ShapeOnly>(m, "ShapeOnly", "A tensor's shape and dtype without data, for attnjit.prewarm.")
       .def("__init__",
            [](ShapeOnly* self, const std::vector<int64_t>& shape, const std::string& dtype,

@@ -51,6 +51,7 @@ def test_single_decode_cuda_graph_replay():
     qd, kd, layout, KH, G, D, L, opt = case
     q, k, v = make(case, seed=1)
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):  # warm-up on the capturing stream: kernel and split scratch
         attnjit.single_decode_with_kv_cache(q, k, v, kv_layout=layout)
     s.synchronize()
@@ -83,6 +84,7 @@ def test_single_decode_explicit_out_and_errors():
 def test_single_decode_cupy_input():
     cupy = pytest.importorskip("cupy")
     q, k, v = make(CUPY_DECODE, seed=6)
+    torch.cuda.synchronize()  # CuPy's stream does not wait for torch's
     cq, ck, cv = (cupy.from_dlpack(t) for t in (q, k, v))
     with cupy.cuda.Stream(non_blocking=True) as s:
         out = attnjit.single_decode_with_kv_cache(cq, ck, cv)

@@ -56,6 +56,7 @@ def test_xqa_matches_float64_reference(case):
     x = XqaInputs(case)
     kv_scale = 0.5 if case[1].startswith("fp8") else 1.0
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())  # the inputs were written on the default stream
     with torch.cuda.stream(s):  # the op must follow torch's current stream
         assert attnjit.xqa(**x.args(kv_scale=kv_scale)) is None
     s.synchronize()
@@ -66,6 +67,7 @@ def test_xqa_cuda_graph_replay():
     case = XQA_CASES[0]
     x = XqaInputs(case, seed=1)
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         attnjit.xqa(**x.args())  # warm-up: loads the kernel on this device
     s.synchronize()
@@ -107,6 +109,7 @@ def test_xqa_rejects_host_and_wrong_dtype_tensors():
 def test_xqa_cupy_input():
     cupy = pytest.importorskip("cupy")
     x = XqaInputs(CUPY_XQA, seed=4)
+    torch.cuda.synchronize()  # CuPy's stream does not wait for torch's
     c = {k: cupy.from_dlpack(v) for k, v in x.args().items() if isinstance(v, torch.Tensor)}
     with cupy.cuda.Stream(non_blocking=True) as s:  # CuPy's current stream
         attnjit.xqa(**{**x.args(), **c})

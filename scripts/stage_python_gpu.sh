@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the attnjit Python package here for the GPU machine's Python (3.12 by
 # default) and unpacks it into gpu-stage/python/site, with libattnjit beside the
-# extension ($ORIGIN rpath). On the GPU machine, from the repository root:
-#   PYTHONPATH=gpu-stage/python/site python3 -m pytest tests/python
-#   PYTHONPATH=gpu-stage/python/site python3 tests/python/bench_overhead.py
+# extension ($ORIGIN rpath). Run it after scripts/stage_gpu.sh (which empties
+# gpu-stage/). On the GPU machine, from the repository root:
+#   gpu-stage/python/run.sh     # pytest tests/python (GPU tests included), then the overhead bench
 # PY=/path/to/python picks another interpreter (its minor version must match there).
 # PREWARM_ARCH=sm_90a (default) also compiles the GPU tests' kernels into
 # gpu-stage/python/cache here (ATTNJIT_CACHE_DIR there; same NVRTC: same keys).
@@ -26,4 +26,20 @@ if [ -n "${PREWARM_ARCH-sm_90a}" ]; then
   command -v sqlite3 >/dev/null && sqlite3 "$out/cache/cubins.sqlite3" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
   rm -f "$out/cache/cubins.sqlite3-shm" "$out/cache/cubins.sqlite3.lock"
 fi
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root: the Python tests, then the host-overhead bench.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export PYTHONPATH="$here/site${PYTHONPATH:+:$PYTHONPATH}"
+if [ -f "$here/cache/cubins.sqlite3" ]; then  # the store must be 0700/0600 and ours
+  export ATTNJIT_CACHE_DIR=$(mktemp -d)
+  cp "$here/cache/cubins.sqlite3" "$ATTNJIT_CACHE_DIR/" && chmod 600 "$ATTNJIT_CACHE_DIR/cubins.sqlite3"
+fi
+python3 -m pytest tests/python -q -rs; rc=$?
+python3 tests/python/bench_overhead.py || rc=1
+[ -x gpu-stage/tools/bench/attnjit-bench ] && LD_LIBRARY_PATH=gpu-stage gpu-stage/tools/bench/attnjit-bench --startup | grep -i overhead
+exit $rc
+RUN
+chmod +x "$out/run.sh"
 du -sh "$out"

@@ -78,7 +78,7 @@ attnjit::TensorView TensorArgs::tensor(nb::handle obj, const char* name) {
     return nb::cast<const ShapeOnly&>(obj).view;
   }
   if (count_ == kMaxTensors) invalid_argument(name, "at most 16 tensors per call", "more");
-  nb::ndarray<>& arr = keep_[count_];
+  nb::ndarray<nb::ro>& arr = keep_[count_];
   bool imported = false;
   if (g_torch_to_dlpack != nullptr && Py_TYPE(obj.ptr()) == g_torch_tensor) {
     PyObject* capsule = PyObject_CallOneArg(g_torch_to_dlpack, obj.ptr());
@@ -116,7 +116,7 @@ attnjit::TensorView TensorArgs::tensor(nb::handle obj, const char* name) {
                        device_name(type, arr.device_id()));
     }
   }
-  v.data = arr.data();
+  v.data = const_cast<void*>(static_cast<const void*>(arr.data()));
   // An empty tensor may export a null pointer; the op's checks then name it.
   return v;
 }

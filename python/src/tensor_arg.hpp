@@ -39,7 +39,9 @@ class TensorArgs {
   int device_id_ = -1;
   const char* device_arg_ = nullptr;
   int count_ = 0;
-  nanobind::ndarray<> keep_[kMaxTensors];
+  // Read-only import: JAX exports read-only arrays, and the unversioned capsule nanobind
+  // asks for first then is the cheaper one. Writability is the caller's (as in FlashInfer).
+  nanobind::ndarray<nanobind::ro> keep_[kMaxTensors];
 };
 
 attnjit::DType dtype_from_name(const std::string& name);

@@ -77,6 +77,11 @@ def test_numpy_tensors_through_dlpack():
                                  seq_lens=np.zeros((2, 1), np.uint32), output=q, num_kv_heads=8, page_size=32),
                             arch=ARCH)
     assert names == ["xqa.fp16.hd128.g4.p32.nhd.sm90a"]
+    # Read-only arrays (as JAX exports) come in too.
+    ro = q.copy()
+    ro.setflags(write=False)
+    assert attnjit.prewarm(dict(op="decode", q=ro[0, 0], k=kv[0], v=kv[0]), arch=ARCH) == \
+        ["decode.fp16.hd128.g4.contig.nhd.cudacore.sm90a"]
     # A wrong dtype is the op's own message; a non-contiguous page table too.
     with pytest.raises(ValueError, match="argument 'page_table': expected dtype"):
         attnjit.prewarm(xqa_call(page_table=np.zeros((2, 4), np.int64)), arch=ARCH)

@@ -1,6 +1,7 @@
 """The op wrappers, one module per op: each defines its public functions (__all__)
 and PREWARM, {op name: fn(call_dict, arch) -> kernel name}. Modules here are found
-at import, so adding an op is one file here plus its C++ binding in python/src/ops/."""
+at import, so adding an op is one file here plus its C++ binding in python/src/ops/
+(which registers an attnjit_ext function of the op's name: tests check the pair)."""
 import importlib
 import pkgutil
 

@@ -171,12 +171,16 @@ attnjit::Backend backend_from_name(const std::string& n) {
 }
 
 void bind_tensor_types(nb::module_& m) {
+  // (torch.Tensor, torch._C._to_dlpack), or (None, None) to turn the fast path off.
   m.def("_set_torch_fast_path", [](nb::handle tensor_type, nb::handle to_dlpack) {
-    Py_XINCREF(tensor_type.ptr());
-    Py_XINCREF(to_dlpack.ptr());
-    g_torch_tensor = reinterpret_cast<PyTypeObject*>(tensor_type.ptr());
-    g_torch_to_dlpack = to_dlpack.ptr();
-  });
+    const bool off = tensor_type.is_none() || to_dlpack.is_none();
+    if (!off) {
+      Py_INCREF(tensor_type.ptr());  // kept for the process's life
+      Py_INCREF(to_dlpack.ptr());
+    }
+    g_torch_tensor = off ? nullptr : reinterpret_cast<PyTypeObject*>(tensor_type.ptr());
+    g_torch_to_dlpack = off ? nullptr : to_dlpack.ptr();
+  }, nb::arg("tensor_type").none(), nb::arg("to_dlpack").none());
   nb::class_<ShapeOnly>(m, "ShapeOnly", "A tensor's shape and dtype without data, for attnjit.prewarm.")
       .def("__init__",
            [](ShapeOnly* self, const std::vector<int64_t>& shape, const std::string& dtype,

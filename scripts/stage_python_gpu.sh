@@ -32,6 +32,7 @@ cat > "$out/run.sh" <<'RUN'
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export PYTHONPATH="$here/site${PYTHONPATH:+:$PYTHONPATH}"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"  # NVRTC, as scripts/gpu_run.sh
 if [ -f "$here/cache/cubins.sqlite3" ]; then  # the store must be 0700/0600 and ours
   export ATTNJIT_CACHE_DIR=$(mktemp -d)
   cp "$here/cache/cubins.sqlite3" "$ATTNJIT_CACHE_DIR/" && chmod 600 "$ATTNJIT_CACHE_DIR/cubins.sqlite3"

@@ -34,6 +34,18 @@ def _torch_stream(dev):
     return _torch_raw_stream(dev)
 
 
+def stream_handle(stream):
+    """An int CUstream from an int, a torch.cuda.Stream (.cuda_stream) or a CuPy stream (.ptr)."""
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        handle = getattr(stream, attr, None)
+        if isinstance(handle, int):
+            return handle
+    raise InvalidArgumentError(f"argument 'stream': expected a CUstream handle (int), a torch.cuda.Stream "
+                               f"or a CuPy stream, got {type(stream).__name__}")
+
+
 def launch_context(x, stream):
     """(stream handle, device to switch to or None) for a launch whose first tensor is x.
     torch: its current stream on x's device; CuPy: its current stream; else `stream` or 0."""
@@ -41,12 +53,12 @@ def launch_context(x, stream):
     if fw == TORCH:
         dev = x.get_device()
         if dev < 0:
-            return (stream or 0), None  # a host tensor: the extension names the device error
+            return 0, None  # a host tensor: the extension names the device error
         torch = sys.modules["torch"]
         switch = dev if dev != torch.cuda.current_device() else None
-        return (_torch_stream(dev) if stream is None else int(stream)), switch
+        return (_torch_stream(dev) if stream is None else stream_handle(stream)), switch
     if stream is not None:
-        return int(stream), None
+        return stream_handle(stream), None
     if fw == CUPY:
         cupy = sys.modules["cupy"]
         return cupy.cuda.get_current_stream().ptr, None

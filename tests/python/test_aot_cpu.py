@@ -130,3 +130,17 @@ def test_error_kinds_map_to_classes():
     with pytest.raises(attnjit.UnsupportedError) as e:  # no trtllm-gen kernel has run on a GPU yet
         attnjit.prewarm(xqa_call(backend="trtllm-gen"), arch=ARCH)
     assert e.value.kind == "unsupported" or isinstance(e.value, attnjit.Error)
+
+
+def test_stream_argument_forms():
+    from attnjit._tensors import stream_handle
+
+    class CupyLike:
+        ptr = 1234
+
+    class TorchLike:
+        cuda_stream = 0
+
+    assert stream_handle(7) == 7 and stream_handle(CupyLike()) == 1234 and stream_handle(TorchLike()) == 0
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'stream'"):
+        stream_handle("fast")

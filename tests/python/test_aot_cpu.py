@@ -48,6 +48,12 @@ def test_prewarm_config_dict_and_file(tmp_path):
     assert attnjit.prewarm(str(path), arch=[ARCH]) == ["decode.fp16.hd64.g4.contig.nhd.lse.cudacore.sm90a"]
 
 
+def test_config_unknown_op_is_named():
+    cfg = {"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "ops": [{"op": "xqq"}]}
+    with pytest.raises(attnjit.InvalidArgumentError, match=r"ops\[0\]\.op"):
+        attnjit.prewarm(cfg, arch=ARCH)
+
+
 def test_config_unknown_field_is_named():
     cfg = {"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
            "ops": [{"op": "xqa", "page_size": [16]}]}

@@ -5,7 +5,8 @@
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libspdlog-dev nlohmann-json3-dev
-          libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libcli11-dev libxxhash-dev)
+          libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libcli11-dev libxxhash-dev
+          python3-venv python3-dev)  # python3-*: the Python package (pip install .)
 # Debian bookworm: clang-14's libFuzzer and sanitizer runtimes are in libclang-rt-14-dev.
 if [[ ${1:-} == --fuzz ]]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev)

@@ -1,0 +1,239 @@
+"""Ahead of time: prewarm (model configs or op calls), inspect (a kernel name), and
+cache_stats. Every kernel is built through its op's own prewarm entry (the public
+C++ prewarm_<op>), so a prewarmed key is exactly the key the op looks up."""
+import json
+import os
+import warnings
+
+from . import attnjit_ext as _ext
+from ._errors import InvalidArgumentError
+from .ops import PREWARM
+
+ShapeOnly = _ext.ShapeOnly
+_CONFIG_DIR = os.path.join(os.path.dirname(__file__), "configs")
+_MODEL_FIELDS = {"name", "description", "source", "num_attention_heads", "num_key_value_heads", "head_dim",
+                 "dtype", "kv_cache_dtypes", "page_sizes", "kv_layouts", "sliding_window", "ops"}
+_PLANNED_OPS = {"mla", "batch_decode_mla", "prefill"}
+_NOT_BOUND_OPS = {"fia", "fused_infer_attention_score"}
+_OP_FIELDS = {
+    "decode": {"op", "kv_cache_dtypes", "kv_layouts", "backend", "pos_encodings", "return_lse",
+               "logits_soft_cap", "sliding_window"},
+    "xqa": {"op", "kv_cache_dtypes", "page_sizes", "kv_layouts", "backend", "spec_decode", "sinks",
+            "sliding_window", "scale_pointers", "fp8_output"},
+}
+
+
+def cache_stats():
+    """The process runtime's counters: lookups, compiles, store_hits, module_loads,
+    compile_ms, store_load_ms and cache_path."""
+    return _ext.cache_stats()
+
+
+def bundled_configs():
+    """Names of the model configs shipped with the package (the CLI's bundled ones)."""
+    if not os.path.isdir(_CONFIG_DIR):
+        return []
+    return sorted(f[:-5] for f in os.listdir(_CONFIG_DIR) if f.endswith(".json"))
+
+
+def load_config(name_or_path):
+    """A model config: a .json path, or a name in $ATTNJIT_CONFIG_DIR or the bundled ones."""
+    candidates = [name_or_path] if name_or_path.endswith(".json") else []
+    if os.environ.get("ATTNJIT_CONFIG_DIR"):
+        candidates.append(os.path.join(os.environ["ATTNJIT_CONFIG_DIR"], name_or_path + ".json"))
+    candidates.append(os.path.join(_CONFIG_DIR, name_or_path + ".json"))
+    for path in candidates:
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+    raise InvalidArgumentError(f"argument 'config': expected a .json file or a model config name "
+                               f"({', '.join(bundled_configs())}), got '{name_or_path}'")
+
+
+def _check_fields(d, allowed, where):
+    for key in d:
+        if key not in allowed:
+            raise InvalidArgumentError(f"argument '{where}{key}': expected one of {sorted(allowed)}, got an unknown field")
+
+
+def expand_config(cfg):
+    """A model config -> op call dicts with ShapeOnly tensors, as the CLI expands it
+    (one KV token, batch 1, one page), using the Python ops' defaults (FlashInfer's:
+    single_decode_with_kv_cache without tensor cores)."""
+    _check_fields(cfg, _MODEL_FIELDS, "")
+    try:
+        H, KH, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    except KeyError as e:
+        raise InvalidArgumentError(f"argument '{e.args[0]}': expected a number, got nothing") from None
+    dt = cfg.get("dtype", "bf16")
+    window = bool(cfg.get("sliding_window") or 0)
+    calls = []
+    for i, op in enumerate(cfg.get("ops", [])):
+        kind, where = op.get("op"), f"ops[{i}]."
+        if kind in _PLANNED_OPS:
+            warnings.warn(f"attnjit.prewarm: skipping op '{kind}': family not implemented yet")
+            continue
+        if kind not in _OP_FIELDS:
+            if kind in _NOT_BOUND_OPS:  # in C++ (the CLI prewarms it), not yet in Python
+                warnings.warn(f"attnjit.prewarm: skipping op '{kind}': no Python binding yet (use the CLI)")
+                continue
+            raise InvalidArgumentError(f"argument '{where}op': expected one of {sorted(_OP_FIELDS)}, got {kind!r}")
+        _check_fields(op, _OP_FIELDS[kind], where)
+
+        def field(name, default):
+            return op.get(name, cfg.get(name, default))
+
+        layouts = [x.upper() for x in field("kv_layouts", ["NHD"])]
+        win = op.get("sliding_window", window)
+        backend = op.get("backend", "auto")
+        for kv in field("kv_cache_dtypes", [dt]):
+            for layout in layouts:
+                if kind == "decode":
+                    kshape = [1, KH, D] if layout == "NHD" else [KH, 1, D]
+                    for pe in op.get("pos_encodings", ["none"]):
+                        calls.append(dict(op="decode", q=ShapeOnly([H, D], dt), k=ShapeOnly(kshape, kv),
+                                          v=ShapeOnly(kshape, kv), kv_layout=layout, pos_encoding_mode=pe.upper(),
+                                          logits_soft_cap=30.0 if op.get("logits_soft_cap") else None,
+                                          window_left=4096 if win else -1,
+                                          return_lse=bool(op.get("return_lse")), backend=backend))
+                    continue
+                outs = [dt] + (["fp8_e4m3"] if op.get("fp8_output") and kv == "fp8_e4m3" else [])
+                for page in field("page_sizes", [32]):
+                    kshape = [1, page, KH, D] if layout == "NHD" else [1, KH, page, D]
+                    for qlen in [1, 2] if op.get("spec_decode") else [1]:
+                        qshape = [1, 1, qlen, H, D] if qlen > 1 else [1, 1, H, D]
+                        for out in outs:
+                            ptr = ShapeOnly([1], "fp32") if op.get("scale_pointers") else 1.0
+                            calls.append(dict(
+                                op="xqa", q=ShapeOnly(qshape, dt), k_cache=ShapeOnly(kshape, kv),
+                                v_cache=ShapeOnly(kshape, kv), page_table=ShapeOnly([1, 1], "int32"),
+                                seq_lens=ShapeOnly([1], "uint32"), output=ShapeOnly(qshape, out),
+                                num_kv_heads=KH, page_size=page, kv_layout=layout, q_seq_len=qlen,
+                                mask=ShapeOnly([1, qlen, ((qlen + 31) // 32) * 2], "uint16") if qlen > 1 else None,
+                                sinks=ShapeOnly([KH, H // KH], "fp32") if op.get("sinks") else None,
+                                sliding_win_size=4096 if win else 0, q_scale=ptr,
+                                kv_scale=ptr if kv == "fp8_e4m3" else 1.0, backend=backend))
+    return calls
+
+
+def _calls(config_or_specs):
+    if isinstance(config_or_specs, str):
+        return expand_config(load_config(config_or_specs))
+    if isinstance(config_or_specs, dict):
+        return [config_or_specs] if "op" in config_or_specs else expand_config(config_or_specs)
+    calls = []
+    for item in config_or_specs:
+        calls.extend(_calls(item))
+    return calls
+
+
+def prewarm(config_or_specs, arch=None):
+    """Compiles, or finds in the store, every kernel the calls would launch.
+
+    config_or_specs: a model config (bundled name such as 'llama-3-8b', a .json path,
+    or a dict), an op call ({'op': 'xqa', 'q': ShapeOnly(...) or a tensor, ...: the
+    op's own arguments}), or a list of these. arch: 'sm_90a', a list of archs, or None
+    for this GPU (then the kernels are also loaded, ready for CUDA-graph capture).
+    Returns the kernels' names.
+    """
+    archs = [""] if arch is None else [arch] if isinstance(arch, str) else list(arch)
+    names = []
+    for call in _calls(config_or_specs):
+        op = call.get("op")
+        if op not in PREWARM:
+            raise InvalidArgumentError(f"argument 'op': expected one of {sorted(PREWARM)}, got {op!r}")
+        for a in archs:
+            name = PREWARM[op](call, a)
+            if name not in names:
+                names.append(name)
+    return names
+
+
+_DTYPE_TOKENS = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
+
+
+def call_for_name(name):
+    """A kernel's readable name -> (op call with ShapeOnly tensors, arch or None)."""
+    parts = name.split(".")
+    bad = InvalidArgumentError(f"argument 'name': expected a kernel name such as "
+                               f"'xqa.bf16.kve4m3.hd128.g8.p32.nhd.sm90a', got '{name}'")
+    if len(parts) < 6 or parts[0] not in ("decode", "xqa") or parts[1] not in _DTYPE_TOKENS:
+        raise bad
+    family, q = parts[0], _DTYPE_TOKENS[parts[1]]
+    kv = out = q
+    rest = parts[2:]
+    arch = None
+    if rest and rest[-1].startswith("sm"):
+        arch = "sm_" + rest.pop()[2:]
+    flags = set()
+    hd = hd_vo = group = page = None
+    layout = None
+    for tok in rest:
+        if tok.startswith("kv") and tok[2:] in _DTYPE_TOKENS:
+            kv = _DTYPE_TOKENS[tok[2:]]
+        elif tok.startswith("o") and tok[1:] in _DTYPE_TOKENS:
+            out = _DTYPE_TOKENS[tok[1:]]
+        elif tok.startswith("hd"):
+            dims = tok[2:].split("x")
+            hd, hd_vo = int(dims[0]), int(dims[-1])
+        elif tok.startswith("g") and tok[1:].isdigit():
+            group = int(tok[1:])
+        elif tok.startswith("p") and tok[1:].isdigit():
+            page = int(tok[1:])
+        elif tok == "contig":
+            page = 0
+        elif tok in ("nhd", "hnd"):
+            layout = tok.upper()
+        else:
+            flags.add(tok)
+    if hd is None or group is None or page is None or layout is None or hd != hd_vo:
+        raise bad
+    known = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "cudacore",
+             "trtllmgen"}
+    if flags - known:
+        raise InvalidArgumentError(f"argument 'name': expected flags attnjit.inspect can build a call for "
+                                   f"({', '.join(sorted(known))}), got '{sorted(flags - known)[0]}' in '{name}'")
+    backend = "trtllm-gen" if "trtllmgen" in flags else "auto"
+    if family == "decode":
+        kshape = [1, 1, hd] if layout == "NHD" else [1, 1, hd]
+        pe = "ROPE_LLAMA" if "rope_llama" in flags else "ALIBI" if "alibi" in flags else "NONE"
+        return dict(op="decode", q=ShapeOnly([group, hd], q), k=ShapeOnly(kshape, kv), v=ShapeOnly(kshape, kv),
+                    out=ShapeOnly([group, hd], out), kv_layout=layout, pos_encoding_mode=pe,
+                    use_tensor_cores="cudacore" not in flags,
+                    logits_soft_cap=30.0 if "softcap" in flags else None,
+                    window_left=4096 if "window" in flags else -1, return_lse="lse" in flags,
+                    backend=backend), arch
+    qlen = 2 if "custom" in flags else 1
+    qshape = [1, 1, qlen, group, hd] if qlen > 1 else [1, 1, group, hd]
+    kshape = [1, page, 1, hd] if layout == "NHD" else [1, 1, page, hd]
+    ptr = ShapeOnly([1], "fp32") if "scaleptr" in flags else 1.0
+    return dict(op="xqa", q=ShapeOnly(qshape, q), k_cache=ShapeOnly(kshape, kv), v_cache=ShapeOnly(kshape, kv),
+                page_table=ShapeOnly([1, 1], "int32"), seq_lens=ShapeOnly([1], "uint32"),
+                output=ShapeOnly(qshape, out), num_kv_heads=1, page_size=page, kv_layout=layout, q_seq_len=qlen,
+                mask=ShapeOnly([1, qlen, 2], "uint16") if qlen > 1 else None,
+                sinks=ShapeOnly([1, group], "fp32") if "sinks" in flags else None,
+                sliding_win_size=4096 if "window" in flags else 0, q_scale=ptr,
+                kv_scale=ptr if kv.startswith("fp8") else 1.0, backend=backend), arch
+
+
+def inspect(name, arch=None):
+    """Builds the op call that a kernel name stands for, prewarms it through the op and
+    reports: name, arch, op, origin ('compiled', 'store' or 'memory'), compile_ms and
+    cache_path. A name the ops do not build exactly (another spelling, a flag the call
+    cannot reach) is an InvalidArgumentError."""
+    call, name_arch = call_for_name(name)
+    if name_arch and arch and name_arch != arch:
+        raise InvalidArgumentError(f"argument 'arch': expected the name's arch {name_arch}, got {arch}")
+    target = name_arch or arch or ""
+    before = _ext.cache_stats()
+    built = PREWARM[call["op"]](call, target)
+    after = _ext.cache_stats()
+    wanted = name if name_arch else f"{name}.{built.rsplit('.', 1)[-1]}"
+    if built != wanted:
+        raise InvalidArgumentError(f"argument 'name': expected a name the ops build; '{name}' stands for "
+                                   f"'{built}'")
+    origin = ("compiled" if after["compiles"] > before["compiles"]
+              else "store" if after["store_hits"] > before["store_hits"] else "memory")
+    return {"name": built, "arch": "sm_" + built.rsplit(".", 1)[-1][2:], "op": call["op"], "origin": origin,
+            "compile_ms": after["compile_ms"] - before["compile_ms"], "cache_path": after["cache_path"],
+            "call": call}

@@ -132,7 +132,8 @@ struct CapturedGraph {
   ~CapturedGraph();
   void launch(CUstream stream);  // instantiates on first use
 };
-void begin_capture(CUstream stream);  // thread-local capture mode
+// Thread-local capture mode, or global (PyTorch's default: unsafe calls from any thread fail).
+void begin_capture(CUstream stream, bool global_mode = false);
 CapturedGraph end_capture(CUstream stream);
 void ctx_sync();
 

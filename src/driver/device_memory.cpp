@@ -69,6 +69,9 @@ unsigned long long stream_id(CUstream stream) {
   ensure();
   if (!stream) ensure_context();
   unsigned long long id = 0;
+  // While any stream captures in global mode (PyTorch's default), cuStreamGetId counts
+  // as potentially unsafe: it fails and invalidates that capture. This thread may ask.
+  RelaxedCaptureScope relaxed;
   check(g_api.cuStreamGetId(stream, &id), "cuStreamGetId");
   return id;
 }
@@ -84,9 +87,10 @@ void stream_destroy(CUstream stream) noexcept {
   if (stream && g_ready.load(std::memory_order_acquire) && !g_exiting.load()) (void)g_api.cuStreamDestroy(stream);
 }
 
-void begin_capture(CUstream stream) {
+void begin_capture(CUstream stream, bool global_mode) {
   ensure();
-  check(g_api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  check(g_api.cuStreamBeginCapture(stream, global_mode ? CU_STREAM_CAPTURE_MODE_GLOBAL : CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture");
 }
 
 CapturedGraph end_capture(CUstream stream) {

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "attnjit/decode.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
 #include "common/device_tensor.hpp"
@@ -128,6 +129,39 @@ TEST(RuntimeGpu, PrewarmWithoutArchLetsTheFirstLaunchBeCaptured) {
   driver::stream_sync(s);
   EXPECT_EQ(x.out.download(), captured);
   EXPECT_EQ(rt.stats().module_loads, 1);
+  driver::stream_destroy(s);
+}
+
+// PyTorch captures in global mode, where a potentially unsafe driver call from any
+// thread fails and invalidates the capture. single_decode's split scratch is looked up
+// by stream id during the launch: that lookup must be allowed (found by the Python
+// package's CUDA-graph test: cuStreamGetId failed with CAPTURE_UNSUPPORTED).
+TEST(RuntimeGpu, GlobalModeCaptureOfASplitLaunchReplays) {
+  ATTNJIT_REQUIRE_GPU();
+  const int H = 8, KH = 2, D = 128, L = 8192;  // long enough to split
+  std::mt19937 rng(5);
+  DeviceTensor q(DType::kBFloat16, {H, D}), out(DType::kBFloat16, {H, D});
+  DeviceTensor k(DType::kBFloat16, {L, KH, D}), v(DType::kBFloat16, {L, KH, D});
+  q.upload_floats(testing::random_values(size_t(H) * D, rng));
+  k.upload_floats(testing::random_values(size_t(L) * KH * D, rng));
+  v.upload_floats(testing::random_values(size_t(L) * KH * D, rng));
+  CUstream s = driver::stream_create();
+  single_decode_with_kv_cache(q.view, k.view, v.view, out.view, {}, reinterpret_cast<Stream>(s));  // warm-up
+  driver::stream_sync(s);
+  const auto expected = out.download();
+  driver::begin_capture(s, /*global_mode=*/true);
+  try {
+    single_decode_with_kv_cache(q.view, k.view, v.view, out.view, {}, reinterpret_cast<Stream>(s));
+  } catch (const Error& e) {
+    (void)driver::end_capture(s);
+    driver::stream_destroy(s);
+    FAIL() << "a launch during a global-mode capture failed: " << e.what();
+  }
+  driver::CapturedGraph graph = driver::end_capture(s);
+  out.poison();
+  graph.launch(s);
+  driver::stream_sync(s);
+  EXPECT_EQ(out.download(), expected);
   driver::stream_destroy(s);
 }
 

@@ -15,13 +15,12 @@ namespace attnjit::ops {
 
 namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-constexpr int kMinTokensPerSplit = 128;
+// Below ~256 tokens a split's partial and its share of the serial merge cost more
+// than the fill gains (H200, 2026-12-01: single_decode L4K 16 splits 12.2 us, 32 splits
+// of 128 tokens 13.9 us; xqa B1 L8K 33 splits of 248 tokens 16.5 us, 17 splits 20.2 us).
+constexpr int kMinTokensPerSplit = 256;
 constexpr int kMaxSplits = 256;  // templates/decode: Traits::kMaxSplits
-constexpr int kSplitFixedCostTokens = 64;  // prologue and partial write, in token-equivalents
-// The last CTA of a (request, head) merges every split's partial, one after another:
-// each split adds this much to the critical path. Fitted on the H200 (2026-12-01,
-// single_decode hd128 L4K: 16 splits 12.2 us, 32 splits 13.9 us, 64 splits 18.3 us).
-constexpr int kMergeCostTokensPerSplit = 28;
+constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge, in token-equivalents
 constexpr int kMaxWaves = 4;  // splitting past ~4 waves only adds merge traffic
 
 // ATTNJIT_DECODE_SPLITS=N forces the split count: a measuring knob for the
@@ -52,7 +51,7 @@ int choose_splits(int64_t base, int max_seq_len, int slots) {
   int64_t best_cost = INT64_MAX;
   for (int64_t s = 1; s <= cap; ++s) {
     int64_t waves = ceil_div(base * s, slots);
-    int64_t cost = waves * (ceil_div(max_seq_len, s) + kSplitFixedCostTokens) + kMergeCostTokensPerSplit * (s - 1);
+    int64_t cost = waves * (ceil_div(max_seq_len, s) + kSplitFixedCostTokens);
     if (cost < best_cost) {
       best_cost = cost;
       best = static_cast<int>(s);

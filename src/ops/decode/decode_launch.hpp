@@ -36,7 +36,7 @@ int64_t decode_base_ctas(const DecodeShape& s);  // CTAs before splitting
 
 // Splits minimising waves x (tokens per split + fixed cost): fills the GPU for
 // small batches and evens out the last wave for large ones. At most ~4 waves'
-// worth and 256 splits, never fewer than ~128 tokens per split. Pure: tested on the CPU.
+// worth and 256 splits, never fewer than ~256 tokens per split. Pure: tested on the CPU.
 int choose_splits(int64_t base_ctas, int max_seq_len, int slots);
 int max_splits(const DecodeShape& s, int sm_count);
 

@@ -238,7 +238,7 @@ size_t mla_workspace_bytes(int batch, int num_heads, int q_len, int max_seq_len,
   ATTNJIT_REQUIRE(top_k >= 0 && top_k <= kMaxTopK, "sparse_mla_top_k", fmt::format("0 to {}", kMaxTopK),
                   std::to_string(top_k));
   const ops::MlaShape s{batch, num_heads, q_len, top_k > 0 ? top_k : max_seq_len, top_k > 0};
-  // choose_splits caps splits by length (128 tokens each), by ~4 waves of slots, and at 256:
+  // choose_splits caps splits by length (256 tokens each), by ~4 waves of slots, and at 256:
   // base x splits <= min(base x by_length, by_waves + base - 1), both growing with base, so a
   // smaller call never needs more (as decode_workspace_bound argues).
   const int64_t base = ops::mla_base_ctas(s);

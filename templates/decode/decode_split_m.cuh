@@ -95,10 +95,7 @@ struct DecodeSplitM {
       q_pos[h] = wv.seq_len - wv.q_len + gr / G;
       if (Tr::kPos == pos_mode::kAlibi) slope[h] = alibi_slope(wv.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
     }
-    // A warp past the CTA's valid rows (rows_valid <= 0: zero Q, every score visible)
-    // computes too and its O is never stored: skipping it (a branch around the
-    // tile math inside the barrier loop) cost ~70 registers and spilled fp8 at 3 CTAs/SM.
-    Ring::for_each_tile(p, wv, ring, n_tiles, [&](int, int tok0, unsigned char* stage) {
+    auto tile = [&](int, int tok0, unsigned char* stage) {
       const unsigned char* k_raw = stage;
       const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
       const MT* kt = reinterpret_cast<const MT*>(k_raw);
@@ -107,7 +104,13 @@ struct DecodeSplitM {
       Tile::scores(qf, q_w, kt, k_raw, lane, s);
       Base::online_softmax(p, wv, s, tok0, g, tq, slope, q_pos, o, m, l);
       Tile::accumulate_pv(s, vt, v_raw, lane, o);
-    });
+    };
+    // A warp past the CTA's valid rows (q_seq_len x group not a multiple of 64) only
+    // copies: the same barriers in a loop of its own (bar.sync counts warps by
+    // barrier, not by code location; rows_valid is warp-uniform). Skipping the math
+    // inside the one loop instead cost ~70 registers and spilled fp8 at 3 CTAs/SM.
+    if (wv.rows_valid > 0) Ring::for_each_tile(p, wv, ring, n_tiles, tile);
+    else Ring::for_each_tile(p, wv, ring, n_tiles, [](int, int, unsigned char*) {});
   }
 };
 

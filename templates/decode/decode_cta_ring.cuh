@@ -89,8 +89,11 @@ struct DecodeCtaRing {
   // landed; everyone is done with tile t - 1, whose stage the next copy refills),
   // issue tile t + kS - 1, then body(t, tok0, stage). A body that rewrites the
   // stage (RoPE, widening) adds its own barrier; the next one orders its reads
-  // before the refill.
-  template <class Body>
+  // before the refill. kAligned = false: warps may run this loop from different
+  // call sites (split-M's copy-only warps), so the barrier is the non-aligned
+  // barrier.sync (PTX: .aligned, i.e. __syncthreads, requires every thread of the
+  // CTA to execute the same barrier instruction).
+  template <bool kAligned = true, class Body>
   __device__ static void for_each_tile(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles,
                                        Body&& body) {
     // Each tile's page id is read one tile before its copy is issued.
@@ -98,7 +101,8 @@ struct DecodeCtaRing {
     if (kS - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (kS - 1) * kTile);
     for (int t = 0; t < n_tiles; ++t) {
       cp_async_wait<kS - 2>();  // groups committed: kS - 1 + t; tiles 0..t are this thread's
-      __syncthreads();
+      if constexpr (kAligned) __syncthreads();
+      else asm volatile("barrier.sync 0;" ::: "memory");
       {
         const int tn = t + kS - 1;
         const int page = next_page;

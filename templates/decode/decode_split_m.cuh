@@ -106,11 +106,12 @@ struct DecodeSplitM {
       Tile::accumulate_pv(s, vt, v_raw, lane, o);
     };
     // A warp past the CTA's valid rows (q_seq_len x group not a multiple of 64) only
-    // copies: the same barriers in a loop of its own (bar.sync counts warps by
-    // barrier, not by code location; rows_valid is warp-uniform). Skipping the math
-    // inside the one loop instead cost ~70 registers and spilled fp8 at 3 CTAs/SM.
-    if (wv.rows_valid > 0) Ring::for_each_tile(p, wv, ring, n_tiles, tile);
-    else Ring::for_each_tile(p, wv, ring, n_tiles, [](int, int, unsigned char*) {});
+    // copies: the same number of barriers in a loop of its own (rows_valid is
+    // warp-uniform), so the loop's barrier is the non-aligned barrier.sync, which
+    // counts arrivals at barrier 0 from any instruction. Skipping the math inside
+    // one loop instead cost ~70 registers and spilled fp8 at 3 CTAs/SM.
+    if (wv.rows_valid > 0) Ring::template for_each_tile<false>(p, wv, ring, n_tiles, tile);
+    else Ring::template for_each_tile<false>(p, wv, ring, n_tiles, [](int, int, unsigned char*) {});
   }
 };
 

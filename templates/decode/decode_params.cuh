@@ -51,7 +51,7 @@ struct DecodeParams {
   int q_seq_len;       // query tokens per request (max when ragged)
   int kv_len;          // used when seq_lens is null
   int pages_per_seq;
-  int row_blocks;      // ceil(q_seq_len * group / 16)
+  int row_blocks;      // ceil(q_seq_len * group / rows_per_cta): gridDim.y / num_kv_heads
   int num_splits;      // gridDim.x
   int tokens_per_split;  // multiple of the tile
 
@@ -64,9 +64,14 @@ struct DecodeParams {
   int window_left;     // -1: off; keys >= q_pos - window_left are visible
   float rope_rcp_scale;
   float rope_rcp_theta;
+  int rows_per_cta;    // 16, or kDecodeSplitMRows where the kernel has split-M (Traits::kSplitM)
 };
 
-// Workspace floats per (batch, kv head, row block, split): 16 rows x (head_dim + 2).
+// Query rows per CTA of a split-M kernel (decode_split_m.cuh): one 16-row MMA M tile per warp.
+constexpr int kDecodeSplitMRows = 64;
+
+// Workspace floats per (batch, kv head, 16-row block, split): 16 rows x (head_dim + 2).
+// A split-M CTA (64 rows) writes the partials of its four 16-row blocks.
 ATTNJIT_HOST_DEVICE inline int decode_partial_floats(int head_dim) { return 16 * (head_dim + 2); }
 
 }  // namespace attnjit

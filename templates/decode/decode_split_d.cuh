@@ -8,6 +8,7 @@
 // slices form one partial row, which DecodeMerge merges as a single warp's.
 #pragma once
 
+#include "decode/decode_cta_ring.cuh"
 #include "decode/gqa_decode.cuh"
 
 namespace attnjit {
@@ -19,6 +20,7 @@ struct DecodeSplitD {
   using KVT = typename Tr::KVT;
   using MT = typename Tr::MT;
   using Tile = DecodeTile<Tr>;
+  using Ring = DecodeCtaRing<Tr, Tr::kStages>;
   static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
   static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
   static constexpr int DW = HD / W;  // output dims per warp
@@ -40,14 +42,7 @@ struct DecodeSplitD {
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     // The first S - 1 tiles are in flight while Q loads (setup read their pages
     // when no window moved the start).
-    const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      const int tok0 = w.tok_lo + s * kTile;
-      if (s < n_tiles)
-        issue_tile(p, w, ring + s * Tr::kStageBytes, tok0, prefetched ? w.first_page[s] : Base::page_of(p, w, tok0));
-      cp_async_commit();
-    }
+    Ring::prologue(p, w, ring, n_tiles);
     // Q's shared-memory writes are ordered before every read by the loop's first
     // barrier (or, with no tile, by the barrier after it).
     Base::load_q(p, w, q_s, freq_s);
@@ -102,58 +97,6 @@ struct DecodeSplitD {
     }
     __syncthreads();
     DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
-  }
-
-  // The whole CTA issues the cp.async copies of one K and one V tile into a stage.
-  __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page) {
-    const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
-    const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
-    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
-    constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
-    static_assert(kTile * kChunks % Tr::kThreads == 0, "every thread issues the same number of copies");
-#pragma unroll 4
-    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      const bool valid = tok0 + r < w.tok_hi;
-      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
-      unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
-      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
-      cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
-    }
-  }
-
-  // fp8 tile -> fp16 tile, the whole CTA.
-  __device__ static void widen_tile(const unsigned char* raw, MT* dst) {
-    constexpr int kChunks = HD / 16;  // 16 fp8 per chunk
-    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
-      const uint4 x = *reinterpret_cast<const uint4*>(raw + raw_offset<Tr>(r, c * 16));
-      const u32 in[4] = {x.x, x.y, x.z, x.w};
-      u32 out[8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        out[2 * j] = fp8x2_to_half2(KVT{}, in[j] & 0xffffu);
-        out[2 * j + 1] = fp8x2_to_half2(KVT{}, in[j] >> 16);
-      }
-      uint4* d = reinterpret_cast<uint4*>(dst + r * kRowElems + c * 16);
-      d[0] = make_uint4(out[0], out[1], out[2], out[3]);
-      d[1] = make_uint4(out[4], out[5], out[6], out[7]);
-    }
-  }
-
-  // RoPE on a K tile in shared memory (keys at positions tok0 + row), the whole
-  // CTA; each thread owns its (row, pair) elements.
-  __device__ static void rope_tile(MT* kt, const float* freq_s, int tok0) {
-    constexpr int kPairs = HD / 2;
-    for (int i = threadIdx.x; i < kTile * kPairs; i += Tr::kThreads) {
-      const int r = i / kPairs, c = i % kPairs;
-      MT* row = kt + r * kRowElems;
-      const float x0 = to_float(row[c]), x1 = to_float(row[c + kPairs]);
-      float sn, cs;
-      sincosf(float(tok0 + r) * freq_s[c], &sn, &cs);
-      row[c] = from_float<MT>(x0 * cs - x1 * sn);
-      row[c + kPairs] = from_float<MT>(x1 * cs + x0 * sn);
-    }
   }
 
   // S = Q K^T over the whole tile and every dim, Q from shared memory: DecodeTile::scores,
@@ -233,9 +176,8 @@ struct DecodeSplitD {
     }
   }
 
-  // Tile t lives in stage t % S. Per tile: wait for this thread's copies of it,
-  // barrier (everyone's copies landed; everyone is done with tile t - 1, whose
-  // stage the next copy refills), issue tile t + S - 1, then compute.
+  // The tiles through the CTA ring (DecodeCtaRing::for_each_tile: one barrier per
+  // tile, then this body).
   __device__ static void loop(const DecodeParams& p, const Work& w, const MT* q_s, const float* freq_s,
                               unsigned char* ring, MT* conv, int warp, int lane, int n_tiles,
                               float (&o)[DW / 8][4], float (&m)[2], float (&l)[2]) {
@@ -248,36 +190,22 @@ struct DecodeSplitD {
       q_pos[h] = w.seq_len - w.q_len + gr / G;
       if (Tr::kPos == pos_mode::kAlibi) slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
     }
-    // Each tile's page id is read one tile before its copy is issued.
-    int next_page = 0;
-    if (S - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (S - 1) * kTile);
-    for (int t = 0; t < n_tiles; ++t) {
-      cp_async_wait<S - 2>();  // groups committed: S - 1 + t; tiles 0..t are this thread's
-      __syncthreads();
-      {
-        const int tn = t + S - 1;
-        const int page = next_page;
-        if (tn + 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (tn + 1) * kTile);
-        if (tn < n_tiles) issue_tile(p, w, ring + (tn % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page);
-        cp_async_commit();
-      }
-      const int tok0 = w.tok_lo + t * kTile;
-      unsigned char* stage = ring + (t % S) * Tr::kStageBytes;
+    Ring::for_each_tile(p, w, ring, n_tiles, [&](int, int tok0, unsigned char* stage) {
       const unsigned char* k_raw = stage;
       const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
       MT* kt = reinterpret_cast<MT*>(stage);
       const MT* vt = reinterpret_cast<const MT*>(v_raw);
       if constexpr (kWiden) {
         // conv was last read in tile t - 1, before this tile's barrier.
-        widen_tile(k_raw, conv);
-        widen_tile(v_raw, conv + kTile * kRowElems);
+        Ring::widen_tile(k_raw, conv);
+        Ring::widen_tile(v_raw, conv + kTile * kRowElems);
         kt = conv;
         vt = conv + kTile * kRowElems;
         __syncthreads();
       }
       if constexpr (Tr::kPos == pos_mode::kRope) {
         // In place: this stage (or conv) is rewritten only after the next barrier.
-        rope_tile(kt, freq_s, tok0);
+        Ring::rope_tile(kt, freq_s, tok0);
         __syncthreads();
       }
 
@@ -285,48 +213,9 @@ struct DecodeSplitD {
       float s[Tile::kN][4];
       scores(q_s, kt, k_raw, lane, s);
 
-      float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-      for (int nt = 0; nt < Tile::kN; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
-          float x = s[nt][e] * w.score_scale;
-          if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
-          x *= kLog2e;
-          if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
-          x = Base::visible(p, w, row, tok) ? x : kNegInf;
-          s[nt][e] = x;
-          mx[h] = fmaxf(mx[h], x);
-        }
-      float ref[2], alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float m_new = fmaxf(m[h], quad_max(mx[h]));
-        ref[h] = safe_ref(m_new);
-        alpha[h] = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
-        m[h] = m_new;
-        l[h] *= alpha[h];
-      }
-      if (!Tr::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int j = 0; j < DW / 8; ++j) {
-            o[j][2 * h] *= alpha[h];
-            o[j][2 * h + 1] *= alpha[h];
-          }
-      }
-#pragma unroll
-      for (int nt = 0; nt < Tile::kN; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float pe = fast_exp2(s[nt][e] - ref[e / 2]);
-          s[nt][e] = pe;
-          l[e / 2] += pe;
-        }
+      Base::online_softmax(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
       accumulate_pv(s, vt, v_raw, d_lo, lane, o);
-    }
+    });
   }
 };
 

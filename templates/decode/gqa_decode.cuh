@@ -3,6 +3,8 @@
 // M dimension so each K/V byte is read once per KV head. Each warp streams its
 // own tiles through a private cp.async ring (no CTA barrier in the main loop);
 // warps merge through shared memory, and splits merge in the last CTA to finish.
+// Spec-decode kernels may also hold 64 rows per CTA (split-M, decode_split_m.cuh)
+// and head dims past 256 split the output dims (split-D, decode_split_d.cuh).
 #pragma once
 
 #include "common/dtype.cuh"
@@ -17,7 +19,7 @@ namespace attnjit {
 
 template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
           int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_,
-          int kTileTokens_ = 16, bool kLazyRescale_ = false>
+          int kTileTokens_ = 16, bool kLazyRescale_ = false, int kSplitMStages_ = 0>
 struct DecodeTraits {
   using QT = QT_;
   using KVT = KVT_;
@@ -60,8 +62,22 @@ struct DecodeTraits {
   static constexpr int kMergeBytes = kMergeWarps * kRows * (kHeadDim + 2) * 4;
   static constexpr int kLoopBytes = kRingBytes + kConvBytes;
   static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
-  static constexpr int kSmemBytes =
+  static constexpr int kTokenSplitBytes =
       kQBytes + kFreqBytes + (kLoopBytes > kTailBytes ? kLoopBytes : kTailBytes);
+  // Split-M (spec decoding, more than 16 rows): a CTA holds kDecodeSplitMRows query
+  // rows, 16 per warp, over one CTA-wide ring of kSplitMStages stages
+  // (decode_split_m.cuh). The host picks it per launch (DecodeParams::rows_per_cta);
+  // its layout [Q of 64 rows | freqs | ring | merge buffer of 64 rows] shares the
+  // dynamic shared memory with the token-split layout.
+  static constexpr int kSplitMStages = kSplitMStages_;
+  static constexpr bool kSplitM = kSplitMStages_ > 0;
+  static constexpr int kQBytesM = kDecodeSplitMRows * kRowElems * 2;
+  static constexpr int kLoopBytesM = kSplitMStages * kStageBytes;
+  static constexpr int kMergeBytesM = kDecodeSplitMRows * (kHeadDim + 2) * 4;
+  static constexpr int kTailBytesM = kMergeBytesM > kSplitWeightBytes ? kMergeBytesM : kSplitWeightBytes;
+  static constexpr int kSplitMBytes = kQBytesM + kFreqBytes + (kLoopBytesM > kTailBytesM ? kLoopBytesM : kTailBytesM);
+  static constexpr int kSmemBytes =
+      kSplitM && kSplitMBytes > kTokenSplitBytes ? kSplitMBytes : kTokenSplitBytes;
   // CTAs per SM that shared memory allows, capped where the register cap that
   // __launch_bounds__ derives from it would force spills (estimate: O
   // accumulators + Q fragments + ~64 working registers per thread).
@@ -76,10 +92,16 @@ struct DecodeTraits {
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");
   static_assert(!kSplitD || (kHeadDim % (32 * kWarps) == 0 && kStages >= 2),
                 "split-D: each warp's dims are whole 32-dim chunks, and the CTA ring prefetches");
+  static_assert(!kSplitM || (!kSplitD && !kCudaCores && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&
+                             kSplitMStages >= 2 && kWarps * kRows == kDecodeSplitMRows),
+                "split-M: tensor cores, K/V read as stored (no RoPE, no widening), one 16-row tile per warp, "
+                "and a ring that prefetches");
 };
 
 template <class Tr>
 struct DecodeSplitD;  // decode/decode_split_d.cuh, included at the end of this file
+template <class Tr>
+struct DecodeSplitM;  // decode/decode_split_m.cuh, included at the end of this file
 
 template <class Tr>
 struct GqaDecode {
@@ -105,8 +127,14 @@ struct GqaDecode {
   };
 
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
-    if constexpr (Tr::kSplitD) DecodeSplitD<Tr>::run(p, smem);
-    else run_token_split(p, smem);
+    if constexpr (Tr::kSplitD) {
+      DecodeSplitD<Tr>::run(p, smem);
+    } else if constexpr (Tr::kSplitM) {
+      if (p.rows_per_cta > kRows) DecodeSplitM<Tr>::run(p, smem);  // the host's choice, the same for every CTA
+      else run_token_split(p, smem);
+    } else {
+      run_token_split(p, smem);
+    }
   }
 
   // head_dim <= 256: each warp streams its own tiles and holds O for every dim.
@@ -184,6 +212,8 @@ struct GqaDecode {
 
   // Returns false when this CTA has nothing to do (the same answer for every
   // CTA of a (request, head, row block), so the split counter stays consistent).
+  // kRowsCta: the CTA's query rows (16; split-M: kDecodeSplitMRows).
+  template <int kRowsCta = kRows>
   __device__ static bool setup(const DecodeParams& p, Work& w) {
     w.split = blockIdx.x;
     w.kvh = blockIdx.y / p.row_blocks;
@@ -197,8 +227,8 @@ struct GqaDecode {
       const int warp = threadIdx.x / 32;
 #pragma unroll
       for (int s = 0; s < S - 1; ++s) {
-        // Split-D: the CTA's first tiles in order; else this warp's (every W-th).
-        const int tok = w.split * p.tokens_per_split + (Tr::kSplitD ? s : warp + s * W) * kTile;
+        // A CTA-wide ring (split-D, split-M): the CTA's first tiles in order; else this warp's (every W-th).
+        const int tok = w.split * p.tokens_per_split + (Tr::kSplitD || kRowsCta > kRows ? s : warp + s * W) * kTile;
         // An asm load: the compiler would otherwise sink it to its use, after seq_lens is consumed.
         w.first_page[s] = tok < p.pages_per_seq * Tr::kPageSize ? ld_global_now(page_entry(p, w, tok)) : 0;
       }
@@ -215,7 +245,7 @@ struct GqaDecode {
       w.q_tok0 = 0;
       w.q_len = p.q_seq_len;
     }
-    w.rows_valid = min(kRows, w.q_len * G - w.rb * kRows);
+    w.rows_valid = min(kRowsCta, w.q_len * G - w.rb * kRowsCta);
     if (w.rows_valid <= 0) return false;
     int kv_begin = 0;
     if (has(feat::kWindow) && p.window_left >= 0) {
@@ -254,6 +284,8 @@ struct GqaDecode {
   // Q rows -> shared memory as MMA operands (zero rows past the valid ones). A unit
   // is 8 pairs (c, c + HD/2), so RoPE rotates in registers. Every load of a thread
   // is issued before any is used: one memory round trip per CTA, not one per unit.
+  // kQRows: the CTA's query rows (16; split-M: kDecodeSplitMRows).
+  template <int kQRows = kRows>
   __device__ static void load_q(const DecodeParams& p, const Work& w, MT* q_s, float* freq_s) {
     if (Tr::kPos == pos_mode::kRope) {
       for (int i = threadIdx.x; i < HD / 2; i += blockDim.x)
@@ -261,7 +293,7 @@ struct GqaDecode {
       __syncthreads();
     }
     const QT* q = static_cast<const QT*>(p.q);
-    constexpr int kHalf = HD / 2, kUnitsPerRow = kHalf / 8, kUnits = kRows * kUnitsPerRow;
+    constexpr int kHalf = HD / 2, kUnitsPerRow = kHalf / 8, kUnits = kQRows * kUnitsPerRow;
     constexpr int kPerThread = (kUnits + Tr::kThreads - 1) / Tr::kThreads;
     uint4 raw[kPerThread][2];
 #pragma unroll
@@ -269,7 +301,7 @@ struct GqaDecode {
       const int u = threadIdx.x + i * Tr::kThreads, r = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
       raw[i][0] = raw[i][1] = make_uint4(0u, 0u, 0u, 0u);
       if (u < kUnits && r < w.rows_valid) {
-        int gr = w.rb * kRows + r, qt = gr / G, h = w.kvh * G + gr % G;
+        int gr = w.rb * kQRows + r, qt = gr / G, h = w.kvh * G + gr % G;
         const QT* row = q + w.b * p.q_stride_b + (w.q_tok0 + qt) * p.q_stride_t + h * p.q_stride_h;
         raw[i][0] = load_q8(row + c0);
         raw[i][1] = load_q8(row + c0 + kHalf);
@@ -279,7 +311,7 @@ struct GqaDecode {
     for (int i = 0; i < kPerThread; ++i) {
       const int u = threadIdx.x + i * Tr::kThreads, r = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
       if (u >= kUnits) continue;
-      const int qt = (w.rb * kRows + r) / G;
+      const int qt = (w.rb * kQRows + r) / G;
       const u32* lo = &raw[i][0].x;
       const u32* hi = &raw[i][1].x;
 #pragma unroll
@@ -504,8 +536,87 @@ struct GqaDecode {
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
   }
+
+  // The CTA-ring loops' (split-M, split-D) tile step between S = Q K^T and
+  // O += P V: scale, soft cap, ALiBi, mask, then the online-softmax update of m, l
+  // and O (kNo: this warp's O n tiles); s leaves holding P. warp_loop above spells
+  // the same steps out in place (its SASS is kept as measured).
+  template <int kNo>
+  __device__ static void online_softmax(const DecodeParams& p, const Work& w, float (&s)[kTile / 8][4], int tok0,
+                                        int g, int tq, const float (&slope)[2], const int (&q_pos)[2],
+                                        float (&o)[kNo][4], float (&m)[2], float (&l)[2]) {
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int nt = 0; nt < kTile / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
+        float x = s[nt][e] * w.score_scale;
+        if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
+        x *= kLog2e;
+        if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
+        x = visible(p, w, row, tok) ? x : kNegInf;
+        s[nt][e] = x;
+        mx[h] = fmaxf(mx[h], x);
+      }
+    float ref[2], alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_new = fmaxf(m[h], quad_max(mx[h]));
+      ref[h] = safe_ref(m_new);
+      alpha[h] = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
+      m[h] = m_new;
+      l[h] *= alpha[h];
+    }
+    if (!Tr::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < kNo; ++j) {
+          o[j][2 * h] *= alpha[h];
+          o[j][2 * h + 1] *= alpha[h];
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kTile / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pe = fast_exp2(s[nt][e] - ref[e / 2]);
+        s[nt][e] = pe;
+        l[e / 2] += pe;
+      }
+  }
+
+  // One warp's O (every dim) -> rows g and g + 8 of dst ([rows][HD] floats), the
+  // direct fp8 path's interleaved dims put back in order (as run_token_split does).
+  __device__ static void store_warp_o(float* dst, const float (&o)[HD / 8][4], int tq) {
+    if constexpr (Tr::kDirectFp8) {
+#pragma unroll
+      for (int q = 0; q < HD / 16; ++q) {
+        float* r0 = dst + q * 16 + 4 * tq;
+        r0[0] = o[2 * q][0];
+        r0[1] = o[2 * q + 1][0];
+        r0[2] = o[2 * q][1];
+        r0[3] = o[2 * q + 1][1];
+        r0[8 * HD + 0] = o[2 * q][2];
+        r0[8 * HD + 1] = o[2 * q + 1][2];
+        r0[8 * HD + 2] = o[2 * q][3];
+        r0[8 * HD + 3] = o[2 * q + 1][3];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < HD / 8; ++j) {
+        float* r0 = dst + j * 8 + 2 * tq;
+        r0[0] = o[j][0];
+        r0[1] = o[j][1];
+        r0[8 * HD] = o[j][2];
+        r0[8 * HD + 1] = o[j][3];
+      }
+    }
+  }
 };
 
 }  // namespace attnjit
 
 #include "decode/decode_split_d.cuh"
+#include "decode/decode_split_m.cuh"

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
@@ -325,6 +327,102 @@ TEST(XqaGpu, SpeculativeDecoding) {
     double err = run_xqa(c, 9000 + n++);
     EXPECT_LE(err, tolerance(c)) << describe(c);
   }
+}
+
+// Issue 9 item 5: speculative decoding with more than 16 query rows per (request,
+// KV head) holds 64 rows per CTA (split-M, templates/decode/decode_split_m.cuh): 16
+// rows per warp over one CTA-wide ring, and the split merge over four 16-row blocks.
+// Rows 24, 32, 48 (warps without rows), 64, 96 and 128 (two 64-row CTAs, the second
+// partly valid); group x q_seq_len <= 16 (the token split) beside them; uniform and
+// ragged drafts, random masks, groups 4/8/16, NHD/HND, bf16 and fp8 KV (fp8 output
+// too), sinks, windows, head dims 64/128/256, one split and many.
+TEST(XqaGpu, SpeculativeDecodingSixtyFourRowsPerCta) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::vector<XqaCase> cases;
+  const int groups[] = {4, 8, 16};
+  int i = 0;
+  for (int qlen : {3, 4, 6, 8})
+    for (int group : groups)
+      for (bool ragged : {false, true}) {
+        XqaCase c;
+        c.q_seq_len = qlen;
+        c.group = group;
+        c.ragged = ragged;
+        c.mask_kind = 1;
+        c.batch = 3;
+        c.seq_lens = {qlen + 2, 700 + qlen, 9000 + 17 * qlen};  // a lone draft, one split, several
+        c.layout = i % 2 ? KvLayout::kHND : KvLayout::kNHD;
+        c.kv_dtype = i % 3 == 1 ? DType::kFloat8E4M3 : DType::kBFloat16;
+        if (dtype_size(c.kv_dtype) == 1) c.kv_scale = 0.5f;
+        c.sm_count = i % 4 == 3 ? 1 : 0;  // 1: one split (straight to the output); 0: many
+        c.sinks = i % 5 == 2;
+        c.window = i % 7 == 4 ? 333 : 0;
+        c.page_size = i % 6 == 5 ? 64 : 32;
+        ++i;
+        cases.push_back(c);
+      }
+  for (int hd : {64, 256})
+    for (int sm : {0, 1}) {
+      XqaCase c;  // the other head dims: Q in registers (64), Q read from shared memory (256)
+      c.head_dim = hd;
+      c.q_seq_len = 5;
+      c.group = 8;
+      c.mask_kind = 1;
+      c.sm_count = sm;
+      c.seq_lens = {5, 2500, 12000};
+      c.ragged = sm == 1;
+      cases.push_back(c);
+    }
+  {
+    XqaCase c;  // fp8 KV and fp8 output, sinks, window, page 128, group 16 x 8 drafts (two CTAs)
+    c.kv_dtype = DType::kFloat8E4M3;
+    c.out_dtype = DType::kFloat8E4M3;
+    c.kv_scale = 0.5f;
+    c.rcp_out_scale = 2.f;
+    c.group = 16;
+    c.q_seq_len = 8;
+    c.page_size = 128;
+    c.sinks = true;
+    c.window = 1000;
+    c.mask_kind = 1;
+    c.seq_lens = {9, 5000, 30000};
+    cases.push_back(c);
+  }
+  {
+    XqaCase c;  // q_seq_len 2 at group 16: 32 rows
+    c.group = 16;
+    c.q_seq_len = 2;
+    c.mask_kind = 0;
+    c.seq_lens = {3, 4000};
+    c.batch = 2;
+    cases.push_back(c);
+  }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_xqa(c, 13000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
+// ATTNJIT_DECODE_SPLIT_M=0 (the A/B knob) renders and launches the 16-row kernel;
+// both stay correct.
+TEST(XqaGpu, SpeculativeDecodingWithSplitMOff) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  const char* old = std::getenv("ATTNJIT_DECODE_SPLIT_M");
+  const std::string saved = old ? old : "";
+  setenv("ATTNJIT_DECODE_SPLIT_M", "0", 1);
+  for (bool ragged : {false, true}) {
+    XqaCase c;
+    c.q_seq_len = 6;
+    c.group = 8;
+    c.ragged = ragged;
+    c.mask_kind = 1;
+    c.seq_lens = {7, 3000, 10000};
+    double err = run_xqa(c, 15000 + int(ragged));
+    EXPECT_LE(err, tolerance(c)) << describe(c) << " split-M off";
+  }
+  if (old) setenv("ATTNJIT_DECODE_SPLIT_M", saved.c_str(), 1);
+  else unsetenv("ATTNJIT_DECODE_SPLIT_M");
 }
 
 // Issue 9: a window on sequences much longer than it. The splits are planned over

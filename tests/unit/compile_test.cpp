@@ -17,6 +17,7 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "compile/toolkit_headers.hpp"
 #include "gpu/hopper_kernels.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "render/renderer.hpp"
 #include "spec/kernel_spec.hpp"
 
@@ -279,6 +280,44 @@ TEST(VariantMatrix, SplitDHeadDimsCompileForEveryArch) {
     }
   for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   check_and_print(compile_all(specs), "split-D (head_dim 384/512) variants:");
+}
+
+// Speculative decoding with head_dim <= 256: the kernels that also carry split-M
+// (64 query rows per CTA over one CTA ring, decode_split_m.cuh) on every arch,
+// without spills, over the features xqa gives them: fp8 KV and output, ragged
+// drafts, sinks, windows, scale pointers, HND/NHD, pages 16-128, groups 2-64.
+TEST(VariantMatrix, SplitMSpecDecodeCompilesForEveryArch) {
+  using L = spec::KvLayout;
+  constexpr DType f16 = DType::kFloat16, b16 = DType::kBFloat16, e4 = DType::kFloat8E4M3;
+  const XqaVariant variants[] = {
+      {128, 8, 32, L::kNHD, b16, b16, b16, spec::MaskMode::kCustom, 0},
+      {128, 8, 32, L::kHND, b16, e4, b16, spec::MaskMode::kCustom, feature::kRaggedQ},
+      {64, 16, 16, L::kNHD, f16, f16, f16, spec::MaskMode::kCustom, feature::kSinks | feature::kSlidingWindow},
+      {256, 4, 64, L::kHND, b16, b16, b16, spec::MaskMode::kCustom, feature::kRaggedQ | feature::kScalePointers},
+      {192, 8, 128, L::kNHD, f16, e4, e4, spec::MaskMode::kCustom, feature::kSinks},
+      {32, 64, 32, L::kNHD, b16, e4, b16, spec::MaskMode::kCustom, 0},
+      {96, 2, 32, L::kNHD, b16, b16, b16, spec::MaskMode::kCustom, feature::kSlidingWindow},
+  };
+  std::vector<KernelSpec> specs;
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
+    for (const XqaVariant& v : variants) {
+      KernelSpec s;
+      s.family = spec::OpFamily::kXqa;
+      s.set_head_dim(v.head_dim);
+      s.group_size = v.group;
+      s.page_size = v.page;
+      s.layout = v.layout;
+      s.q_dtype = v.q;
+      s.kv_dtype = v.kv;
+      s.out_dtype = v.out;
+      s.mask = v.mask;
+      s.features = v.features;
+      s.arch = Arch::parse(a);
+      EXPECT_GT(ops::decode_tiling(s).split_m_stages, 0) << s.name();
+      specs.push_back(s);
+    }
+  for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
+  check_and_print(compile_all(specs), "split-M (spec decoding, 64 rows per CTA) variants:");
 }
 
 // The templates static_assert head_dim % 32 == 0 for fp8 KV without RoPE; a spec

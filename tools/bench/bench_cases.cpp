@@ -59,8 +59,10 @@ std::vector<uint8_t> random_bytes(size_t n, DType dtype, std::mt19937& rng) {
 namespace {
 
 // One xqa shape: B sequences of L tokens, window tokens of sliding window (0: none),
-// 8 KV heads x group 8, pages of 32, head_dim D.
-Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std::mt19937& rng, int D = 128) {
+// 8 KV heads x group 8, pages of 32, head_dim D, QL query tokens per request
+// (speculative decoding when > 1: a causal mask over the drafts).
+Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std::mt19937& rng, int D = 128,
+                int QL = 1) {
   const int KH = 8, G = 8, H = KH * G, P = 32;
   const int sm = driver::device_info(driver::current_device()).sm_count;
   {
@@ -70,15 +72,25 @@ Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std:
     const double kv_bytes = 2.0 * B * read_len * KH * D * dtype_size(kv_dtype);
     const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
     struct Set {
-      DeviceTensor q, k, v, out, pt, sl, ws, sem;
+      DeviceTensor q, k, v, out, pt, sl, ws, sem, mask;
     };
+    const int words = (QL + 31) / 32;
+    std::vector<uint16_t> mask_host(size_t(B) * QL * words * 2, 0);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < QL; ++t)
+        for (int j = 0; j <= t; ++j) mask_host[(size_t(b) * QL + t) * words * 2 + j / 16] |= uint16_t(1u << (j % 16));
+    const std::vector<int64_t> qshape = QL > 1 ? std::vector<int64_t>{B, 1, QL, H, D} : std::vector<int64_t>{B, 1, H, D};
     std::vector<Set> s(sets);
     for (auto& x : s) {
-      x.q = DeviceTensor(DType::kBFloat16, {B, 1, H, D});
-      x.out = DeviceTensor(DType::kBFloat16, {B, 1, H, D});
+      x.q = DeviceTensor(DType::kBFloat16, qshape);
+      x.out = DeviceTensor(DType::kBFloat16, qshape);
       x.k = DeviceTensor(kv_dtype, {pages, P, KH, D});
       x.v = DeviceTensor(kv_dtype, {pages, P, KH, D});
-      x.q.upload(random_bytes(size_t(B) * H * D, DType::kBFloat16, rng));
+      x.q.upload(random_bytes(size_t(B) * QL * H * D, DType::kBFloat16, rng));
+      if (QL > 1) {
+        x.mask = DeviceTensor(DType::kUInt16, {B, QL, words * 2});
+        x.mask.upload_pod(mask_host);
+      }
       x.k.upload(random_bytes(size_t(pages) * P * KH * D, kv_dtype, rng));
       x.v.upload(random_bytes(size_t(pages) * P * KH * D, kv_dtype, rng));
       std::vector<int> ids(pages);
@@ -88,8 +100,8 @@ Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std:
       x.pt.upload_pod(ids);
       x.sl = DeviceTensor(DType::kUInt32, {B, 1});
       x.sl.upload_pod(std::vector<uint32_t>(B, uint32_t(L)));
-      x.ws = DeviceTensor(DType::kUInt8, {int64_t(std::max<size_t>(16, xqa_workspace_bytes(B, KH, G, 1, D, pps * P, sm)))});
-      x.sem = DeviceTensor(DType::kUInt32, {int64_t(xqa_semaphore_count(B, KH, G, 1))});
+      x.ws = DeviceTensor(DType::kUInt8, {int64_t(std::max<size_t>(16, xqa_workspace_bytes(B, KH, G, QL, D, pps * P, sm)))});
+      x.sem = DeviceTensor(DType::kUInt32, {int64_t(xqa_semaphore_count(B, KH, G, QL))});
       x.sem.zero();
     }
     auto call = [&](int i) {
@@ -105,15 +117,20 @@ Result time_xqa(int B, int L, int window, DType kv_dtype, const Options& o, std:
       a.num_kv_heads = KH;
       a.page_size = P;
       a.sliding_win_size = window;
+      if (QL > 1) {
+        a.q_seq_len = QL;
+        a.mask = s[i].mask.view;
+      }
       xqa(a);
     };
     Result r;
     r.op = "xqa";
     r.shape = window > 0 ? fmt::format("b{} L{} w{}", B, L, window) : fmt::format("b{} L{}", B, L);
     if (D != 128) r.shape += fmt::format(" hd{}", D);
+    if (QL > 1) r.shape += fmt::format(" q{}", QL);
     r.dtype = std::string("kv ") + dtype_name(kv_dtype);
     r.ms = time_median(sets, o, call);
-    r.bytes = 2.0 * B * read_len * KH * D * dtype_size(kv_dtype) + 2.0 * B * H * D * 2;
+    r.bytes = 2.0 * B * read_len * KH * D * dtype_size(kv_dtype) + 2.0 * B * QL * H * D * 2;
     return r;
   }
 }
@@ -137,6 +154,14 @@ std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
       if (o.seq_len > 0) L = o.seq_len;
       out.push_back(time_xqa(B, L, 0, kv_dtype, o, rng, D));
     }
+  // Issue 9 item 5: speculative decoding at B16 L8K (FlashInfer at q_seq_len 2/4/8:
+  // 158/158/249 us on the H200). Past 16 rows per KV head a CTA holds 64 rows
+  // (split-M); ATTNJIT_DECODE_SPLIT_M=0 measures the 16-row kernel beside it.
+  for (int QL : {2, 4, 8}) {
+    const int B = 16;
+    if (o.only_batch > 0 && B != o.only_batch) continue;
+    out.push_back(time_xqa(B, o.seq_len > 0 ? o.seq_len : 8192, 0, kv_dtype, o, rng, 128, QL));
+  }
   return out;
 }
 

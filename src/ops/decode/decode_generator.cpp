@@ -39,6 +39,21 @@ constexpr int kMaxSplitDStages = 8;
 // (DecodeTraits::kSplitD, templates/decode/decode_split_d.cuh).
 bool split_d(const spec::KernelSpec& s) { return s.head_dim_qk > 256; }
 
+constexpr int kMaxSplitMStages = 12;
+
+// Spec-decode kernels with head_dim <= 256 can also hold 64 query rows per CTA
+// (split-M, templates/decode/decode_split_m.cuh), which the launch takes when a
+// request has more than 16 rows (group x q_seq_len). Not with the CUDA-core tile,
+// RoPE or an fp8 tile widened in shared memory (the CTA ring reads K/V as stored).
+// ATTNJIT_DECODE_SPLIT_M=0 renders and launches without it, for A/B measuring.
+bool split_m_eligible(const spec::KernelSpec& s) {
+  const bool fp8 = dtype_size(s.kv_dtype) == 1;
+  if (s.mask != spec::MaskMode::kCustom || split_d(s) || s.has(spec::feature::kCudaCores) ||
+      s.pos_encoding == spec::PosEncoding::kRopeLlama || (fp8 && s.head_dim_qk % 32 != 0))
+    return false;
+  return util::env_knob("ATTNJIT_DECODE_SPLIT_M", 0, 1, "0 or 1").value_or(1) == 1;
+}
+
 DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   DecodeTiling t;
   t.tile = tile;
@@ -83,6 +98,20 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
   while (t.stages > 1 && smem() > t.smem_limit) --t.stages;
   t.smem_bytes = smem();
+  if (split_m_eligible(s)) {
+    // Split-M's layout (DecodeTraits::kSplitMBytes: Q of 64 rows, one CTA ring, a
+    // 64-row merge buffer) takes as many stages as the token-split layout's bytes
+    // hold, so the launch's occupancy does not change; at least two.
+    const int stage_m = 2 * t.tile * raw_row;
+    const int fixed_m = kDecodeSplitMRows * (hd + 8) * 2 + hd * 2;
+    const int tail_m = std::max(kDecodeSplitMRows * (hd + 2) * 4, 2 * 16 * 256 * 4);
+    const int stages_m = std::clamp((t.smem_bytes - fixed_m) / stage_m, 2, kMaxSplitMStages);
+    const int bytes_m = fixed_m + std::max(stages_m * stage_m, tail_m);
+    if (std::max(t.smem_bytes, bytes_m) <= t.smem_limit) {
+      t.split_m_stages = stages_m;
+      t.smem_bytes = std::max(t.smem_bytes, bytes_m);
+    }
+  }
   // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
   // register budget __launch_bounds__ derives from it would force spills.
   const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores);
@@ -175,6 +204,11 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   return true;
 }
 
+int decode_rows_per_cta(const spec::KernelSpec& s, int q_seq_len) {
+  if (int64_t(s.group_size) * q_seq_len <= 16 || !split_m_eligible(s)) return 16;
+  return decode_tiling(s).split_m_stages > 0 ? kDecodeSplitMRows : 16;
+}
+
 render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
   const DecodeTiling t = decode_tiling(s);
   render::RenderedUnit u;
@@ -190,7 +224,7 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       "// attnjit {name}\n"
       "#include \"decode/gqa_decode.cuh\"\n"
       "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
-      "{feat}u, {warps}, {stages}, {smem_limit}, {tile}, {lazy}>;\n"
+      "{feat}u, {warps}, {stages}, {smem_limit}, {tile}, {lazy}{split_m}>;\n"
       "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
       "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks}, "
       "\"host and kernel disagree on launch metadata\");\n"
@@ -208,6 +242,7 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
       fmt::arg("smem_limit", t.smem_limit), fmt::arg("tile", t.tile),
       fmt::arg("lazy", t.lazy_rescale ? "true" : "false"),
+      fmt::arg("split_m", t.split_m_stages > 0 ? fmt::format(", {}", t.split_m_stages) : std::string()),
       fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
       fmt::arg("min_blocks", t.min_blocks), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;

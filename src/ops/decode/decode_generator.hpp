@@ -19,8 +19,13 @@ struct DecodeTiling {
   int tile = 16;       // tokens per warp tile
   bool lazy_rescale = false;
   int min_blocks = 1;  // mirrors DecodeTraits::kMinBlocks (__launch_bounds__)
+  int split_m_stages = 0;  // > 0: the kernel has split-M (64 rows per CTA) with this ring
 };
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);
+// Query rows per CTA for a launch of spec with q_seq_len (max draft) tokens per
+// request: kDecodeSplitMRows where the kernel has split-M and a request has more
+// than 16 rows (group x q_seq_len), else 16. The one place that decides it.
+int decode_rows_per_cta(const spec::KernelSpec& spec, int q_seq_len);
 
 // The head dims the decode kernels serve: multiples of 16 up to 256 (the warps
 // split the tokens), and 384 and 512 (the warps split the output dims; there,

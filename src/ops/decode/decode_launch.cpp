@@ -32,12 +32,16 @@ int forced_splits() {
 }
 }  // namespace
 
-int decode_row_blocks(int group, int q_seq_len) {
-  return static_cast<int>(ceil_div(int64_t(group) * q_seq_len, kDecodeRowsPerCta));
+int decode_row_blocks(int group, int q_seq_len, int rows_per_cta) {
+  return static_cast<int>(ceil_div(int64_t(group) * q_seq_len, std::max(rows_per_cta, 1)));
 }
 
 int64_t decode_base_ctas(const DecodeShape& s) {
-  return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len);
+  return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len, s.rows_per_cta);
+}
+
+int64_t decode_base_blocks16(const DecodeShape& s) {
+  return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len, kDecodeRowsPerCta);
 }
 
 int choose_splits(int64_t base, int max_seq_len, int slots) {
@@ -82,7 +86,18 @@ SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
   // partitions [kv_begin, seq_len), so planning over max_seq_len would leave
   // most CTAs empty and the few busy ones long.
   const int len = decode_visible_len(s, granule);
-  plan.splits = forced_splits() > 0 ? forced_splits() : choose_splits(decode_base_ctas(s), len, slots);
+  if (forced_splits() > 0) {
+    plan.splits = forced_splits();
+  } else {
+    plan.splits = choose_splits(decode_base_ctas(s), len, slots);
+    // A split-M CTA writes one partial per 16-row block: past ~kMaxWaves waves' worth
+    // of 16-row partials a split only adds merge traffic (and decode_workspace_bound
+    // counts partials so). A no-op at 16 rows per CTA, where choose_splits caps the same.
+    const int64_t blocks = decode_base_blocks16(s);
+    if (blocks > 0 && slots > 0)
+      plan.splits = static_cast<int>(std::max<int64_t>(
+          1, std::min<int64_t>(plan.splits, ceil_div(kMaxWaves * int64_t(slots), blocks))));
+  }
   const int tile = std::max(granule, 1);
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
   plan.splits = static_cast<int>(ceil_div(len, plan.tokens_per_split));
@@ -90,7 +105,7 @@ SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
 }
 
 size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {
-  const int64_t base = decode_base_ctas(largest);
+  const int64_t base = decode_base_blocks16(largest);
   const int64_t by_length = std::min<int64_t>(ceil_div(largest.max_seq_len, kMinTokensPerSplit), kMaxSplits);
   const int64_t by_waves = kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit;
   if (base <= 0 || by_length <= 1) return 0;
@@ -100,10 +115,12 @@ size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {
 
 size_t decode_workspace_bytes(const DecodeShape& s, int splits) {
   if (splits <= 1) return 0;
-  return static_cast<size_t>(decode_base_ctas(s)) * splits * decode_partial_floats(s.head_dim) * sizeof(float);
+  return static_cast<size_t>(decode_base_blocks16(s)) * splits * decode_partial_floats(s.head_dim) * sizeof(float);
 }
 
-size_t decode_semaphore_count(const DecodeShape& s) { return static_cast<size_t>(decode_base_ctas(s)); }
+// One per 16-row block, which is at least one per CTA (the kernel indexes them by
+// CTA row block), so the count xqa_semaphore_count gives never depends on the kernel.
+size_t decode_semaphore_count(const DecodeShape& s) { return static_cast<size_t>(decode_base_blocks16(s)); }
 
 void require_caller_scratch(const DecodeLaunch& l, int splits) {
   if (splits <= 1) return;
@@ -141,7 +158,8 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   p.semaphores = semaphores;
   p.num_splits = splits;
   p.tokens_per_split = tps;
-  p.row_blocks = decode_row_blocks(l.shape.group, l.shape.q_seq_len);
+  p.row_blocks = decode_row_blocks(l.shape.group, l.shape.q_seq_len, l.shape.rows_per_cta);
+  p.rows_per_cta = l.shape.rows_per_cta;
 
   Grid grid;
   grid.x = static_cast<unsigned>(splits);

@@ -23,16 +23,22 @@ struct DecodeShape {
   // Keys left of each query row it sees (-1: all). The kernel walks only
   // [first visible tile, seq_len), so splits are planned over that span.
   int window_left = -1;
+  // Query rows per CTA: 16, or kDecodeSplitMRows where the kernel has split-M
+  // (decode_rows_per_cta in decode_generator.hpp decides).
+  int rows_per_cta = 16;
 };
 
-constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA
+constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA outside split-M, and per workspace partial
 // Longest KV a decode call may address: the kernel forms token indices in int, a
 // split start plus up to a few hundred tokens of prologue, so keep clear of 2^31.
 constexpr int64_t kMaxDecodeSeqLen = (int64_t(1) << 31) - (int64_t(1) << 16);
 constexpr int kMaxBlocksPerSmForSplit = 4;
 
-int decode_row_blocks(int group, int q_seq_len);
-int64_t decode_base_ctas(const DecodeShape& s);  // CTAs before splitting
+int decode_row_blocks(int group, int q_seq_len, int rows_per_cta = kDecodeRowsPerCta);
+int64_t decode_base_ctas(const DecodeShape& s);  // CTAs before splitting (s.rows_per_cta rows each)
+// 16-row blocks before splitting: the workspace holds one partial per block and
+// split, and there is one semaphore per block (at least one per CTA).
+int64_t decode_base_blocks16(const DecodeShape& s);
 
 // Splits minimising waves x (tokens per split + fixed cost): fills the GPU for
 // small batches and evens out the last wave for large ones. At most ~4 waves'
@@ -55,10 +61,11 @@ int decode_visible_len(const DecodeShape& s, int granule);
 
 size_t decode_workspace_bytes(const DecodeShape& s, int splits);
 size_t decode_semaphore_count(const DecodeShape& s);
-// An upper bound on decode_workspace_bytes over every launch whose base grid is
-// at most largest's and whose sequences are at most largest.max_seq_len, on
-// sm_count SMs: base x splits <= min(base x K, C + base - 1) for K the split cap by
-// length and C the cap by waves, and both grow with base.
+// An upper bound on decode_workspace_bytes over every launch whose 16-row blocks
+// are at most largest's and whose sequences are at most largest.max_seq_len, on
+// sm_count SMs: blocks x splits <= min(blocks x K, C + blocks - 1) for K the split
+// cap by length and C the cap by waves (plan_splits caps split-M launches by their
+// 16-row blocks too), and both grow with blocks.
 size_t decode_workspace_bound(const DecodeShape& largest, int sm_count);
 
 struct DecodeLaunch {

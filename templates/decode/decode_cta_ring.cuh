@@ -1,0 +1,118 @@
+// One cp.async KV ring shared by a whole decode CTA (split-D past head_dim 256,
+// split-M for spec-decode rows): the CTA's threads copy each tile together, and
+// one __syncthreads per tile both publishes the tile and frees the stage that the
+// next copy refills. Tile t lives in stage t % kS.
+#pragma once
+
+#include "decode/gqa_decode.cuh"
+
+namespace attnjit {
+
+template <class Tr, int kS>
+struct DecodeCtaRing {
+  using Base = GqaDecode<Tr>;
+  using Work = typename Base::Work;
+  using KVT = typename Tr::KVT;
+  using MT = typename Tr::MT;
+  static constexpr int HD = Tr::kHeadDim, kTile = Tr::kTile, kRowElems = Tr::kRowElems;
+  static_assert(kS >= 2, "the next tile's copy refills the stage of the tile before it");
+
+  // The whole CTA issues the cp.async copies of one K and one V tile into a stage.
+  __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page) {
+    const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
+    const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
+    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
+    constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
+    static_assert(!Tr::kSplitD || kTile * kChunks % Tr::kThreads == 0,
+                  "split-D: every thread issues the same number of copies");
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const bool valid = tok0 + r < w.tok_hi;
+      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
+      unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
+      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
+      cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+    }
+  }
+
+  // fp8 tile -> fp16 tile, the whole CTA.
+  __device__ static void widen_tile(const unsigned char* raw, MT* dst) {
+    constexpr int kChunks = HD / 16;  // 16 fp8 per chunk
+    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const uint4 x = *reinterpret_cast<const uint4*>(raw + raw_offset<Tr>(r, c * 16));
+      const u32 in[4] = {x.x, x.y, x.z, x.w};
+      u32 out[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        out[2 * j] = fp8x2_to_half2(KVT{}, in[j] & 0xffffu);
+        out[2 * j + 1] = fp8x2_to_half2(KVT{}, in[j] >> 16);
+      }
+      uint4* d = reinterpret_cast<uint4*>(dst + r * kRowElems + c * 16);
+      d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+      d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+  }
+
+  // RoPE on a K tile in shared memory (keys at positions tok0 + row), the whole
+  // CTA; each thread owns its (row, pair) elements.
+  __device__ static void rope_tile(MT* kt, const float* freq_s, int tok0) {
+    constexpr int kPairs = HD / 2;
+    for (int i = threadIdx.x; i < kTile * kPairs; i += Tr::kThreads) {
+      const int r = i / kPairs, c = i % kPairs;
+      MT* row = kt + r * kRowElems;
+      const float x0 = to_float(row[c]), x1 = to_float(row[c + kPairs]);
+      float sn, cs;
+      sincosf(float(tok0 + r) * freq_s[c], &sn, &cs);
+      row[c] = from_float<MT>(x0 * cs - x1 * sn);
+      row[c + kPairs] = from_float<MT>(x1 * cs + x0 * sn);
+    }
+  }
+
+  // The first kS - 1 tiles, one commit group each. setup() read the pages of the
+  // first Tr::kStages - 1 in CTA order when no window moved the start.
+  __device__ static void prologue(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles) {
+    const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;
+#pragma unroll
+    for (int s = 0; s < kS - 1; ++s) {
+      const int tok0 = w.tok_lo + s * kTile;
+      if (s < n_tiles)
+        issue_tile(p, w, ring + s * Tr::kStageBytes, tok0,
+                   prefetched && s < Tr::kStages - 1 ? w.first_page[s < Tr::kStages - 1 ? s : 0]
+                                                     : Base::page_of(p, w, tok0));
+      cp_async_commit();
+    }
+  }
+
+  // Per tile: wait for this thread's copies of it, barrier (everyone's copies
+  // landed; everyone is done with tile t - 1, whose stage the next copy refills),
+  // issue tile t + kS - 1, then body(t, tok0, stage). A body that rewrites the
+  // stage (RoPE, widening) adds its own barrier; the next one orders its reads
+  // before the refill. kAligned = false: warps may run this loop from different
+  // call sites (split-M's copy-only warps), so the barrier is the non-aligned
+  // barrier.sync (PTX: .aligned, i.e. __syncthreads, requires every thread of the
+  // CTA to execute the same barrier instruction).
+  template <bool kAligned = true, class Body>
+  __device__ static void for_each_tile(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles,
+                                       Body&& body) {
+    // Each tile's page id is read one tile before its copy is issued.
+    int next_page = 0;
+    if (kS - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (kS - 1) * kTile);
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<kS - 2>();  // groups committed: kS - 1 + t; tiles 0..t are this thread's
+      if constexpr (kAligned) __syncthreads();
+      else asm volatile("barrier.sync 0;" ::: "memory");
+      {
+        const int tn = t + kS - 1;
+        const int page = next_page;
+        if (tn + 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (tn + 1) * kTile);
+        if (tn < n_tiles) issue_tile(p, w, ring + (tn % kS) * Tr::kStageBytes, w.tok_lo + tn * kTile, page);
+        cp_async_commit();
+      }
+      body(t, w.tok_lo + t * kTile, ring + (t % kS) * Tr::kStageBytes);
+    }
+  }
+};
+
+}  // namespace attnjit

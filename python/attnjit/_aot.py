@@ -13,14 +13,17 @@ ShapeOnly = _ext.ShapeOnly
 _CONFIG_DIR = os.path.join(os.path.dirname(__file__), "configs")
 _MODEL_FIELDS = {"name", "description", "source", "num_attention_heads", "num_key_value_heads", "head_dim",
                  "dtype", "kv_cache_dtypes", "page_sizes", "kv_layouts", "sliding_window", "ops"}
-_PLANNED_OPS = {"mla", "batch_decode_mla", "prefill"}
-_NOT_BOUND_OPS = {"fia", "fused_infer_attention_score"}
+_PLANNED_OPS = {"prefill"}
 _OP_FIELDS = {
     "decode": {"op", "kv_cache_dtypes", "kv_layouts", "backend", "pos_encodings", "return_lse",
                "logits_soft_cap", "sliding_window"},
     "xqa": {"op", "kv_cache_dtypes", "page_sizes", "kv_layouts", "backend", "spec_decode", "sinks",
             "sliding_window", "scale_pointers", "fp8_output"},
+    "mla": {"op", "kv_cache_dtypes", "page_sizes", "backend", "kv_lora_rank", "qk_rope_head_dim",
+            "qk_nope_head_dim", "v_head_dim", "sinks", "scale_pointers", "return_lse", "sparse"},
+    "fia": {"op", "backend", "sparse_modes", "atten_mask", "block_sizes", "return_lse", "pse_shift", "decode"},
 }
+_OP_ALIASES = {"batch_decode_mla": "mla", "fused_infer_attention_score": "fia"}
 
 
 def cache_stats():
@@ -69,19 +72,25 @@ def expand_config(cfg):
     window = bool(cfg.get("sliding_window") or 0)
     calls = []
     for i, op in enumerate(cfg.get("ops", [])):
-        kind, where = op.get("op"), f"ops[{i}]."
-        if kind in _PLANNED_OPS:
-            warnings.warn(f"attnjit.prewarm: skipping op '{kind}': family not implemented yet")
+        name, where = op.get("op"), f"ops[{i}]."
+        if name in _PLANNED_OPS:
+            warnings.warn(f"attnjit.prewarm: skipping op '{name}': family not implemented yet")
             continue
+        kind = _OP_ALIASES.get(name, name)
         if kind not in _OP_FIELDS:
-            if kind in _NOT_BOUND_OPS:  # in C++ (the CLI prewarms it), not yet in Python
-                warnings.warn(f"attnjit.prewarm: skipping op '{kind}': no Python binding yet (use the CLI)")
-                continue
-            raise InvalidArgumentError(f"argument '{where}op': expected one of {sorted(_OP_FIELDS)}, got {kind!r}")
+            raise InvalidArgumentError(f"argument '{where}op': expected one of "
+                                       f"{sorted(set(_OP_FIELDS) | set(_OP_ALIASES))}, got {name!r}")
         _check_fields(op, _OP_FIELDS[kind], where)
 
         def field(name, default):
             return op.get(name, cfg.get(name, default))
+
+        if kind == "mla":
+            calls.extend(_mla_calls(op, name, H, dt, field))
+            continue
+        if kind == "fia":
+            calls.extend(_fia_calls(op, H, KH, D, dt))
+            continue
 
         layouts = [x.upper() for x in field("kv_layouts", ["NHD"])]
         win = op.get("sliding_window", window)
@@ -113,6 +122,59 @@ def expand_config(cfg):
                                 sinks=ShapeOnly([KH, H // KH], "fp32") if op.get("sinks") else None,
                                 sliding_win_size=4096 if win else 0, q_scale=ptr,
                                 kv_scale=ptr if kv == "fp8_e4m3" else 1.0, backend=backend))
+    return calls
+
+
+def _mla_calls(op, name, H, dt, field):
+    """The CLI's mla expansion: batch_decode_mla's arguments, batch 1, one page (an fp8
+    KV is skipped with a note: its kernel is not built yet)."""
+    calls = []
+    ptr = ShapeOnly([1], "fp32") if op.get("scale_pointers") else 1.0
+    dims = {k: op[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if k in op}
+    for kv in field("kv_cache_dtypes", [dt]):
+        if kv in ("fp8_e4m3", "e4m3", "float8_e4m3fn"):
+            warnings.warn(f"attnjit.prewarm: skipping op '{name}': fp8_e4m3 KV: the mla kernel for it is not "
+                          "built yet")
+            continue
+        for page in field("page_sizes", [64]):
+            for sparse in [False, True] if op.get("sparse") else [False]:
+                calls.append(dict(
+                    op="mla", query=ShapeOnly([1, 1, H, 576], dt), kv_cache=ShapeOnly([1, page, 576], kv),
+                    qk_nope_head_dim=dims.get("qk_nope_head_dim", 128), kv_lora_rank=dims.get("kv_lora_rank", 512),
+                    qk_rope_head_dim=dims.get("qk_rope_head_dim", 64),
+                    # sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables
+                    block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"),
+                    seq_lens=ShapeOnly([1], "int32"), max_seq_len=page, sparse_mla_top_k=1 if sparse else 0,
+                    bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([H], "fp32") if op.get("sinks") else None,
+                    return_lse=bool(op.get("return_lse")), backend=op.get("backend", "auto")))
+    return calls
+
+
+def _fia_calls(op, H, KH, D, dt):
+    """The CLI's fia expansion: BSND, batch 1, KV_S 2048 (paged: one block), Q_S 128 and,
+    unless decode is false, Q_S 1 (which ignores sparse_mode: only the first is kept)."""
+    calls = []
+    modes = op.get("sparse_modes", [0, 3])
+    mask, pse, lse = bool(op.get("atten_mask")), bool(op.get("pse_shift")), bool(op.get("return_lse"))
+    for bs in op.get("block_sizes", [0]):
+        for qs in [128, 1] if op.get("decode", True) else [128]:
+            for mode in modes:
+                if qs == 1 and mode != modes[0]:
+                    continue
+                kv_s = bs if bs > 0 else 2048
+                kv = ShapeOnly([1, bs, KH * D] if bs > 0 else [1, kv_s, KH, D], dt)
+                c = dict(op="fia", query=ShapeOnly([1, qs, H, D], dt), key=kv, value=kv, input_layout="BSND",
+                         num_heads=H, num_key_value_heads=KH, sparse_mode=mode, softmax_lse_flag=lse,
+                         backend=op.get("backend", "auto"))
+                if bs > 0:
+                    c.update(block_table=ShapeOnly([1, 1], "int32"), block_size=bs, actual_seq_lengths_kv=[bs])
+                if mode >= 2:
+                    c["atten_mask"] = ShapeOnly([2048, 2048], "uint8")
+                elif mode == 1 or mask:
+                    c["atten_mask"] = ShapeOnly([1, kv_s] if qs == 1 else [qs, kv_s], "uint8")
+                if pse:
+                    c["pse_shift"] = ShapeOnly([1, H, qs, kv_s], dt)
+                calls.append(c)
     return calls
 
 
@@ -150,6 +212,52 @@ def prewarm(config_or_specs, arch=None):
 
 
 _DTYPE_TOKENS = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
+_DECODE_FLAGS = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "cudacore",
+                 "trtllmgen"}
+_NAME_FLAGS = {"decode": _DECODE_FLAGS, "xqa": _DECODE_FLAGS,
+               "mla": {"causal", "custom", "sinks", "lse", "scaleptr", "trtllmgen"},
+               "prefill": {"causal", "custom", "lse", "pse", "trtllmgen"}}
+
+
+def _mla_call_for_name(q, kv, out, page, flags, backend):
+    """An mla kernel's call: 16 heads (heads are a launch value), one page; custom = sparse."""
+    sparse = "custom" in flags
+    ptr = ShapeOnly([1], "fp32") if "scaleptr" in flags else 1.0
+    return dict(op="mla", query=ShapeOnly([1, 1, 16, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
+                qk_nope_head_dim=128, kv_lora_rank=512, qk_rope_head_dim=64,
+                block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"), seq_lens=ShapeOnly([1], "int32"),
+                max_seq_len=max(page, 1), sparse_mla_top_k=1 if sparse else 0,
+                out=ShapeOnly([1, 1, 16, 512], out), bmm1_scale=ptr, bmm2_scale=ptr,
+                sinks=ShapeOnly([16], "fp32") if "sinks" in flags else None, return_lse="lse" in flags,
+                backend=backend)
+
+
+def _fia_call_for_name(q, hd, hd_vo, page, flags, backend):
+    """A prefill (FIA) kernel's call: TND where the head dims differ (192/128), else BSND
+    with one head; causal = sparse_mode 3, custom = a full mask (sparse_mode 1); Q_S 128,
+    or 1 for a block size Q_S > 1 does not take (not a multiple of 128)."""
+    mode = 3 if "causal" in flags else 1 if "custom" in flags else 0
+    c = dict(op="fia", softmax_lse_flag="lse" in flags, sparse_mode=mode, backend=backend)
+    if hd != hd_vo:
+        n, t = 8, 128
+        c.update(query=ShapeOnly([t, n, hd], q), key=ShapeOnly([t, n, hd], q), value=ShapeOnly([t, n, hd_vo], q),
+                 input_layout="TND", num_heads=n, actual_seq_lengths=[t], actual_seq_lengths_kv=[t])
+        if mode:
+            c["atten_mask"] = ShapeOnly([2048, 2048], "uint8")
+        return c
+    qs = 128 if page % 128 == 0 else 1
+    kv_s = page or 2048
+    kv = ShapeOnly([1, page, hd], q) if page else ShapeOnly([1, kv_s, 1, hd], q)
+    c.update(query=ShapeOnly([1, qs, 1, hd], q), key=kv, value=kv, input_layout="BSND", num_heads=1)
+    if page:
+        c.update(block_table=ShapeOnly([1, 1], "int32"), block_size=page, actual_seq_lengths_kv=[page])
+    if mode == 3:
+        c["atten_mask"] = ShapeOnly([2048, 2048], "uint8")
+    elif mode == 1:
+        c["atten_mask"] = ShapeOnly([qs, kv_s], "uint8")
+    if "pse" in flags:
+        c["pse_shift"] = ShapeOnly([1, 1, qs, kv_s], q)
+    return c
 
 
 def call_for_name(name):
@@ -157,7 +265,7 @@ def call_for_name(name):
     parts = name.split(".")
     bad = InvalidArgumentError(f"argument 'name': expected a kernel name such as "
                                f"'xqa.bf16.kve4m3.hd128.g8.p32.nhd.sm90a', got '{name}'")
-    if len(parts) < 6 or parts[0] not in ("decode", "xqa") or parts[1] not in _DTYPE_TOKENS:
+    if len(parts) < 6 or parts[0] not in _NAME_FLAGS or parts[1] not in _DTYPE_TOKENS:
         raise bad
     family, q = parts[0], _DTYPE_TOKENS[parts[1]]
     kv = out = q
@@ -186,14 +294,19 @@ def call_for_name(name):
             layout = tok.upper()
         else:
             flags.add(tok)
-    if hd is None or group is None or page is None or layout is None or hd != hd_vo:
+    if hd is None or group is None or page is None or layout is None:
         raise bad
-    known = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "cudacore",
-             "trtllmgen"}
+    if (hd != hd_vo and family in ("decode", "xqa")) or (family == "mla" and (hd, hd_vo) != (576, 512)):
+        raise bad
+    known = _NAME_FLAGS[family]
     if flags - known:
         raise InvalidArgumentError(f"argument 'name': expected flags attnjit.inspect can build a call for "
                                    f"({', '.join(sorted(known))}), got '{sorted(flags - known)[0]}' in '{name}'")
     backend = "trtllm-gen" if "trtllmgen" in flags else "auto"
+    if family == "mla":
+        return _mla_call_for_name(q, kv, out, page, flags, backend), arch
+    if family == "prefill":
+        return _fia_call_for_name(q, hd, hd_vo, page, flags, backend), arch
     if family == "decode":
         kshape = [1, 1, hd] if layout == "NHD" else [1, 1, hd]
         pe = "ROPE_LLAMA" if "rope_llama" in flags else "ALIBI" if "alibi" in flags else "NONE"

@@ -1,0 +1,198 @@
+"""The MLA and FIA ops without a GPU: prewarm and inspect of their kernels, the sizing
+helper, output shapes, and argument errors (numpy through DLPack, or ShapeOnly) that
+name the argument."""
+import pytest
+
+import attnjit
+from attnjit import ShapeOnly as S
+from attnjit.ops.fia import _output_shapes
+
+ARCH = "sm_90a"
+np = pytest.importorskip("numpy")
+
+
+def mla_call(**kw):
+    call = dict(op="mla", query=S([2, 1, 16, 576], "bf16"), kv_cache=S([8, 64, 576], "bf16"), qk_nope_head_dim=128,
+                kv_lora_rank=512, qk_rope_head_dim=64, block_tables=S([2, 4], "int32"), seq_lens=S([2], "int32"),
+                max_seq_len=256)
+    call.update(kw)
+    return call
+
+
+def fia_call(**kw):
+    call = dict(op="fia", query=S([1, 8, 64, 128], "fp16"), key=S([1, 2, 512, 128], "fp16"),
+                value=S([1, 2, 512, 128], "fp16"), num_heads=8, num_key_value_heads=2, input_layout="BNSD")
+    call.update(kw)
+    return call
+
+
+def test_mla_prewarm_then_inspect():
+    names = attnjit.prewarm(mla_call(), arch=ARCH)
+    assert names == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a"]
+    info = attnjit.inspect(names[0])
+    assert info["op"] == "mla" and info["origin"] == "memory" and info["arch"] == ARCH
+    # The seed's name and the C++ name prewarm the same kernel; options reach the name.
+    full = mla_call(op="trtllm_batch_decode_with_kv_cache_mla", sinks=[S([16], "fp32")], bmm1_scale=S([1], "fp32"),
+                    return_lse=True)
+    assert attnjit.prewarm(full, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sinks.lse.scaleptr.sm90a"]
+    # Sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables.
+    sparse = mla_call(op="batch_decode_mla", block_tables=S([2, 1, 32], "int32"), sparse_mla_top_k=32)
+    assert attnjit.prewarm(sparse, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.custom.sm90a"]
+    assert attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.custom", arch=ARCH)["name"].endswith(".custom.sm90a")
+
+
+def test_fia_prewarm_then_inspect():
+    names = attnjit.prewarm(fia_call(softmax_lse_flag=True), arch=ARCH)
+    assert names == ["prefill.fp16.hd128.g1.contig.nhd.lse.sm90a"]
+    info = attnjit.inspect(names[0])
+    assert info["op"] == "fia" and info["origin"] == "memory"
+    causal = fia_call(op="npu_fused_infer_attention_score", sparse_mode=3, atten_mask=S([2048, 2048], "uint8"))
+    assert attnjit.prewarm(causal, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.causal.sm90a"]
+    # A bool mask (numpy here) goes in as its uint8 view: the full-mask (custom) kernel.
+    mask = np.zeros((64, 512), dtype=bool)
+    custom = fia_call(op="fused_infer_attention_score", sparse_mode=1, atten_mask=mask)
+    assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.sm90a"]
+    # TND (192/128 head dims) from its name, through the op.
+    assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.sm90a")["op"] == "fia"
+
+
+def test_inspect_rejects_mla_and_prefill_names_it_cannot_build():
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'name'"):
+        attnjit.inspect("mla.bf16.hd128.g1.p64.nhd.causal.sm90a")  # MLA is 576x512 only
+    with pytest.raises(attnjit.InvalidArgumentError, match="got 'window'"):
+        attnjit.inspect("prefill.bf16.hd128.g1.contig.nhd.window.sm90a")
+    with pytest.raises(attnjit.InvalidArgumentError, match="stands for"):  # heads are a launch value: g1
+        attnjit.inspect("prefill.bf16.hd128.g4.contig.nhd.sm90a")
+
+
+def test_mla_workspace_bytes():
+    big = attnjit.mla_workspace_bytes(64, 128, 1, 32768, 132)
+    assert big > 0
+    assert attnjit.mla_workspace_bytes(1, 16, 1, 32768, 132) <= big
+    assert attnjit.mla_workspace_bytes(1, 16, 1, 64, 132) == 0  # one tile: never split
+    assert attnjit.mla_workspace_bytes(4, 16, 2, 64, 132, sparse_mla_top_k=2048) > 0
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'num_heads'"):
+        attnjit.mla_workspace_bytes(1, 129, 1, 1024, 132)
+
+
+@pytest.mark.parametrize("kw, arg", [
+    (dict(kv_lora_rank=256), "kv_lora_rank"),
+    (dict(query=S([2, 1, 16, 512], "bf16")), "query"),
+    (dict(kv_cache=S([8, 64, 576], "fp8_e4m3")), "kv_cache"),
+    (dict(block_tables=S([2, 4], "int64")), "block_tables"),
+    (dict(seq_lens=S([3], "int32")), "seq_lens"),
+    (dict(max_seq_len=257), "max_seq_len"),
+    (dict(sparse_mla_top_k=8), "block_tables"),  # sparse needs [batch, q_len, top_k] indices there
+    (dict(bmm1_scale=0.0), "bmm1_scale"),
+    (dict(bmm2_scale=S([2], "fp32")), "bmm2_scale"),
+    (dict(sinks=S([8], "fp32")), "sinks"),
+    (dict(sinks=[S([16], "fp32"), S([16], "fp32")]), "sinks"),
+    (dict(return_lse=True, lse=S([2, 8], "fp32")), "lse"),
+    (dict(return_lse=True, lse_base="10"), "lse_base"),
+    (dict(out=S([2, 1, 16, 576], "bf16")), "out"),
+    (dict(backend="fast"), "backend"),
+    (dict(workspace=None), "workspace"),  # not an argument of the op
+])
+def test_mla_argument_errors_name_the_argument(kw, arg):
+    with pytest.raises(attnjit.InvalidArgumentError, match=f"argument '{arg}'"):
+        attnjit.prewarm(mla_call(**kw), arch=ARCH)
+
+
+def test_mla_launch_errors_with_numpy():
+    q = np.zeros((1, 1, 16, 576), np.float16)
+    kv = np.zeros((4, 32, 576), np.float16)
+    bt, sl, ws = np.zeros((1, 4), np.int32), np.zeros(1, np.int32), np.zeros(1024, np.uint8)
+    args = (q, kv, ws, 128, 512, 64, bt, sl, 128)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'out'"):  # numpy: no allocation
+        attnjit.trtllm_batch_decode_with_kv_cache_mla(*args)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'query': expected a CUDA tensor, got a tensor on cpu"):
+        attnjit.trtllm_batch_decode_with_kv_cache_mla(*args, out=np.zeros((1, 1, 16, 512), np.float16))
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'lse'"):
+        attnjit.trtllm_batch_decode_with_kv_cache_mla(*args, out=np.zeros((1, 1, 16, 512), np.float16),
+                                                      return_lse=True)
+    with pytest.raises(attnjit.InvalidArgumentError, match="ShapeOnly has no data"):
+        attnjit.trtllm_batch_decode_with_kv_cache_mla(S([1, 1, 16, 576], "fp16"), *args[1:],
+                                                      out=S([1, 1, 16, 512], "fp16"))
+
+
+@pytest.mark.parametrize("kw, arg", [
+    (dict(input_layout="SBH"), "input_layout"),
+    (dict(num_key_value_heads=3), "num_key_value_heads"),
+    (dict(key=S([2, 2, 512, 128], "fp16"), value=S([2, 2, 512, 128], "fp16")), "key"),
+    (dict(value=S([1, 2, 512, 128], "bf16")), "value"),
+    (dict(sparse_mode=3), "atten_mask"),  # rightDownCausal needs the 2048x2048 mask
+    (dict(sparse_mode=9), "sparse_mode"),
+    (dict(atten_mask=S([64, 512], "fp16")), "atten_mask"),
+    (dict(actual_seq_lengths=[65]), "actual_seq_lengths"),
+    (dict(actual_seq_lengths_kv=[513]), "actual_seq_lengths_kv"),
+    (dict(actual_seq_lengths=["a"]), "actual_seq_lengths"),
+    (dict(actual_seq_lengths=3), "actual_seq_lengths"),
+    (dict(softmax_lse_flag=True, softmax_lse=S([1], "fp32")), "softmax_lse"),
+    (dict(softmax_lse=S([2], "fp32")), "softmax_lse"),  # without the flag: the [1] placeholder only
+    (dict(attention_out=S([1, 64, 8, 128], "fp16")), "attention_out"),
+    (dict(pse_shift=S([1, 8, 64, 512], "bf16")), "pse_shift"),
+    (dict(inner_precise=4), "inner_precise"),
+    (dict(block_table=S([1, 4], "int32"), block_size=100, actual_seq_lengths_kv=[400]), "block_size"),
+    (dict(scale=float("nan")), "scale"),
+    (dict(num_heads=4), "query"),
+    (dict(queries=None), "queries"),  # not an argument of the op
+])
+def test_fia_argument_errors_name_the_argument(kw, arg):
+    with pytest.raises(attnjit.InvalidArgumentError, match=f"argument '{arg}'"):
+        attnjit.prewarm(fia_call(**kw), arch=ARCH)
+
+
+@pytest.mark.parametrize("kw, arg", [
+    (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),
+    (dict(quant_scale2=S([1], "fp32")), "quant_scale2"),
+    (dict(antiquant_scale=S([2, 256], "fp16")), "antiquant_scale"),
+    (dict(key_antiquant_scale=S([1, 512], "fp32"), value_antiquant_scale=S([1, 512], "fp32")),
+     "key_antiquant_scale"),
+    (dict(query_padding_size=S([1], "int64")), "query_padding_size"),
+    (dict(key_shared_prefix=S([1, 2, 16, 128], "fp16"), value_shared_prefix=S([1, 2, 16, 128], "fp16")),
+     "key_shared_prefix"),
+    (dict(query_rope=S([1, 8, 64, 64], "fp16"), key_rope=S([1, 2, 512, 64], "fp16")), "query_rope"),
+    (dict(input_layout="BNSD_NZ"), "input_layout"),
+    (dict(query=S([1, 8, 64, 128], "int8")), "query"),
+    (dict(backend="trtllm-gen"), "backend"),
+])
+def test_fia_refused_features_raise_the_ops_error(kw, arg):
+    # Passed through to the C++ op, whose UnsupportedError names the argument.
+    with pytest.raises(attnjit.UnsupportedError, match=f"argument '{arg}'") as e:
+        attnjit.prewarm(fia_call(**kw), arch=ARCH)
+    assert e.value.kind == "unsupported"
+
+
+def test_fia_launch_errors_with_numpy():
+    q = np.zeros((1, 8, 64, 128), np.float16)
+    kv = np.zeros((1, 2, 512, 128), np.float16)
+    kw = dict(num_heads=8, num_key_value_heads=2, input_layout="BNSD")
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'attention_out'"):  # numpy: no allocation
+        attnjit.npu_fused_infer_attention_score(q, kv, kv, **kw)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'softmax_lse'"):
+        attnjit.npu_fused_infer_attention_score(q, kv, kv, attention_out=np.zeros_like(q), **kw)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'query': expected a CUDA tensor, got a tensor on cpu"):
+        attnjit.fused_infer_attention_score(q, kv, kv, attention_out=np.zeros_like(q),
+                                            softmax_lse=np.zeros(1, np.float32), **kw)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'actual_seq_lengths_kv': expected a host list"):
+        attnjit.npu_fused_infer_attention_score(q, kv, kv, attention_out=np.zeros_like(q),
+                                                softmax_lse=np.zeros(1, np.float32), actual_seq_lengths_kv=object(),
+                                                **kw)
+
+
+def test_fia_lengths_take_host_arrays():
+    lens = np.array([48], np.int64)  # anything with tolist(): a numpy array, a CPU torch tensor
+    assert attnjit.prewarm(fia_call(actual_seq_lengths=lens, actual_seq_lengths_kv=(500,)), arch=ARCH) == \
+        ["prefill.fp16.hd128.g1.contig.nhd.sm90a"]
+
+
+def test_fia_output_shapes_follow_the_seed():
+    # attention_out: query's shape (BNSD_BSND: BSND; TND: value's head dim); softmax_lse
+    # (B, N, Q_S, 1) (TND: (T, N, 1)), or the [1] placeholder without the flag.
+    v4, v3 = S([2, 4, 16, 64], "fp16"), S([100, 8, 128], "bf16")
+    assert _output_shapes((2, 16, 512), v3, 8, "BSH", True) == ((2, 16, 512), (2, 8, 16, 1))
+    assert _output_shapes((2, 16, 8, 64), v4, 8, "BSND", True) == ((2, 16, 8, 64), (2, 8, 16, 1))
+    assert _output_shapes((2, 8, 16, 64), v4, 8, "BNSD", True) == ((2, 8, 16, 64), (2, 8, 16, 1))
+    assert _output_shapes((2, 8, 16, 64), v4, 8, "BNSD_BSND", True) == ((2, 16, 8, 64), (2, 8, 16, 1))
+    assert _output_shapes((100, 8, 192), v3, 8, "TND", True) == ((100, 8, 128), (100, 8, 1))
+    assert _output_shapes((2, 8, 16, 64), v4, 8, "BNSD", False) == ((2, 8, 16, 64), (1,))

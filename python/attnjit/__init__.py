@@ -1,7 +1,8 @@
 """attnjit: JIT-compiled LLM attention kernels (NVRTC, a shared SQLite cubin store),
-called like FlashInfer: attnjit.xqa(...) and attnjit.single_decode_with_kv_cache(...)
-take the same arguments as flashinfer.xqa.xqa and flashinfer.decode.single_decode_with_kv_cache.
-Tensors come in through DLPack (torch, CuPy, JAX, numpy); nothing is copied."""
+called like the libraries they mirror: attnjit.xqa, attnjit.single_decode_with_kv_cache and
+attnjit.trtllm_batch_decode_with_kv_cache_mla take the arguments of FlashInfer's functions of
+those names, and attnjit.npu_fused_infer_attention_score (also fused_infer_attention_score)
+those of torch_npu's. Tensors come in through DLPack (torch, CuPy, JAX, numpy); nothing is copied."""
 from . import attnjit_ext as _ext
 from ._errors import (CompileError, DriverError, Error, InvalidArgumentError, NoDeviceError, NotPrewarmedError,
                       StoreError, UnsupportedError, _make_error)

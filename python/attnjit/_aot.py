@@ -61,8 +61,9 @@ def _check_fields(d, allowed, where):
 
 def expand_config(cfg):
     """A model config -> op call dicts with ShapeOnly tensors, as the CLI expands it
-    (one KV token, batch 1, one page), using the Python ops' defaults (FlashInfer's:
-    single_decode_with_kv_cache without tensor cores)."""
+    (decode, xqa, mla and fia ops: one KV token, batch 1, one page; fia: KV_S 2048),
+    using the Python ops' defaults (FlashInfer's: single_decode_with_kv_cache without
+    tensor cores). Ops the CLI skips with a note are skipped with that note as a warning."""
     _check_fields(cfg, _MODEL_FIELDS, "")
     try:
         H, KH, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]

@@ -162,6 +162,8 @@ def _fia_calls(op, H, KH, D, dt):
             for mode in modes:
                 if qs == 1 and mode != modes[0]:
                     continue
+                full_mask = mask or mode == 1
+                mode = 0 if qs == 1 else mode  # Q_S 1 ignores sparse_mode (and refuses the 2048x2048 mask)
                 kv_s = bs if bs > 0 else 2048
                 kv = ShapeOnly([1, bs, KH * D] if bs > 0 else [1, kv_s, KH, D], dt)
                 c = dict(op="fia", query=ShapeOnly([1, qs, H, D], dt), key=kv, value=kv, input_layout="BSND",
@@ -171,7 +173,7 @@ def _fia_calls(op, H, KH, D, dt):
                     c.update(block_table=ShapeOnly([1, 1], "int32"), block_size=bs, actual_seq_lengths_kv=[bs])
                 if mode >= 2:
                     c["atten_mask"] = ShapeOnly([2048, 2048], "uint8")
-                elif mode == 1 or mask:
+                elif full_mask:
                     c["atten_mask"] = ShapeOnly([1, kv_s] if qs == 1 else [qs, kv_s], "uint8")
                 if pse:
                     c["pse_shift"] = ShapeOnly([1, H, qs, kv_s], dt)

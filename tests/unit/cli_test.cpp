@@ -478,6 +478,13 @@ TEST_F(ModelConfigCliTest, FiaOpExpandsToPrefillSpecs) {
   EXPECT_EQ(r.code, 0) << r.all();
   for (const char* name : {"prefill.bf16.hd64.g1.contig.nhd.lse.sm90a", "prefill.bf16.hd64.g1.contig.nhd.causal.lse.sm90a"})
     EXPECT_NE(r.out.find(name), std::string::npos) << name << " not in: " << r.out;
+  // Causal first: the Q_S = 1 call ignores sparse_mode, so it must not pass the
+  // compressed 2048x2048 mask that decode refuses.
+  r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+              "ops": [{"op": "fia", "sparse_modes": [3]}]})");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("prefill.bf16.hd64.g1.contig.nhd.causal.sm90a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefill.bf16.hd64.g1.contig.nhd.sm90a"), std::string::npos) << "the Q_S = 1 kernel: " << r.out;
   r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
               "ops": [{"op": "fia", "block_sizes": [64], "decode": false}]})");
   EXPECT_EQ(r.code, 1) << r.all();  // Q_S > 1 pages are multiples of 128: the op's refusal, named

@@ -324,7 +324,10 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       for (int bs : blocks)
         for (int qs : q_seqs)
           for (int mode : modes) {
-            if (qs == 1 && mode != modes.front()) continue;  // Q_S = 1 ignores sparse_mode
+            if (qs == 1 && mode != modes.front()) continue;
+            // Q_S = 1 ignores sparse_mode (and refuses the compressed 2048x2048 mask).
+            const int used_mode = qs == 1 ? 0 : mode;
+            const bool full_mask = mask || mode == 1;
             // The op's arguments, shapes only: batch 1, BSND, KV_S 2048 (paged: one block).
             FiaArgs a;
             a.input_layout = "BSND";
@@ -341,16 +344,16 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
               a.block_size = bs;
               a.actual_seq_lengths_kv = {bs};
             }
-            a.sparse_mode = mode;
-            if (mode >= 2) a.atten_mask = TensorView::contiguous(nullptr, DType::kUInt8, {2048, 2048});
-            else if (mode == 1 || mask)
+            a.sparse_mode = used_mode;
+            if (used_mode >= 2) a.atten_mask = TensorView::contiguous(nullptr, DType::kUInt8, {2048, 2048});
+            else if (full_mask)
               a.atten_mask = qs == 1 ? TensorView::contiguous(nullptr, DType::kUInt8, {1, kv_s})
                                      : TensorView::contiguous(nullptr, DType::kUInt8, {qs, kv_s});
             if (pse) a.pse_shift = TensorView::contiguous(nullptr, m.dtype, {1, H, qs, kv_s});
             a.softmax_lse_flag = lse;
             if (lse) a.softmax_lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, H, qs, 1});
             a.backend = op_backend;
-            add(where, fmt::format("fia, sparse_mode {}, block_size {}, Q_S {}", mode, bs, qs),
+            add(where, fmt::format("fia, sparse_mode {}, block_size {}, Q_S {}", used_mode, bs, qs),
                 [&](const spec::Arch& arch) { return ops::fia_prewarm_spec(a, arch); });
           }
     } else if (name == "decode") {

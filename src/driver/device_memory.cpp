@@ -1,5 +1,7 @@
 // Memory, stream, graph and event helpers over the run-time-loaded driver, for
 // the runtime's scratch, the tests and the benchmark.
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "attnjit/error.hpp"
@@ -68,11 +70,27 @@ void stream_sync(CUstream stream) {
 unsigned long long stream_id(CUstream stream) {
   ensure();
   if (!stream) ensure_context();
+  // cuStreamGetId on a capturing stream fails (CAPTURE_UNSUPPORTED, in every capture
+  // mode) and invalidates the capture. So ids are learnt outside capture and looked up
+  // by handle during it; a handle is re-asked each time it is seen uncaptured, so a
+  // reused handle learns its new stream's id on its first ordinary launch.
+  static std::mutex mu;
+  static auto* ids = new std::unordered_map<CUstream, unsigned long long>();  // never destroyed
+  if (stream && is_capturing(stream)) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = ids->find(stream);
+    if (it != ids->end()) return it->second;
+    throw Error(ErrorCode::kNotPrewarmed,
+                "this stream is capturing a graph and has not run an attnjit op before: run the op once "
+                "on this stream before capture (its split-KV scratch is found by stream)");
+  }
   unsigned long long id = 0;
-  // While any stream captures in global mode (PyTorch's default), cuStreamGetId counts
-  // as potentially unsafe: it fails and invalidates that capture. This thread may ask.
-  RelaxedCaptureScope relaxed;
   check(g_api.cuStreamGetId(stream, &id), "cuStreamGetId");
+  if (stream) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ids->size() > 4096) ids->clear();  // a bound for programs that make streams without end
+    (*ids)[stream] = id;
+  }
   return id;
 }
 

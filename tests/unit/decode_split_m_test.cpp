@@ -171,18 +171,22 @@ TEST(SplitMTiling, BadKnobValueNamesTheVariable) {
                {"ATTNJIT_DECODE_SPLIT_M"});
 }
 
-TEST(SplitMRows, MoreThan16RowsTake64PerCta) {
+// Measured on the H200: 64 rows per CTA win at 64 rows (q_seq_len 8, g8) and lose at 32
+// (q_seq_len 4, g8), so split-M takes more than 32 rows.
+TEST(SplitMRows, MoreThan32RowsTake64PerCta) {
   EnvGuard k("ATTNJIT_DECODE_SPLIT_M", nullptr);
   const spec::KernelSpec g8 = spec_dec(128, 8, DType::kBFloat16, "sm_90a");
   EXPECT_EQ(decode_rows_per_cta(g8, 1), 16);
   EXPECT_EQ(decode_rows_per_cta(g8, 2), 16);  // 16 rows: one warp tile, the token split
-  for (int q : {3, 4, 6, 8, 9, 64}) EXPECT_EQ(decode_rows_per_cta(g8, q), kDecodeSplitMRows) << q;
+  for (int q : {3, 4}) EXPECT_EQ(decode_rows_per_cta(g8, q), 16) << q;  // 24 and 32 rows
+  for (int q : {5, 6, 8, 9, 64}) EXPECT_EQ(decode_rows_per_cta(g8, q), kDecodeSplitMRows) << q;
   const spec::KernelSpec g16 = spec_dec(128, 16, DType::kFloat8E4M3, "sm_90a");
   EXPECT_EQ(decode_rows_per_cta(g16, 1), 16);
-  EXPECT_EQ(decode_rows_per_cta(g16, 2), kDecodeSplitMRows);
+  EXPECT_EQ(decode_rows_per_cta(g16, 2), 16);
+  EXPECT_EQ(decode_rows_per_cta(g16, 3), kDecodeSplitMRows);
   const spec::KernelSpec g4 = spec_dec(64, 4, DType::kBFloat16, "sm_80");
-  EXPECT_EQ(decode_rows_per_cta(g4, 4), 16);
-  EXPECT_EQ(decode_rows_per_cta(g4, 5), kDecodeSplitMRows);
+  EXPECT_EQ(decode_rows_per_cta(g4, 8), 16);
+  EXPECT_EQ(decode_rows_per_cta(g4, 9), kDecodeSplitMRows);
   spec::KernelSpec none = g8;
   none.mask = spec::MaskMode::kNone;
   EXPECT_EQ(decode_rows_per_cta(none, 8), 16);
@@ -210,11 +214,11 @@ TEST(SplitMRows, RowBlocksFollowTheRowsPerCta) {
   EXPECT_GE(decode_semaphore_count(s), size_t(decode_base_ctas(s)));
 }
 
-TEST(SplitMRows, PlanXqaTakesSplitMForSpecDecodeBeyond16Rows) {
+TEST(SplitMRows, PlanXqaTakesSplitMForSpecDecodeBeyond32Rows) {
   EnvGuard k("ATTNJIT_DECODE_SPLIT_M", nullptr);
   const spec::Arch arch{90, true};
-  EXPECT_EQ(plan_xqa(xqa_spec_dec(2), arch).shape.rows_per_cta, 16);
-  for (int q : {3, 4, 6, 8}) {
+  for (int q : {2, 3, 4}) EXPECT_EQ(plan_xqa(xqa_spec_dec(q), arch).shape.rows_per_cta, 16) << q;
+  for (int q : {5, 6, 8}) {
     const XqaPlan p = plan_xqa(xqa_spec_dec(q), arch);
     EXPECT_EQ(p.shape.rows_per_cta, kDecodeSplitMRows) << q;
     EXPECT_EQ(p.spec.mask, spec::MaskMode::kCustom);

@@ -204,8 +204,12 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   return true;
 }
 
+// Split-M pays past 32 rows (H200, B16 L8K g8 bf16: q_seq_len 8, 64 rows, 379 -> 324 us;
+// q_seq_len 4, 32 rows, 200 -> 302 us: half the CTAs, half their warps idle).
+constexpr int64_t kSplitMMinRows = 33;
+
 int decode_rows_per_cta(const spec::KernelSpec& s, int q_seq_len) {
-  if (int64_t(s.group_size) * q_seq_len <= 16 || !split_m_eligible(s)) return 16;
+  if (int64_t(s.group_size) * q_seq_len < kSplitMMinRows || !split_m_eligible(s)) return 16;
   return decode_tiling(s).split_m_stages > 0 ? kDecodeSplitMRows : 16;
 }
 

@@ -11,6 +11,7 @@
 
 #include "attnjit/mla.hpp"
 #include "bench_cases.hpp"
+#include "bench_timing.hpp"
 #include "common/device_tensor.hpp"
 #include "driver/cuda_driver.hpp"
 
@@ -19,40 +20,7 @@ namespace attnjit::bench {
 namespace {
 
 using testing::DeviceTensor;
-constexpr double kL2Bytes = 60e6;
 constexpr double kGemmTflops = 790.0;  // measured bf16 GEMM rate of the H200
-
-template <class Fn>
-double median_ms(int sets, const Options& o, Fn fn) {
-  constexpr int kBatch = 8;
-  for (int i = 0; i < o.warmup; ++i) fn(i % sets);
-  driver::ctx_sync();
-  std::vector<float> ms;
-  driver::EventTimer t;
-  int call = 0;
-  for (int i = 0; i < o.iters; ++i) {
-    t.start(nullptr);
-    for (int j = 0; j < kBatch; ++j) fn(call++ % sets);
-    t.stop(nullptr);
-    ms.push_back(t.elapsed_ms() / kBatch);
-  }
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return ms[ms.size() / 2];
-}
-
-// A 1M-value random pool tiled at random offsets: the same timing as fresh normals, far faster.
-std::vector<uint8_t> pool_bytes(size_t n, DType dtype, std::mt19937& rng) {
-  constexpr size_t kPool = 1 << 20;
-  const size_t es = dtype_size(dtype);
-  const std::vector<uint8_t> pool = util::encode(testing::random_values(kPool, rng), dtype);
-  std::vector<uint8_t> out(n * es);
-  for (size_t done = 0; done < n;) {
-    const size_t start = rng() % (kPool / 2), len = std::min(n - done, kPool - start);
-    std::memcpy(out.data() + done * es, pool.data() + start * es, len * es);
-    done += len;
-  }
-  return out;
-}
 
 struct MlaShape {
   int heads, batch, q_len, len;
@@ -73,8 +41,8 @@ Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double*
     x.q = DeviceTensor(dt, {B, T, H, 576});
     x.out = DeviceTensor(dt, {B, T, H, 512});
     x.kv = DeviceTensor(dt, {pages, P, 576});
-    x.q.upload(pool_bytes(size_t(B) * T * H * 576, dt, rng));
-    x.kv.upload(pool_bytes(size_t(pages) * P * 576, dt, rng));
+    x.q.upload(random_bytes(size_t(B) * T * H * 576, dt, rng));
+    x.kv.upload(random_bytes(size_t(pages) * P * 576, dt, rng));
     std::vector<int> ids(pages);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -101,7 +69,7 @@ Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double*
   r.op = "mla";
   r.shape = fmt::format("h{} B{} q{} L{}", H, B, T, L);
   r.dtype = "bf16";
-  r.ms = median_ms(sets, o, call);
+  r.ms = time_median(sets, o, call);
   r.bytes = kv_bytes;
   *tflops = 2.0 * (576 + 512) * double(L) * B * T * H / (r.ms * 1e-3) / 1e12;
   return r;

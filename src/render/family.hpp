@@ -55,6 +55,15 @@ struct BackendRow {
   bool by_measurement;    // ask BackendTable::measured_faster
   const char* source;     // why the row says so (the seed, a measurement)
 };
+// The decode families' table, from the MLA seed: trtllm-gen on sm_100/sm_103, xqa on
+// sm_120; on sm_90a the backend measured faster for the spec.
+inline constexpr BackendRow kMlaSeedBackendRows[] = {
+    {90, spec::Backend::kXqa, true, "the backend measured faster for the spec"},
+    {100, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {103, spec::Backend::kTrtllmGen, false, "the MLA seed"},
+    {120, spec::Backend::kXqa, false, "the MLA seed"},
+    {0, spec::Backend::kXqa, false, "the portable mma.sync kernels"},
+};
 // A (backend, arch) whose kernel exists and has run correctly on a GPU: only
 // these count as available. sm 0: portable code, every arch can_implement allows.
 struct VerifiedBackend {

@@ -253,15 +253,7 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
 }
 
 namespace {
-// Backend resolution for decode kernels, following the MLA seed (trtllm-gen on
-// sm_100/sm_103, xqa on sm_120); on sm_90a the faster backend per spec.
-constexpr render::BackendRow kRows[] = {
-    {90, spec::Backend::kXqa, true, "the backend measured faster for the spec"},
-    {100, spec::Backend::kTrtllmGen, false, "the MLA seed"},
-    {103, spec::Backend::kTrtllmGen, false, "the MLA seed"},
-    {120, spec::Backend::kXqa, false, "the MLA seed"},
-    {0, spec::Backend::kXqa, false, "the portable mma.sync kernels"},
-};
+// Backend rows: the MLA seed's (render::kMlaSeedBackendRows).
 // Kernels that exist and have run correctly on a GPU. xqa's decode kernel is
 // portable (mma.sync, sm_80+; run on the H200). No trtllm-gen decode kernel exists
 // yet, so trtllm-gen is available nowhere and auto takes xqa everywhere.
@@ -272,7 +264,8 @@ spec::Backend measured_faster(const spec::KernelSpec&, const char** why) {
   return spec::Backend::kXqa;
 }
 
-const render::BackendTable kTable = {kRows, std::size(kRows), kVerified, std::size(kVerified), measured_faster};
+const render::BackendTable kTable = {render::kMlaSeedBackendRows, std::size(render::kMlaSeedBackendRows), kVerified,
+                                     std::size(kVerified), measured_faster};
 }  // namespace
 
 const render::BackendTable& decode_backend_table() { return kTable; }

@@ -99,14 +99,7 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
 }
 
 namespace {
-// The MLA seed: trtllm-gen on sm_100/sm_103, xqa on sm_120; on sm_90a the faster per spec.
-constexpr render::BackendRow kRows[] = {
-    {90, spec::Backend::kXqa, true, "the backend measured faster for the spec"},
-    {100, spec::Backend::kTrtllmGen, false, "the MLA seed"},
-    {103, spec::Backend::kTrtllmGen, false, "the MLA seed"},
-    {120, spec::Backend::kXqa, false, "the MLA seed"},
-    {0, spec::Backend::kXqa, false, "the portable mma.sync kernels"},
-};
+// Backend rows: the MLA seed's (render::kMlaSeedBackendRows).
 // Only the portable xqa mla kernel exists; no trtllm-gen mla kernel yet.
 constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}};
 
@@ -115,7 +108,8 @@ spec::Backend measured_faster(const spec::KernelSpec&, const char** why) {
   return spec::Backend::kXqa;
 }
 
-const render::BackendTable kTable = {kRows, std::size(kRows), kVerified, std::size(kVerified), measured_faster};
+const render::BackendTable kTable = {render::kMlaSeedBackendRows, std::size(render::kMlaSeedBackendRows), kVerified,
+                                     std::size(kVerified), measured_faster};
 }  // namespace
 
 const render::BackendTable& mla_backend_table() { return kTable; }

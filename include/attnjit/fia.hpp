@@ -57,7 +57,9 @@ struct FiaArgs {
   // placeholder, fp32 with one element, and the op writes 0 into it.
   TensorView attention_out;
   TensorView softmax_lse;
-  Backend backend = Backend::kAuto;  // auto or xqa (the portable mma.sync prefill kernel)
+  // auto: on sm_90a the wgmma kernel (trtllm-gen) where it serves the head dims, else xqa (the
+  // portable mma.sync kernel). trtllm-gen asked for where it cannot serve is an Error naming backend.
+  Backend backend = Backend::kAuto;
 };
 
 void fused_infer_attention_score(const FiaArgs& args, Stream stream = nullptr, Runtime* runtime = nullptr);

@@ -36,6 +36,7 @@ struct FiaCase {
   bool paged_rank4 = false;
   bool lse = false;
   double scale = 0;  // 0: 1/sqrt(D)
+  Backend backend = Backend::kAuto;  // run_fia: auto runs every backend this GPU has
 };
 
 std::string describe(const FiaCase& c) {
@@ -45,7 +46,8 @@ std::string describe(const FiaCase& c) {
                   " sparse" + std::to_string(c.sparse) + " pre" + std::to_string(c.pre) + " next" +
                   std::to_string(c.next) + " mask" + std::to_string(c.mask) + "." + std::to_string(c.mask_shape) +
                   " pse" + std::to_string(c.pse) + " bs" + std::to_string(c.block_size) +
-                  (c.paged_rank4 ? "r4" : "") + (c.lse ? " lse" : "") + " q[";
+                  (c.paged_rank4 ? "r4" : "") + (c.lse ? " lse" : "") +
+                  (c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kXqa ? " xqa" : "") + " q[";
   for (auto v : c.q_list) s += std::to_string(v) + ",";
   s += "] kv[";
   for (auto v : c.kv_list) s += std::to_string(v) + ",";
@@ -54,8 +56,8 @@ std::string describe(const FiaCase& c) {
 
 int64_t list_at(const std::vector<int64_t>& v, int b, int64_t d) { return v.empty() ? d : v.size() == 1 ? v[0] : v[size_t(b)]; }
 
-// Runs one case; returns the relative L2 error (0 in prewarm mode).
-double run_fia(const FiaCase& c, uint32_t seed) {
+// Runs one case on c.backend; returns the relative L2 error (0 in prewarm mode).
+double run_fia_on(const FiaCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
   const bool tnd = c.layout == "TND", bnsd_in = c.layout == "BNSD" || c.layout == "BNSD_BSND";
   const bool bnsd_out = c.layout == "BNSD", decode = !tnd && c.q_seq == 1;
@@ -157,6 +159,7 @@ double run_fia(const FiaCase& c, uint32_t seed) {
   a.num_key_value_heads = KN == N && rng() % 2 ? 0 : KN;
   a.input_layout = c.layout;
   a.scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(D));
+  a.backend = c.backend;
   a.actual_seq_lengths = c.q_list;
   a.actual_seq_lengths_kv = c.kv_list;
   a.sparse_mode = c.sparse;
@@ -302,6 +305,25 @@ double run_fia(const FiaCase& c, uint32_t seed) {
   return r.empty() ? 0.0 : testing::rel_l2(g, r);
 }
 
+// Whether the GPU (or, in prewarm mode, the target arch) is sm_90a: the wgmma kernel's.
+bool hopper_here() {
+  if (const char* arch = testing::gpu_test_prewarm_arch()) return std::string(arch) == "sm_90a";
+  const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
+  return caps.sm_major == 9 && caps.sm_minor == 0;
+}
+
+// Runs the case on the portable kernel and, on sm_90a where its head dims allow,
+// on the wgmma (trtllm-gen) kernel; returns the larger error.
+double run_fia(FiaCase c, uint32_t seed) {
+  c.backend = Backend::kXqa;
+  double err = run_fia_on(c, seed);
+  if (hopper_here() && c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0) {
+    c.backend = Backend::kTrtllmGen;
+    err = std::max(err, run_fia_on(c, seed));
+  }
+  return err;
+}
+
 TEST(FiaGpu, BasicBsndCausalGqa) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   FiaCase c;
@@ -416,6 +438,31 @@ TEST(FiaGpu, TndWithDifferentValueHeadDim) {
     if (n % 2) c.sparse = 3, c.mask = 2;
     c.lse = n != 2;
     EXPECT_LE(run_fia(c, 70 + n), 1e-2) << describe(c);
+  }
+}
+
+// Many KV tiles: the stage ring wraps several times (its mbarrier phases flip),
+// causal tiles are skipped, and the last tile is partial; every head dim the
+// wgmma kernel takes, GQA and ragged lengths.
+TEST(FiaGpu, LongSequencesWrapTheStageRing) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  const int dims[][2] = {{64, 64}, {128, 128}, {192, 192}, {256, 256}};  // unequal: TND only
+  for (int n = 0; n < 8; ++n) {
+    FiaCase c;
+    c.layout = n % 2 ? "BNSD" : "BSND";
+    c.head_dim = dims[n % 4][0];
+    c.head_dim_v = dims[n % 4][1];
+    c.dtype = n % 3 ? DType::kBFloat16 : DType::kFloat16;
+    c.batch = 2;
+    c.kv_heads = 2;
+    c.heads = n < 4 ? 8 : 2;
+    c.q_seq = 700;
+    c.kv_seq = 1900;
+    c.kv_list = {1900, 1111};
+    c.q_list = {700, 333};
+    if (n % 2 == 0) c.sparse = 3, c.mask = 2;
+    c.lse = true;
+    EXPECT_LE(run_fia(c, 600 + n), 1e-2) << describe(c);
   }
 }
 

@@ -112,12 +112,14 @@ TEST_F(CliTest, DoctorJsonHasTheKeys) {
 
 // Backend resolution is visible: on sm_100a the decode-family tables (the MLA seed)
 // prefer trtllm-gen, no trtllm-gen kernel has run on a GPU, so auto takes xqa, and
-// says so. (The prefill family's table prefers its portable kernel there.)
+// says so. (The prefill family's table prefers its portable kernel there, and its
+// wgmma kernel on sm_90a.)
 TEST_F(CliTest, DoctorAndInspectSayWhichBackendAutoPicksAndWhy) {
   json j = run_json("doctor --json");
   bool saw_sm100 = false;
   for (const auto& b : j["backends"]) {
-    EXPECT_EQ(b["auto"], "xqa") << b.dump();
+    const bool hopper_prefill = b["family"] == "prefill" && b["arch"] == "sm_90a";
+    EXPECT_EQ(b["auto"], hopper_prefill ? "trtllm-gen" : "xqa") << b.dump();
     if (b["arch"] == "sm_100a" && b["family"] != "prefill") {
       saw_sm100 = true;
       const std::string why = b["why"].get<std::string>();

@@ -47,6 +47,16 @@ std::vector<KernelSpec> variants() {
     out.push_back(prefill_spec(DType::kFloat16, 256, 256, M::kCustom, 128, f::kReturnLse | f::kPse, a));
     out.push_back(prefill_spec(DType::kBFloat16, 128, 128, M::kCustom, 16, f::kPse, a));
   }
+  // The Hopper (trtllm-gen, wgmma) kernel: sm_90a only, head dims 64 to 256.
+  for (KernelSpec s : {prefill_spec(DType::kBFloat16, 128, 128, M::kNone, 0, 0, "sm_90a"),
+                       prefill_spec(DType::kFloat16, 128, 128, M::kCausal, 0, f::kReturnLse, "sm_90a"),
+                       prefill_spec(DType::kBFloat16, 64, 64, M::kCustom, 0, f::kPse, "sm_90a"),
+                       prefill_spec(DType::kBFloat16, 192, 128, M::kCausal, 0, f::kReturnLse, "sm_90a"),
+                       prefill_spec(DType::kFloat16, 256, 256, M::kCustom, 128, f::kReturnLse | f::kPse, "sm_90a"),
+                       prefill_spec(DType::kBFloat16, 128, 128, M::kCausal, 256, 0, "sm_90a")}) {
+    s.backend = spec::Backend::kTrtllmGen;
+    out.push_back(s);
+  }
   return out;
 }
 

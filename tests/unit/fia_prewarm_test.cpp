@@ -31,14 +31,14 @@ TEST(FiaPrewarm, CompilesFromShapesAlone) {
   a.atten_mask = shape_only(DType::kUInt8, {2048, 2048});
   a.softmax_lse_flag = true;
   a.softmax_lse = shape_only(DType::kFloat32, {1, 32, 512, 1});
-  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "prefill.bf16.hd128.g1.contig.nhd.causal.lse.sm90a");
+  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "prefill.bf16.hd128.g1.contig.nhd.causal.lse.trtllmgen.sm90a");
   EXPECT_EQ(rt.stats().compiles, 1);
   // Q_S = 1 with the same head dims and no mask: a kernel without the band.
   a.query = shape_only(DType::kBFloat16, {1, 32, 1, 128});
   a.attention_out = a.query;
   a.softmax_lse = shape_only(DType::kFloat32, {1, 32, 1, 1});
   a.atten_mask = {};
-  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "prefill.bf16.hd128.g1.contig.nhd.lse.sm90a");
+  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "prefill.bf16.hd128.g1.contig.nhd.lse.trtllmgen.sm90a");
   // Validation still runs on shapes.
   a.num_key_value_heads = 5;
   EXPECT_THROW(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), Error);

@@ -155,7 +155,6 @@ const std::vector<Broken>& broken_cases() {
       {"query_rope alone", [](FiaArgs& a) { a.query_rope = bf16(0x800000, {2, 64, 8, 64}); }, "key_rope"},
       {"MLA rope", [](FiaArgs& a) { a.query_rope = bf16(0x800000, {2, 64, 8, 64}), a.key_rope = bf16(0x900000, {2, 256, 1, 64}); },
        "query_rope", ErrorCode::kUnsupported},
-      {"trtllm-gen backend", [](FiaArgs& a) { a.backend = Backend::kTrtllmGen; }, "backend", ErrorCode::kUnsupported},
       {"scale NaN", [](FiaArgs& a) { a.scale = std::nan(""); }, "scale"},
       // Paged KV.
       {"paged block_size 64 at Q_S > 1", [](FiaArgs& a) { paged(a, 64, false, 64); }, "block_size"},
@@ -274,6 +273,46 @@ TEST(FiaValidation, TndConstraints) {
   }
 }
 
+// auto on sm_90a takes the wgmma kernel where its head dims allow (128-row work
+// tiles), the portable kernel elsewhere (64-row tiles); trtllm-gen asked for where
+// it cannot serve is an error that says backend.
+TEST(FiaValidation, BackendChoiceAndItsWorkTiles) {
+  const spec::Arch sm90a = spec::Arch::parse("sm_90a"), sm80 = spec::Arch::parse("sm_80");
+  FiaArgs a = valid_fia(200);
+  FiaPlan p = plan_fia(a, sm90a);
+  EXPECT_EQ(p.spec.backend, spec::Backend::kTrtllmGen) << p.spec.name();
+  EXPECT_EQ(p.rows_per_cta, 128);
+  PrefillParams work{};
+  // 200 tokens x group 4 = 800 rows: 7 tiles of 128 per batch.
+  EXPECT_EQ(fia_fill_work(p, a, 0, testing::kFiaBatch, work), 7 * testing::kFiaBatch);
+  a.backend = Backend::kXqa;
+  p = plan_fia(a, sm90a);
+  EXPECT_EQ(p.spec.backend, spec::Backend::kXqa);
+  EXPECT_EQ(p.rows_per_cta, 64);
+  EXPECT_EQ(fia_fill_work(p, a, 0, testing::kFiaBatch, work), 13 * testing::kFiaBatch);
+  a.backend = Backend::kAuto;
+  EXPECT_EQ(plan_fia(a, sm80).spec.backend, spec::Backend::kXqa);
+  EXPECT_EQ(plan_fia(tnd_args(), sm90a).spec.backend, spec::Backend::kTrtllmGen);  // 192 / 128
+  // Head dim 80: not whole 128-byte swizzle blocks, so the portable kernel.
+  FiaArgs h = valid_fia();
+  h.query = bf16(0x10000, {testing::kFiaBatch, 64, testing::kFiaHeads, 80});
+  h.key = bf16(0x100000, {testing::kFiaBatch, testing::kFiaKvSeq, testing::kFiaKvHeads, 80});
+  h.value = bf16(0x200000, {testing::kFiaBatch, testing::kFiaKvSeq, testing::kFiaKvHeads, 80});
+  h.attention_out = bf16(0x400000, {testing::kFiaBatch, 64, testing::kFiaHeads, 80});
+  EXPECT_EQ(plan_fia(h, sm90a).spec.backend, spec::Backend::kXqa);
+  for (const auto& [args, arch] : {std::pair<FiaArgs, spec::Arch>{h, sm90a}, {a, sm80}}) {
+    FiaArgs t = args;
+    t.backend = Backend::kTrtllmGen;
+    try {
+      plan_fia(t, arch);
+      ADD_FAILURE() << "trtllm-gen accepted on " << arch.str();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("backend trtllm-gen"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(FiaValidation, LengthListsFollowTheSeedsRules) {
   FiaArgs a = valid_fia();
   a.actual_seq_lengths = {7};  // one value: every batch
@@ -357,7 +396,7 @@ TEST(FiaValidation, LayoutsAreStrides) {
   EXPECT_EQ(p.params.o_stride_s, 8 * kHd);
   EXPECT_EQ(p.params.o_stride_h, kHd);
   EXPECT_EQ(p.params.group, 4);
-  EXPECT_EQ(p.spec.name(), "prefill.bf16.hd128.g1.contig.nhd.lse.sm90a");
+  EXPECT_EQ(p.spec.name(), "prefill.bf16.hd128.g1.contig.nhd.lse.trtllmgen.sm90a");
   FiaArgs h = valid_fia();
   h.input_layout = "BSH";
   h.query = bf16(0x10000, {2, 64, 8 * kHd});
@@ -372,16 +411,25 @@ TEST(FiaValidation, LayoutsAreStrides) {
 TEST(FiaValidation, WorkListCoversRowsAndClearsPadding) {
   FiaArgs a = valid_fia();  // group 4, Q_S 64: 256 rows per (batch, KV head)
   a.actual_seq_lengths = {64, 10};
+  a.backend = Backend::kXqa;  // the portable kernel: 64-row tiles
   FiaPlan p = plan_fia(a, testing::kPlanArch);
   PrefillParams& w = p.params;
-  const int tiles = fia_fill_work(p, a, 0, 2, w);
+  int tiles = fia_fill_work(p, a, 0, 2, w);
   EXPECT_EQ(w.batches[0].compute_tiles, 4);  // 256 rows
   EXPECT_EQ(w.batches[1].tile_begin, 4);
   EXPECT_EQ(w.batches[1].compute_tiles, 1);  // 40 rows
   EXPECT_EQ(tiles, 4 + 1 + 4);               // 216 padded rows: 4 zero tiles
   EXPECT_EQ(w.num_batches, 2);
+  a.backend = Backend::kTrtllmGen;  // the wgmma kernel: 128-row tiles
+  p = plan_fia(a, testing::kPlanArch);
+  tiles = fia_fill_work(p, a, 0, 2, p.params);
+  EXPECT_EQ(p.params.batches[0].compute_tiles, 2);
+  EXPECT_EQ(p.params.batches[1].tile_begin, 2);
+  EXPECT_EQ(p.params.batches[1].compute_tiles, 1);
+  EXPECT_EQ(tiles, 2 + 1 + 2);
   // Decode: the group's heads fill the rows of one tile.
   FiaArgs d = valid_fia(1);
+  d.backend = Backend::kXqa;
   FiaPlan pd = plan_fia(d, testing::kPlanArch);
   EXPECT_EQ(fia_fill_work(pd, d, 0, 2, pd.params), 2);
 }

@@ -8,6 +8,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/fia/prefill_family.hpp"
 #include "runtime/backend.hpp"
 
 namespace attnjit::ops {
@@ -85,8 +86,6 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   plan.layout = layout;
   const bool tnd = layout == FiaLayout::kTND;
   require_backend(a.backend);
-  if (a.backend == Backend::kTrtllmGen)
-    unsupported("backend", "fused_infer_attention_score has only the portable (xqa) prefill kernel yet");
 
   // Features of the separate issue (quantised paths, shared prefix, left padding, MLA).
   const char* quant = "the quantised FIA paths (int8 Q/K/V, antiquant, post-quant) are not supported yet";
@@ -476,6 +475,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
+  plan.rows_per_cta = prefill_tiling(s).rows;
 
   // Params (the work list is filled per launch).
   PrefillParams& p = plan.params;
@@ -539,9 +539,10 @@ int fia_fill_work(const FiaPlan& plan, const FiaArgs& a, int first, int count, P
     e.kv_tok0 = L.kv_tok0;
     e.tile_begin = tiles;
     const int rows = L.q_len * G;
-    e.compute_tiles = (rows + kPrefillRows - 1) / kPrefillRows;
+    const int R = plan.rows_per_cta;
+    e.compute_tiles = (rows + R - 1) / R;
     const int zero_rows = std::max(0, rows_padded - rows);
-    tiles += e.compute_tiles + (zero_rows + kPrefillRows - 1) / kPrefillRows;
+    tiles += e.compute_tiles + (zero_rows + R - 1) / R;
   }
   p.num_batches = count;
   p.first_batch = first;

@@ -11,7 +11,7 @@
 
 namespace attnjit::ops {
 
-constexpr int kPrefillRows = 64;  // rows (token x group head) per CTA: PrefillTraits::kRows
+constexpr int kPrefillRows = 64;  // rows (token x group head) per CTA of the portable kernel: PrefillTraits::kRows
 
 enum class FiaLayout { kBSH, kBSND, kBNSD, kBNSD_BSND, kTND };
 
@@ -23,6 +23,7 @@ struct FiaPlan {
   int num_heads = 0, num_kv_heads = 0;
   int q_seq = 0, kv_seq = 0;  // the tensors' S (TND: 0)
   bool decode = false;        // Q_S == 1 (not TND)
+  int rows_per_cta = kPrefillRows;  // the chosen kernel's (prefill_tiling): a work-list tile
   bool lse_placeholder = false;  // flag off, softmax_lse given: write 0 into it
 };
 

@@ -27,14 +27,34 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile) {
   // PrefillTraits::kSmemBytes: the Q tile and two K/V stages, rows padded by 8 elements.
   return kPrefillRows * (hd_qk + 8) * 2 + 2 * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2);
 }
+// PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, the mbarriers.
+int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages) {
+  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + 2 * stages * 8;
+}
+bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace
 
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   PrefillTiling t;
   t.smem_limit = render::max_smem_per_block(s.arch);
+  const int widest = std::max(s.head_dim_qk, s.head_dim_vo);
+  if (is_hopper(s)) {
+    // Two consumer warpgroups of 64 rows and a producer; S (kv_tile / 2 registers)
+    // and O (head_dim_vo / 2) live in a consumer's registers, so 128-token tiles up
+    // to head dim 128. As many stages as shared memory holds, at most 4.
+    t.hopper = true;
+    t.rows = 128;
+    t.threads = 384;
+    t.kv_tile = widest > 128 ? 64 : 128;
+    t.stages = 2;
+    while (t.stages < 4 && hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1) <= t.smem_limit)
+      ++t.stages;
+    t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages);
+    return t;
+  }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
   // both live in them) and where shared memory is 99 KB.
-  t.kv_tile = std::max(s.head_dim_qk, s.head_dim_vo) > 128 ? 32 : 64;
+  t.kv_tile = widest > 128 ? 32 : 64;
   if (smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile) > t.smem_limit) t.kv_tile = 32;
   t.smem_bytes = smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile);
   return t;
@@ -45,9 +65,17 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
     if (why) *why = reason();
     return false;
   };
-  if (s.backend != spec::Backend::kXqa)
-    return refuse([&] { return fmt::format("only the xqa (mma.sync) backend has prefill kernels ({} has none yet)",
-                                           spec::to_string(s.backend)); });
+  if (is_hopper(s)) {
+    if (arch.sm != 90 || !arch.arch_specific)
+      return refuse([&] { return fmt::format("the trtllm-gen prefill kernel is sm_90a only (wgmma, setmaxnreg); {} has none",
+                                             arch.str()); });
+    for (int hd : {s.head_dim_qk, s.head_dim_vo})
+      if (hd % 64 != 0 || hd > 256)
+        return refuse([&] { return fmt::format("head dim {}: the trtllm-gen prefill kernel takes 64, 128, 192 or 256 "
+                                               "(whole 128-byte swizzle blocks)", hd); });
+  } else if (s.backend != spec::Backend::kXqa) {
+    return refuse([&] { return fmt::format("backend {} has no prefill kernels", spec::to_string(s.backend)); });
+  }
   if (arch.sm < 80) return refuse([] { return std::string("the prefill templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
     return refuse([&] { return fmt::format("q dtype {}: the prefill templates take fp16 or bf16", dtype_name(s.q_dtype)); });
@@ -77,15 +105,21 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
   const PrefillTiling t = prefill_tiling(s);
   render::RenderedUnit u;
-  u.launch.threads = 128;
+  u.launch.threads = t.threads;
   u.launch.smem_bytes = t.smem_bytes;
   u.launch.min_blocks_per_sm = 1;
   u.entry = "attnjit_prefill";
   u.smem_symbol = "attnjit_smem_bytes";
+  // The Hopper traits take the stage count after the tile.
+  const std::string traits =
+      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
+                             s.head_dim_vo, t.kv_tile, t.stages)
+               : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
+                             s.head_dim_vo, t.kv_tile);
   u.source = fmt::format(
       "// attnjit {name}\n"
-      "#include \"prefill/prefill_kernel.cuh\"\n"
-      "using Traits = attnjit::PrefillTraits<{t}, {hq}, {hv}, {tile}, {mask}, {page}, {pse}, {lse}>;\n"
+      "#include \"prefill/{header}\"\n"
+      "using Traits = {traits}, {mask}, {page}, {pse}, {lse}>;\n"
       "static_assert(Traits::kSmemBytes == {smem_bytes}, \"host and kernel disagree on shared memory\");\n"
       "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == 1 && Traits::kRows == {rows}, "
       "\"host and kernel disagree on launch metadata\");\n"
@@ -93,23 +127,33 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::PrefillParams params) {{\n"
       "  extern __shared__ __align__(16) unsigned char smem[];\n"
-      "  attnjit::Prefill<Traits>::run(params, smem);\n"
+      "  attnjit::{kernel}<Traits>::run(params, smem);\n"
       "}}\n",
-      fmt::arg("name", s.name()), fmt::arg("t", device_type(s.q_dtype)), fmt::arg("hq", s.head_dim_qk),
-      fmt::arg("hv", s.head_dim_vo), fmt::arg("tile", t.kv_tile), fmt::arg("mask", static_cast<int>(s.mask)),
-      fmt::arg("page", s.page_size), fmt::arg("pse", s.has(spec::feature::kPse) ? "true" : "false"),
+      fmt::arg("name", s.name()), fmt::arg("header", t.hopper ? "prefill_hopper.cuh" : "prefill_kernel.cuh"),
+      fmt::arg("traits", traits), fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("page", s.page_size),
+      fmt::arg("pse", s.has(spec::feature::kPse) ? "true" : "false"),
       fmt::arg("lse", s.has(spec::feature::kReturnLse) ? "true" : "false"), fmt::arg("smem_bytes", t.smem_bytes),
-      fmt::arg("threads", u.launch.threads), fmt::arg("rows", kPrefillRows), fmt::arg("smem", u.smem_symbol),
-      fmt::arg("entry", u.entry));
+      fmt::arg("threads", t.threads), fmt::arg("rows", t.rows), fmt::arg("smem", u.smem_symbol),
+      fmt::arg("entry", u.entry), fmt::arg("kernel", t.hopper ? "PrefillHopper" : "Prefill"));
   return u;
 }
 
 namespace {
-// Only the portable mma.sync kernel exists; the Hopper warpgroup kernel (a
-// separate issue) will serve the same Params and work list.
-constexpr render::BackendRow kRows[] = {{0, spec::Backend::kXqa, false, "the portable mma.sync prefill kernel"}};
-constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}};
-const render::BackendTable kTable = {kRows, std::size(kRows), kVerified, std::size(kVerified), nullptr};
+// sm_90a: the wgmma kernel wherever it can serve the spec (its head dims), else the
+// portable mma.sync kernel, which every other arch takes.
+spec::Backend hopper_where_it_serves(const spec::KernelSpec& s, const char** why) {
+  spec::KernelSpec h = s;
+  h.backend = spec::Backend::kTrtllmGen;
+  const bool ok = prefill_can_implement(h, s.arch, nullptr);
+  if (why) *why = ok ? "the wgmma kernel measured faster than mma.sync at every prefill shape"
+                     : "head dims the wgmma kernel does not take: the portable kernel";
+  return ok ? spec::Backend::kTrtllmGen : spec::Backend::kXqa;
+}
+constexpr render::BackendRow kRows[] = {
+    {90, spec::Backend::kTrtllmGen, true, "the wgmma (trtllm-gen) kernel where it serves the spec"},
+    {0, spec::Backend::kXqa, false, "the portable mma.sync prefill kernel"}};
+constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}, {spec::Backend::kTrtllmGen, 90}};
+const render::BackendTable kTable = {kRows, std::size(kRows), kVerified, std::size(kVerified), hopper_where_it_serves};
 }  // namespace
 
 const render::BackendTable& prefill_backend_table() { return kTable; }

@@ -10,7 +10,11 @@
 namespace attnjit::ops {
 
 struct PrefillTiling {
-  int kv_tile = 64;   // KV tokens per main-loop step
+  bool hopper = false;  // the trtllm-gen (sm_90a wgmma) kernel, else the portable mma.sync one
+  int rows = 64;        // rows (token x group head) per CTA
+  int threads = 128;
+  int kv_tile = 64;     // KV tokens per main-loop step
+  int stages = 2;       // K/V stages in shared memory
   int smem_bytes = 0;
   int smem_limit = 0;
 };

@@ -1,0 +1,94 @@
+// Hopper (sm_90a) building blocks for warp-specialized kernels: mbarriers, proxy
+// fences, register reallocation, named barriers, the wgmma fence/commit/wait and
+// the shared-memory matrix descriptors of 128-byte-swizzled tiles.
+#pragma once
+
+#include "common/dtype.cuh"
+#include "common/mma.cuh"
+
+namespace attnjit {
+
+// ---- mbarrier (CTA scope) ----
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Waits until the phase with this parity has completed. A fresh barrier counts its
+// phase "1" as complete, so a producer's first wait on an empty slot passes.
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Generic-proxy shared-memory writes (st.shared, cp.async) become visible to the
+// async proxy (wgmma, TMA) of the same thread.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Register reallocation between warpgroups (whole-warpgroup instructions).
+template <int N> __device__ __forceinline__ void regs_decrease() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void regs_increase() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+// A barrier among `threads` threads (multiples of 32) of the CTA; id 0 is __syncthreads'.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- wgmma ordering ----
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulators across an
+// in-flight wgmma (the asm operands are its only view of the dependency).
+template <int N> __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---- 128-byte-swizzled tiles ----
+// A tile of R rows x C 16-bit elements (C a multiple of 64) is stored as C/64
+// column blocks of R rows x 128 bytes; in each 128-byte row the 16-byte chunk c
+// sits at c ^ (row % 8). Blocks start 1024-byte aligned. This is the layout of
+// TMA's SWIZZLE_128B and the canonical wgmma layout (K-major and MN-major).
+template <int kRows>
+__device__ __forceinline__ int swizzled_offset(int row, int col) {  // bytes; col a multiple of 8
+  return (col / 64) * (kRows * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4);
+}
+
+// The wgmma shared-memory matrix descriptor: start, leading and stride byte
+// offsets (16-byte units), layout 1 = 128-byte swizzle.
+__device__ __forceinline__ u64 smem_desc(u32 addr, u32 lead_bytes, u32 stride_bytes) {
+  return u64((addr & 0x3FFFF) >> 4) | (u64(lead_bytes >> 4) << 16) | (u64(stride_bytes >> 4) << 32) | (1ull << 62);
+}
+// K-major operand (rows = M or N, the contraction dim contiguous): 8-row groups
+// 1024 bytes apart; the 16-element k step k0 (a multiple of 16) of a tile of kRows rows.
+template <int kRows>
+__device__ __forceinline__ u64 desc_k_major(u32 tile, int k0) {
+  return smem_desc(tile + (k0 / 64) * (kRows * 128) + (k0 % 64) * 2, 16, 1024);
+}
+// MN-major operand (rows = the contraction dim, N contiguous in 64-wide column
+// blocks kRows * 128 bytes apart): the k step starting at row k0.
+template <int kRows>
+__device__ __forceinline__ u64 desc_mn_major(u32 tile, int k0) {
+  return smem_desc(tile + k0 * 128, kRows * 128, 1024);
+}
+
+}  // namespace attnjit

@@ -28,6 +28,12 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
   } while (!done);
 }
 
+// Arrives on the mbarrier once every cp.async this thread issued so far has landed
+// (the barrier's count includes this arrival: .noinc). The thread does not wait.
+__device__ __forceinline__ void cp_async_mbar_arrive(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // Generic-proxy shared-memory writes (st.shared, cp.async) become visible to the
 // async proxy (wgmma, TMA) of the same thread.
 __device__ __forceinline__ void fence_proxy_async_shared() {

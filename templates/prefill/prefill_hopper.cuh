@@ -1,7 +1,7 @@
 // The Hopper prefill kernel (FIA, trtllm-gen backend, sm_90a): warp-specialized,
 // with warpgroup MMA. Warpgroup 0 is the producer: it gathers K/V tiles with
-// cp.async (any layout, paged or not) into a ring of 128-byte-swizzled stages and
-// signals each through a "full" mbarrier. Warpgroups 1 and 2 are consumers, 64 query
+// cp.async (any layout, paged or not) into a ring of 128-byte-swizzled stages,
+// each signalled through a "full" mbarrier as its copies land. Warpgroups 1 and 2 are consumers, 64 query
 // rows each (the CTA's 128 rows of (token, group head) pairs): S = Q K^T with both
 // operands in shared memory, the online softmax in registers, O += P V with P
 // from registers and V read MN-major (transposed) by the wgmma itself; each
@@ -46,13 +46,13 @@ struct PrefillHopper {
   struct Smem {
     u32 q, k, v;  // shared-space addresses: consumer c's Q at q + c * kQBytes; stage st at k/v + st * k/vStage
     unsigned char* base;
-    u64* full;    // [kStages]: the producer's 128 threads arrive when the stage's bytes landed
+    u64* full;    // [kStages]: each of the producer's 128 threads arrives when its copies landed
     u64* empty;   // [kStages]: each consumer warp arrives when it is done with the stage
   };
 
-  // The producer: K and V of tile `it` into stage it % kStages, once its consumers
-  // released it; the "full" arrive for tile it - 1 follows the issue of tile it, so
-  // one tile is always in flight while the previous one is signalled.
+  // The producer: K and V of tile `it` into stage it % kStages once its consumers
+  // released it. Each thread's arrival on the stage's "full" barrier fires when its
+  // copies land, so the producer never waits for data, only for free stages.
   static __device__ void produce(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int tid) {
     constexpr int kKChunks = kD / 8, kVChunks = kDv / 8;
     for (int it = 0; it < w.n_tiles; ++it) {
@@ -75,21 +75,84 @@ struct PrefillHopper {
                           : static_cast<const T*>(p.v);
         cp_async_16(sv + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
       }
-      cp_async_commit();
-      if (it > 0) {
-        cp_async_wait<1>();
-        fence_proxy_async_shared();  // this thread's bytes, visible to the consumers' wgmma
-        mbar_arrive(&sm.full[(it - 1) % kStages]);
+      cp_async_mbar_arrive(&sm.full[st]);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
+  }
+
+  // Waits for tile it's stage; the fence makes the producer's cp.async bytes (the
+  // generic proxy) visible to this thread's wgmma reads (the async proxy).
+  static __device__ __forceinline__ void wait_full(const Smem& sm, int it) {
+    mbar_wait(&sm.full[it % kStages], (it / kStages) & 1);
+    fence_proxy_async_shared();
+  }
+
+  // S = Q K^T (64 x kTile) of the stage's K, both operands in shared memory (issued, not waited for).
+  static __device__ __forceinline__ void issue_qk(float (&s)[kTile / 2], u32 sq, u32 sk) {
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16)
+      Wgmma<T, kTile>::ss(s, desc_k_major<64>(sq, k0), desc_k_major<kTile>(sk, k0), k0 > 0);
+    wgmma_commit();
+  }
+  // O += P V, V MN-major from the stage (issued, not waited for).
+  static __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&pa)[kTile / 16][4], u32 sv) {
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_mn_major<kTile>(sv, kk * 16), 1);
+    wgmma_commit();
+  }
+
+  // The online softmax of tile j0 in place: s becomes P (fp32), m and l advance;
+  // returns alpha, the factor O must take before P V is added.
+  static __device__ __forceinline__ void softmax(const PrefillParams& p, const typename C::Rows& R, int lane, int j0,
+                                                 float (&s)[kTile / 2], float (&m)[2], float (&l)[2],
+                                                 float (&alpha)[2]) {
+    float mx[2] = {kNegInf, kNegInf};
+    // A tile every key of which both rows see (no mask tensor, no pse): one multiply.
+    const bool interior = Tr::kMask != prefill_mask::kTensor && !Tr::kPse && j0 >= max(R.jlo[0], R.jlo[1]) &&
+                          j0 + kTile - 1 <= min(R.jhi[0], R.jhi[1]);
+    if (interior) {
+      const float scale_log2 = p.scale * kLog2e;
+#pragma unroll
+      for (int i = 0; i < kTile / 2; ++i) {
+        s[i] *= scale_log2;
+        mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kTile / 2; ++i) {
+        const int hf = (i % 4) / 2;
+        const int j = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+        s[i] = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[i]);
+        mx[hf] = fmaxf(mx[hf], s[i]);
       }
     }
-    if (w.n_tiles > 0) {
-      cp_async_wait<0>();
-      fence_proxy_async_shared();
-      mbar_arrive(&sm.full[(w.n_tiles - 1) % kStages]);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
+      const float ref = safe_ref(m_new);
+      alpha[hf] = fast_exp2(m[hf] - ref);
+      m[hf] = m_new;
+      mx[hf] = ref;
+      l[hf] *= alpha[hf];
+    }
+#pragma unroll
+    for (int i = 0; i < kTile / 2; ++i) {
+      const int hf = (i % 4) / 2;
+      s[i] = fast_exp2(s[i] - mx[hf]);
+      l[hf] += s[i];
     }
   }
 
-  // A consumer warpgroup: its 64 rows over every visible tile.
+  // P in the A-operand layout: k step kk takes the 8-wide blocks 2kk and 2kk + 1.
+  static __device__ __forceinline__ void pack_p(const float (&s)[kTile / 2], u32 (&pa)[kTile / 16][4]) {
+#pragma unroll
+    for (int i = 0; i < kTile / 2; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
+  }
+
+  // A consumer warpgroup: its 64 rows over every visible tile. The P V of tile
+  // it - 1 runs on the tensor cores while the softmax of tile it runs here: each
+  // iteration issues S(it) and then PV(it - 1), waits for S(it) only, does the
+  // softmax, then waits for PV(it - 1) before O is rescaled and P repacked.
   static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid) {
     const int warp = tid / 32, lane = tid % 32;
     const u32 sq = sm.q + c * Tr::kQBytes;
@@ -110,64 +173,44 @@ struct PrefillHopper {
     float o[kDv / 2];
 #pragma unroll
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
-    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f}, alpha[2];
+    float s[kTile / 2];
+    u32 pa[kTile / 16][4];
 
-    for (int it = 0; it < w.n_tiles; ++it) {
-      const int st = it % kStages, j0 = w.kv_first + it * kTile;
-      mbar_wait(&sm.full[st], (it / kStages) & 1);
-      const u32 sk = sm.k + st * Tr::kKStage, sv = sm.v + st * Tr::kVStage;
-
-      // S = Q K^T (64 x kTile), both from shared memory.
-      float s[kTile / 2];
+    if (w.n_tiles > 0) {
+      wait_full(sm, 0);
       wgmma_fence();
-#pragma unroll
-      for (int k0 = 0; k0 < kD; k0 += 16)
-        Wgmma<T, kTile>::ss(s, desc_k_major<64>(sq, k0), desc_k_major<kTile>(sk, k0), k0 > 0);
-      wgmma_commit();
+      issue_qk(s, sq, sm.k);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
-
-      // Scale, pse, mask; the online softmax (log2 domain).
-      float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-      for (int i = 0; i < kTile / 2; ++i) {
-        const int hf = (i % 4) / 2;
-        const int j = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
-        const float x = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[i]);
-        s[i] = x;
-        mx[hf] = fmaxf(mx[hf], x);
-      }
-      float alpha[2];
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
-        const float ref = safe_ref(m_new);
-        alpha[hf] = fast_exp2(m[hf] - ref);
-        m[hf] = m_new;
-        mx[hf] = ref;
-        l[hf] *= alpha[hf];
-      }
-      // P in the A-operand layout: k step kk takes 8-wide blocks 2kk and 2kk + 1.
-      u32 pa[kTile / 16][4];
-#pragma unroll
-      for (int i = 0; i < kTile / 2; i += 2) {
-        const int hf = (i % 4) / 2;
-        const float p0 = fast_exp2(s[i] - mx[hf]), p1 = fast_exp2(s[i + 1] - mx[hf]);
-        l[hf] += p0 + p1;
-        pa[i / 8][((i / 4) % 2) * 2 + hf] = pack2<T>(p0, p1);
-      }
-#pragma unroll
-      for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
-
-      // O += P V, V MN-major from the stage.
+      softmax(p, R, lane, w.kv_first, s, m, l, alpha);
+      pack_p(s, pa);
+    }
+    for (int it = 1; it < w.n_tiles; ++it) {
+      const int st = it % kStages, prev = (it - 1) % kStages;
+      wait_full(sm, it);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_mn_major<kTile>(sv, kk * 16), 1);
-      wgmma_commit();
+      issue_qk(s, sq, sm.k + st * Tr::kKStage);
+      issue_pv(o, pa, sm.v + prev * Tr::kVStage);
+      wgmma_wait<1>();  // S(it); PV(it - 1) may still run
+      wgmma_fence_operands(s);
+      softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.empty[st]);
+      if (lane == 0) mbar_arrive(&sm.empty[prev]);
+#pragma unroll
+      for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
+      pack_p(s, pa);
+    }
+    if (w.n_tiles > 0) {
+      const int last = (w.n_tiles - 1) % kStages;
+      wgmma_fence();
+      issue_pv(o, pa, sm.v + last * Tr::kVStage);
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.empty[last]);
     }
 
     for (int hf = 0; hf < 2; ++hf)

@@ -2,10 +2,13 @@
 // sparse-mode, mask, band, pse and empty-row rules written from the text.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <thread>
 #include <vector>
 
 namespace attnjit::testing {
@@ -52,9 +55,11 @@ inline bool fia_visible(const FiaRefProblem& p, int b, int i, int j) {
   }
 }
 
+// Rows run in parallel, over dense copies of each batch's Q, K and V: the
+// std::function accessors cost far more than the arithmetic.
 inline FiaRefResult reference_fia(const FiaRefProblem& p) {
   FiaRefResult r;
-  const int H = p.num_heads, G = p.num_heads / p.num_kv_heads, D = p.head_dim, DV = p.head_dim_v;
+  const int H = p.num_heads, KH = p.num_kv_heads, G = H / KH, D = p.head_dim, DV = p.head_dim_v;
   size_t rows = 0;
   for (int b = 0; b < p.batch; ++b) {
     r.row_begin.push_back(rows);
@@ -62,35 +67,60 @@ inline FiaRefResult reference_fia(const FiaRefProblem& p) {
   }
   r.out.assign(rows * H * DV, 0.0);
   r.lse.assign(rows * H, std::numeric_limits<double>::infinity());
-  std::vector<double> s;
-  for (int b = 0; b < p.batch; ++b)
-    for (int i = 0; i < p.q_lens[size_t(b)]; ++i)
+  for (int b = 0; b < p.batch; ++b) {
+    const int ql = p.q_lens[size_t(b)], kv = p.kv_lens[size_t(b)];
+    std::vector<double> Q(size_t(ql) * H * D), K(size_t(kv) * KH * D), V(size_t(kv) * KH * DV);
+    for (int i = 0; i < ql; ++i)
+      for (int h = 0; h < H; ++h)
+        for (int d = 0; d < D; ++d) Q[(size_t(i) * H + h) * D + d] = p.q(b, i, h, d);
+    for (int j = 0; j < kv; ++j)
+      for (int hk = 0; hk < KH; ++hk) {
+        for (int d = 0; d < D; ++d) K[(size_t(j) * KH + hk) * D + d] = p.k(b, j, hk, d);
+        for (int d = 0; d < DV; ++d) V[(size_t(j) * KH + hk) * DV + d] = p.v(b, j, hk, d);
+      }
+    auto row = [&](int i, std::vector<double>& s, std::vector<double>& acc) {
+      std::vector<char> seen(static_cast<size_t>(kv));
+      for (int j = 0; j < kv; ++j) seen[size_t(j)] = fia_visible(p, b, i, j);
       for (int h = 0; h < H; ++h) {
-        const int hk = h / G, kv = p.kv_lens[size_t(b)];
+        const int hk = h / G;
+        const double* q = &Q[(size_t(i) * H + h) * D];
         s.assign(size_t(kv), -std::numeric_limits<double>::infinity());
         double mx = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < kv; ++j) {
-          if (!fia_visible(p, b, i, j)) continue;
+          if (!seen[size_t(j)]) continue;
+          const double* k = &K[(size_t(j) * KH + hk) * D];
           double dot = 0;
-          for (int d = 0; d < D; ++d) dot += p.q(b, i, h, d) * p.k(b, j, hk, d);
-          double x = p.scale * dot + (p.pse ? p.pse(b, h, i, j) : 0.0);
+          for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+          const double x = p.scale * dot + (p.pse ? p.pse(b, h, i, j) : 0.0);
           s[size_t(j)] = x;
           mx = std::max(mx, x);
         }
         if (mx == -std::numeric_limits<double>::infinity()) continue;  // 0 output, LSE +inf
         double sum = 0;
+        acc.assign(size_t(DV), 0.0);
         for (int j = 0; j < kv; ++j) {
-          s[size_t(j)] = std::exp(s[size_t(j)] - mx);  // exp(-inf) = 0
-          sum += s[size_t(j)];
+          const double e = std::exp(s[size_t(j)] - mx);  // exp(-inf) = 0
+          sum += e;
+          if (e == 0.0) continue;
+          const double* v = &V[(size_t(j) * KH + hk) * DV];
+          for (int dv = 0; dv < DV; ++dv) acc[size_t(dv)] += e * v[dv];
         }
-        for (int dv = 0; dv < DV; ++dv) {
-          double acc = 0;
-          for (int j = 0; j < kv; ++j)
-            if (s[size_t(j)] != 0.0) acc += s[size_t(j)] * p.v(b, j, hk, dv);
-          r.out[r.out_index(b, i, h, dv, H, DV)] = acc / sum;
-        }
+        for (int dv = 0; dv < DV; ++dv) r.out[r.out_index(b, i, h, dv, H, DV)] = acc[size_t(dv)] / sum;
         r.lse[r.lse_index(b, i, h, H)] = mx + std::log(sum);
       }
+    };
+    // Rows are independent: split them over the cores (each writes only its own outputs).
+    std::atomic<int> next{0};
+    auto worker = [&] {
+      std::vector<double> s, acc;
+      for (int i; (i = next.fetch_add(1)) < ql;) row(i, s, acc);
+    };
+    const int n = int(std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), 32u));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < n; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
   return r;
 }
 

@@ -52,7 +52,9 @@ std::vector<KernelSpec> variants() {
                        prefill_spec(DType::kFloat16, 128, 128, M::kCausal, 0, f::kReturnLse, "sm_90a"),
                        prefill_spec(DType::kBFloat16, 64, 64, M::kCustom, 0, f::kPse, "sm_90a"),
                        prefill_spec(DType::kBFloat16, 192, 128, M::kCausal, 0, f::kReturnLse, "sm_90a"),
-                       prefill_spec(DType::kFloat16, 256, 256, M::kCustom, 128, f::kReturnLse | f::kPse, "sm_90a"),
+                       prefill_spec(DType::kFloat16, 256, 256, M::kCustom, 128, f::kReturnLse, "sm_90a"),
+                       prefill_spec(DType::kBFloat16, 256, 256, M::kCausal, 0, f::kPse, "sm_90a"),
+                       prefill_spec(DType::kFloat16, 128, 128, M::kCustom, 128, f::kReturnLse | f::kPse, "sm_90a"),
                        prefill_spec(DType::kBFloat16, 128, 128, M::kCausal, 256, 0, "sm_90a")}) {
     s.backend = spec::Backend::kTrtllmGen;
     out.push_back(s);
@@ -88,6 +90,21 @@ TEST(FiaCompile, CanImplementRefusesWhatTheTemplatesLack) {
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
   s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, spec::feature::kSoftCap, "sm_90a");
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  // The wgmma kernel: sm_90a only, whole 64-wide head dims, not hd 256 with both a mask tensor and pse.
+  s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_90a");
+  s.backend = spec::Backend::kTrtllmGen;
+  EXPECT_TRUE(ops::prefill_can_implement(s, s.arch, &why)) << why;
+  EXPECT_FALSE(ops::prefill_can_implement(s, Arch{90, false}, &why));
+  EXPECT_NE(why.find("sm_90a"), std::string::npos) << why;
+  EXPECT_FALSE(ops::prefill_can_implement(s, Arch{100, true}, &why));
+  s.head_dim_qk = s.head_dim_vo = 96;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("96"), std::string::npos) << why;
+  s.head_dim_qk = s.head_dim_vo = 256;
+  s.mask = spec::MaskMode::kCustom;
+  s.features = spec::feature::kPse;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("pse"), std::string::npos) << why;
   // Every variant fits its arch's shared memory.
   for (const KernelSpec& v : variants()) EXPECT_TRUE(ops::prefill_can_implement(v, v.arch, &why)) << v.name() << ": " << why;
 }

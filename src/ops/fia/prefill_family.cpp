@@ -45,7 +45,9 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     t.hopper = true;
     t.rows = 128;
     t.threads = 384;
-    t.kv_tile = widest > 128 ? 64 : 128;
+    // A mask tensor or pse keeps four more row pointers live: 64-token tiles there.
+    const bool row_pointers = s.mask == spec::MaskMode::kCustom || s.has(spec::feature::kPse);
+    t.kv_tile = widest > 128 || row_pointers ? 64 : 128;
     t.stages = 2;
     while (t.stages < 4 && hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1) <= t.smem_limit)
       ++t.stages;
@@ -73,6 +75,10 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
       if (hd % 64 != 0 || hd > 256)
         return refuse([&] { return fmt::format("head dim {}: the trtllm-gen prefill kernel takes 64, 128, 192 or 256 "
                                                "(whole 128-byte swizzle blocks)", hd); });
+    // O (head_dim_vo / 2 registers) and the mask and pse rows together overflow a consumer.
+    if (s.head_dim_vo > 192 && s.mask == spec::MaskMode::kCustom && s.has(spec::feature::kPse))
+      return refuse([&] { return fmt::format("head dim {} with both a mask tensor and pse: the wgmma kernel's consumer "
+                                             "registers do not hold them (the portable kernel serves it)", s.head_dim_vo); });
   } else if (s.backend != spec::Backend::kXqa) {
     return refuse([&] { return fmt::format("backend {} has no prefill kernels", spec::to_string(s.backend)); });
   }

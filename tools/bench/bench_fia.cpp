@@ -1,5 +1,6 @@
 // attnjit-bench --fia: fused_infer_attention_score prefill TFLOP/s at the issue's
-// shapes (bf16, D128, 32 heads; B4 S8K and B16 S2K; non-causal and causal).
+// shapes (bf16, D128, 32 heads; B4 S8K and B16 S2K; non-causal and causal), then
+// the decode rows (bench_fia_decode.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "attnjit/fia.hpp"
+#include "bench_cases.hpp"
 #include "common/device_tensor.hpp"
 #include "driver/cuda_driver.hpp"
 
@@ -70,7 +72,9 @@ int bench_fia(int iters) {
                  100.0 * tflops / kGemmTflops);
     }
   }
-  return 0;
+  Options o;
+  o.iters = iters;
+  return bench_fia_decode(o);
 }
 
 }  // namespace attnjit::bench

@@ -1,5 +1,6 @@
-// fused_infer_attention_score: plan -> one launch per chunk of batches (the work
-// list travels in the Params) -> the placeholder LSE when the flag is off.
+// fused_infer_attention_score: plan -> the decode kernel for the Q_S = 1 calls it
+// serves (fia_decode.cpp), else one prefill launch per chunk of batches (the work
+// list travels in the Params); the placeholder LSE when the flag is off.
 #include "attnjit/fia.hpp"
 
 #include <algorithm>

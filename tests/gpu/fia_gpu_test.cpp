@@ -453,13 +453,13 @@ TEST(FiaGpu, TndWithDifferentValueHeadDim) {
 }
 
 // Q_S = 1 without mask, pse or LSE runs on the decode family's kernel: contiguous
-// layouts as pages (128 or 16 tokens) of an identity table, or one sequence; GQA
+// layouts as pages of 16 tokens of an identity table, or one sequence; GQA
 // ratios up to 64; ragged lengths with 0 (output 0) and the full KV_S.
 TEST(FiaGpu, DecodeKernelContiguous) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(777);
   const char* layouts[] = {"BSH", "BSND", "BNSD"};
-  const int kv_seqs[] = {4096, 2000, 384};  // pages of 128, of 16, of 128
+  const int kv_seqs[] = {4096, 2000, 384};
   const int groups[] = {1, 4, 8, 64};
   int n = 0;
   for (const char* layout : layouts)

@@ -64,21 +64,26 @@ std::optional<FiaDecodePlan> route(const FiaArgs& a, const spec::Arch& arch = kH
 }
 
 TEST(FiaDecode, ViewPage) {
+  EXPECT_EQ(kFiaDecodeViewPage, 16);
   // BSND (B, S, 8, 128): the batch stride is S pages of one token row each.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 4096ll * 1024, 1024), 128);
+  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 4096ll * 1024, 1024), 16);
   EXPECT_EQ(fia_decode_view_page(4, 2000, 2000ll * 1024, 1024, 2000ll * 1024, 1024), 16);
   EXPECT_EQ(fia_decode_view_page(4, 1000, 1000ll * 1024, 1024, 1000ll * 1024, 1024), 0);
   // Batch 1: no batch stride to fit, only KV_S.
-  EXPECT_EQ(fia_decode_view_page(1, 4096, 7, 1024, 9, 1024), 128);
+  EXPECT_EQ(fia_decode_view_page(1, 4096, 7, 1024, 9, 1024), 16);
   EXPECT_EQ(fia_decode_view_page(1, 1000, 1000ll * 1024, 1024, 1000ll * 1024, 1024), 0);
   // BNSD (B, 8, S, 128): token stride 128, batch stride 8 * S * 128.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 8ll * 4096 * 128, 128, 8ll * 4096 * 128, 128), 128);
-  // A padded batch stride that is not whole pages, or K and V with other page counts.
+  EXPECT_EQ(fia_decode_view_page(4, 4096, 8ll * 4096 * 128, 128, 8ll * 4096 * 128, 128), 16);
+  // A padded batch stride: whole pages fit, a part page does not.
+  EXPECT_EQ(fia_decode_view_page(4, 4096, 4112ll * 1024, 1024, 4112ll * 1024, 1024), 16);
   EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024 + 8, 1024, 4096ll * 1024 + 8, 1024), 0);
+  // K and V whose batches hold other page counts share no table.
   EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 8192ll * 1024, 1024), 0);
   // A batch stride shorter than KV_S (overlapping batches) cannot be pages.
   EXPECT_EQ(fia_decode_view_page(4, 4096, 128ll * 1024, 1024, 128ll * 1024, 1024), 0);
   EXPECT_EQ(fia_decode_view_page(4, 0, 0, 1024, 0, 1024), 0);
+  // A table past 2^26 entries is not made.
+  EXPECT_EQ(fia_decode_view_page(65535, 262144, 262144ll * 128, 128, 262144ll * 128, 128), 0);
 }
 
 TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {
@@ -89,7 +94,7 @@ TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {
     ASSERT_TRUE(d.has_value());
     EXPECT_EQ(d->spec.family, spec::OpFamily::kDecode);
     EXPECT_EQ(d->spec.group_size, 4);
-    EXPECT_EQ(d->spec.page_size, 128);
+    EXPECT_EQ(d->spec.page_size, 16);
     EXPECT_EQ(d->spec.head_dim_qk, 128);
     EXPECT_EQ(d->spec.features, 0u);
     EXPECT_EQ(d->kv, FiaDecodeKv::kIotaPaged);
@@ -106,12 +111,12 @@ TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {
     EXPECT_EQ(p.q, a.query.data);
     EXPECT_EQ(p.out, a.attention_out.data);
     const bool bnsd = std::string(layout) == "BNSD";
-    // Token t of batch b, head h: page b * R + t / 128 at page * k_stride_page.
+    // Token t of batch b, head h: page b * R + t / 16 at page * k_stride_page.
     EXPECT_EQ(p.k_stride_tok, bnsd ? 128 : 8 * 128);
     EXPECT_EQ(p.k_stride_head, bnsd ? 4096 * 128 : 128);
-    EXPECT_EQ(p.k_stride_page, 128 * p.k_stride_tok);
-    EXPECT_EQ(p.v_stride_page, 128 * p.v_stride_tok);
-    EXPECT_EQ(p.pages_per_seq, bnsd ? 8 * 4096 / 128 : 4096 / 128);
+    EXPECT_EQ(p.k_stride_page, 16 * p.k_stride_tok);
+    EXPECT_EQ(p.v_stride_page, 16 * p.v_stride_tok);
+    EXPECT_EQ(p.pages_per_seq, bnsd ? 8 * 4096 / 16 : 4096 / 16);
     EXPECT_EQ(d->iota_entries, 128 * p.pages_per_seq);
     EXPECT_EQ(p.q_stride_h, bnsd ? 128 : 128);
     EXPECT_EQ(p.q_stride_b, 32 * 128);
@@ -191,10 +196,10 @@ TEST(FiaDecode, ShapesNoPageViewFits) {
   EXPECT_EQ(d->spec.page_size, 0);
   EXPECT_EQ(d->params.pages_per_seq, 0);
   EXPECT_FALSE(route(decode_args("BSND", 2, 1000)).has_value());
-  // KV_S 2000: pages of 16.
+  // KV_S 2000: pages of 16, the spec of every KV_S.
   d = route(decode_args("BSND", 2, 2000));
   ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->spec.page_size, 16);
+  EXPECT_EQ(d->spec, route(decode_args("BSND", 2, 4096))->spec);
 }
 
 TEST(FiaDecode, OtherFeaturesStayOnThePrefillKernel) {
@@ -239,15 +244,16 @@ TEST(FiaDecode, GroupsAndDtypes) {
 }
 
 // prewarm compiles what the call launches: the decode spec here, the prefill
-// spec with LSE; and the CLI's model-config shapes (batch 1, KV_S 2048) name the
-// same decode kernel as a batch-128, KV_S 4096 call.
+// spec with LSE; and the CLI's model-config shapes (batch 1, BSND, KV_S 2048) name
+// the same decode kernel as calls of other batches, KV_S and layouts.
 TEST(FiaDecode, PrewarmSpecIsTheLaunchedOne) {
   const FiaArgs a = decode_args("BSND", 128, 4096);
   const spec::KernelSpec s = fia_prewarm_spec(a, kHopper);
-  EXPECT_EQ(s.name(), "decode.bf16.hd128.g4.p128.nhd.sm90a");
+  EXPECT_EQ(s.name(), "decode.bf16.hd128.g4.p16.nhd.sm90a");
   EXPECT_EQ(s, route(a)->spec);
   EXPECT_EQ(s, fia_prewarm_spec(decode_args("BSND", 1, 2048), kHopper));
   EXPECT_EQ(s, fia_prewarm_spec(decode_args("BSND", 1, 32768), kHopper));
+  EXPECT_EQ(s, fia_prewarm_spec(decode_args("BNSD", 7, 2000), kHopper));
   FiaArgs lse = a;
   lse.softmax_lse_flag = true;
   lse.softmax_lse = t(0x700000, DType::kFloat32, {128, 32, 1, 1});
@@ -266,10 +272,10 @@ TEST(FiaDecode, PrewarmCompilesTheDecodeKernel) {
   Runtime rt(o);
   FiaArgs a = decode_args("BNSD", 4, 1024, 16, 2, 64);
   for (TensorView* v : {&a.query, &a.key, &a.value, &a.attention_out}) v->data = nullptr;
-  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.p128.nhd.sm90a");
+  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.p16.nhd.sm90a");
   EXPECT_EQ(rt.stats().compiles, 1);
   a.actual_seq_lengths_kv = {5, 0, 1024, 7};  // ragged: the same kernel
-  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.p128.nhd.sm90a");
+  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.p16.nhd.sm90a");
   EXPECT_EQ(rt.stats().compiles, 1);
 }
 

@@ -73,7 +73,7 @@ double time_xqa_same_shape(int B, int L, const Options& o, std::mt19937& rng) {
     x.q.upload(random_bytes(size_t(B) * kHeads * kHd, kDt, rng));
     x.k.upload(random_bytes(size_t(pages) * kXqaPage * kKvHeads * kHd, kDt, rng));
     x.v.upload(random_bytes(size_t(pages) * kXqaPage * kKvHeads * kHd, kDt, rng));
-    std::vector<int> ids(size_t(pages));
+    std::vector<int> ids(static_cast<size_t>(pages));
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
     x.pt = DeviceTensor(DType::kInt32, {B, pps});

@@ -91,18 +91,18 @@ TablePtrs tables_for(int device, CUstream stream, long long iota_need, long long
 }  // namespace
 
 int fia_decode_view_page(int batch, int kv_seq, long long ksb, long long kss, long long vsb, long long vss) {
-  if (kv_seq < 1 || batch < 1 || kss <= 0 || vss <= 0) return 0;
-  for (const long long P : {128ll, 16ll}) {
-    if (kv_seq % P != 0) continue;
-    if (batch > 1) {
-      // Page b * R + j must start at b * stride_b + j * P * stride_s, for K and V alike.
-      if (ksb <= 0 || vsb <= 0 || ksb % (P * kss) != 0 || vsb % (P * vss) != 0) continue;
-      const long long r = ksb / (P * kss);
-      if (r != vsb / (P * vss) || r * P < kv_seq || r * batch > kMaxIotaEntries) continue;
-    }
-    return int(P);
+  // One page size for every KV_S: the kernel reads one page id per 16-token warp
+  // tile whatever the page size, so larger pages would buy nothing but a spec per
+  // KV_S (and a store prewarmed for one KV_S would miss the others).
+  constexpr long long P = kFiaDecodeViewPage;
+  if (kv_seq < 1 || batch < 1 || kss <= 0 || vss <= 0 || kv_seq % P != 0) return 0;
+  if (batch > 1) {
+    // Page b * R + j must start at b * stride_b + j * P * stride_s, for K and V alike.
+    if (ksb <= 0 || vsb <= 0 || ksb % (P * kss) != 0 || vsb % (P * vss) != 0) return 0;
+    const long long r = ksb / (P * kss);
+    if (r != vsb / (P * vss) || r * P < kv_seq || r * batch > kMaxIotaEntries) return 0;
   }
-  return 0;
+  return int(P);
 }
 
 std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs& a, const spec::Arch& arch) {

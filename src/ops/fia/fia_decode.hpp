@@ -17,8 +17,8 @@ namespace attnjit::ops {
 // How K/V reach the decode kernel.
 enum class FiaDecodeKv {
   kPaged,     // FIA's block_table is the page table (block_size is the page size)
-  kIotaPaged, // contiguous K/V viewed as pages of view_page tokens: page b * R + j is at
-              // (b * R + j) * view_page * stride_s, with an identity (iota) page table
+  kIotaPaged, // contiguous K/V as pages of kFiaDecodeViewPage tokens: page b * R + j is at
+              // (b * R + j) * 16 * stride_s, with an identity (iota) page table
   kSingle,    // batch 1, contiguous, no table (KV_S not a multiple of 16)
 };
 
@@ -32,9 +32,12 @@ struct FiaDecodePlan {
   std::vector<unsigned> ragged_lens;
 };
 
-// Pages the contiguous K/V may be viewed as: 128 tokens, else 16, where KV_S is a
-// whole number of them and (batch > 1) so is the batch stride, for K and V alike;
-// 0 where none fits. Pure: tested on the CPU.
+// Tokens per page of the view of contiguous K/V (one page size, so one spec for every KV_S).
+constexpr int kFiaDecodeViewPage = 16;
+
+// The page size contiguous K/V may be viewed as: kFiaDecodeViewPage where KV_S is a
+// whole number of pages and (batch > 1) so is the batch stride, for K and V alike;
+// 0 where it does not fit. Pure: tested on the CPU.
 int fia_decode_view_page(int batch, int kv_seq, long long k_stride_b, long long k_stride_s, long long v_stride_b,
                          long long v_stride_s);
 

@@ -549,11 +549,7 @@ TEST(FiaGpu, DecodeKernelCaptured) {
   for (int n = 0; n < 3; ++n) {
     FiaCase c;
     c.layout = n == 1 ? "BNSD" : "BSND";
-    c.q_seq = 1;
-    c.batch = 6;
-    c.kv_seq = 2048;
-    c.heads = 16;
-    c.kv_heads = 4;
+    c.q_seq = 1, c.batch = 6, c.kv_seq = 2048, c.heads = 16, c.kv_heads = 4;
     if (n == 0) c.kv_list = {2048, 0, 0, 700, 1, 2048};
     if (n == 1) c.kv_list = {1500};
     if (n == 2) {  // paged
@@ -571,11 +567,7 @@ TEST(FiaGpu, DecodeKernelLargeBatch) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   FiaCase c;
   c.layout = "BSND";
-  c.q_seq = 1;
-  c.batch = 130;
-  c.kv_seq = 256;
-  c.heads = 8;
-  c.kv_heads = 2;
+  c.q_seq = 1, c.batch = 130, c.kv_seq = 256, c.heads = 8, c.kv_heads = 2;
   std::mt19937 rng(8);
   for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(int64_t(rng() % 257));
   c.kernel = "decode.";

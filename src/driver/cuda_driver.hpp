@@ -109,6 +109,9 @@ class RelaxedCaptureScope {
 CUdeviceptr mem_alloc(size_t bytes);
 void mem_free(CUdeviceptr p) noexcept;
 void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
+// Stream-ordered. From pageable memory the driver stages src before returning, so
+// src may be reused at once; never during capture (the graph would keep src's address).
+void memcpy_htod_async(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
 void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
 void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
 void memset_d32(CUdeviceptr dst, unsigned value, size_t count);

@@ -37,6 +37,12 @@ void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
   check(g_api.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
 }
 
+void memcpy_htod_async(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  ensure();
+  ensure_context();
+  check(g_api.cuMemcpyHtoDAsync(dst, src, bytes, stream), "cuMemcpyHtoDAsync");
+}
+
 void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes) {
   ensure();
   ensure_context();

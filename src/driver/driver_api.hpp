@@ -48,6 +48,7 @@ namespace attnjit::driver::detail {
   X(cuMemAlloc, PFN_cuMemAlloc_v3020)                          \
   X(cuMemFree, PFN_cuMemFree_v3020)                            \
   X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020)                      \
+  X(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020)            \
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020)                      \
   X(cuMemsetD8, PFN_cuMemsetD8_v3020)                          \
   X(cuMemsetD32, PFN_cuMemsetD32_v3020)                        \

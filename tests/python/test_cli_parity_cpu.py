@@ -29,7 +29,9 @@ MLA_FIA = {"name": "mla-fia", "num_attention_heads": 32, "num_key_value_heads": 
 def cli_list(config):
     r = subprocess.run([CLI, "prewarm", "--config", config, "--list", "--arch", "sm_90a"], check=True,
                        capture_output=True, text=True)
-    names = [n.replace(".sm90a", ".cudacore.sm90a") if n.startswith("decode.") and ".cudacore." not in n else n
+    # single_decode's kernels (contiguous KV); fia's Q_S = 1 kernels are paged decode ones, alike in both.
+    names = [n.replace(".sm90a", ".cudacore.sm90a")
+             if n.startswith("decode.") and ".contig." in n and ".cudacore." not in n else n
              for n in r.stdout.split()]
     notes = [line for line in r.stderr.splitlines() if line.startswith("skipping op")]
     return names, notes

@@ -13,6 +13,7 @@
 
 #include "attnjit/error.hpp"
 #include "common/op_args.hpp"
+#include "ops/fia/fia_decode.hpp"
 #include "ops/mla/mla_plan.hpp"
 
 namespace attnjit::ops {
@@ -281,6 +282,15 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         }
       }
       ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
+      // The decode route never throws on an accepted plan, and its kernel never
+      // addresses past what plan_fia checked (the pages a row may walk cover its length).
+      if (const auto d = plan_fia_decode(plan, a, testing::kPlanArch)) {
+        ASSERT_TRUE(plan.decode && !a.softmax_lse_flag);
+        ASSERT_EQ(spec::KernelSpec::from_name(d->spec.name()), d->spec) << d->spec.name();
+        const int64_t reach = d->spec.page_size ? int64_t(d->params.pages_per_seq) * d->spec.page_size : plan.kv_seq;
+        for (int b = 0; b < plan.batch; ++b) ASSERT_LE(fia_lengths(plan, a, b).kv_len, reach);
+        ASSERT_EQ(d->params.batch, plan.batch);
+      }
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
     }

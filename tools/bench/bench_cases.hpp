@@ -36,8 +36,12 @@ std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o);
 std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
 // Tensor-core vs CUDA-core single decode by group size (32 q heads, kv_len 32768, bf16).
 std::vector<Result> bench_decode_paths(const Options& o);
-// fused_infer_attention_score prefill TFLOP/s at the issue 11 shapes (bench_fia.cpp).
+// fused_infer_attention_score prefill TFLOP/s at the issue 11 shapes (bench_fia.cpp),
+// then its decode rows (bench_fia_decode below).
 int bench_fia(int iters);
+// FIA at Q_S = 1 against xqa (and single_decode at batch 1) on the same shapes:
+// TB/s and the ratio (issue 11: >= 95% of xqa's). bench_fia_decode.cpp.
+int bench_fia_decode(const Options& o);
 // Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
 std::vector<Result> bench_mla(const Options& o);
 

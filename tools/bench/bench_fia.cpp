@@ -1,5 +1,6 @@
 // attnjit-bench --fia: fused_infer_attention_score prefill TFLOP/s at the issues'
-// shapes, on both backends (the portable mma.sync kernel and the sm_90a wgmma one).
+// shapes, on both backends (the portable mma.sync kernel and the sm_90a wgmma one),
+// then the decode rows (bench_fia_decode.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "attnjit/error.hpp"
 #include "attnjit/fia.hpp"
+#include "bench_cases.hpp"
 #include "common/device_tensor.hpp"
 #include "driver/cuda_driver.hpp"
 
@@ -86,7 +88,9 @@ int bench_fia(int iters) {
       }
     }
   }
-  return 0;
+  Options o;
+  o.iters = iters;
+  return bench_fia_decode(o);
 }
 
 }  // namespace attnjit::bench

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -169,13 +170,14 @@ void print_table(const std::vector<bench::Result>& rs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // whole lines even when piped and cut short
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     auto has = [&](const char* f) { return std::find(args.begin(), args.end(), f) != args.end(); };
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--fia] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--fia] [--fia-decode] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);
     if (has("--fia")) return rc | bench::bench_fia(o.iters);
+    if (has("--fia-decode")) return rc | bench::bench_fia_decode(o);  // only --fia's decode rows
     const bool all = !has("--xqa") && !has("--single") && !has("--paths") && !has("--window") && !has("--mla");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))

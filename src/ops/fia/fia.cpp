@@ -1,13 +1,16 @@
-// fused_infer_attention_score: plan -> one launch per chunk of batches (the work
-// list travels in the Params) -> the placeholder LSE when the flag is off.
+// fused_infer_attention_score: plan -> the decode kernel for the Q_S = 1 calls it
+// serves (fia_decode.cpp), else one prefill launch per chunk of batches (the work
+// list travels in the Params); the placeholder LSE when the flag is off.
 #include "attnjit/fia.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "attnjit/error.hpp"
 #include "ops/common/launch.hpp"
 #include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/fia/fia_decode.hpp"
 #include "ops/fia/fia_plan.hpp"
 #include "runtime/kernel_registry.hpp"
 
@@ -15,7 +18,9 @@ namespace attnjit {
 
 spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
   ShapesOnlyScope shapes_only;
-  return plan_fia(a, arch).spec;
+  const FiaPlan plan = plan_fia(a, arch);
+  if (auto d = plan_fia_decode(plan, a, arch)) return d->spec;  // Q_S = 1 on the decode kernel
+  return plan.spec;
 }
 
 std::string prewarm_fused_infer_attention_score(const FiaArgs& args, const std::string& arch, Runtime* runtime) {
@@ -26,12 +31,16 @@ std::string prewarm_fused_infer_attention_score(const FiaArgs& args, const std::
 void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* runtime) {
   const int device = driver::current_device();
   const driver::DeviceCaps& info = driver::device_caps(device);
-  ops::FiaPlan plan = ops::plan_fia(args, spec::arch_for_device(info.sm_major, info.sm_minor));
+  const spec::Arch arch = spec::arch_for_device(info.sm_major, info.sm_minor);
+  ops::FiaPlan plan = ops::plan_fia(args, arch);
   Runtime& rt = runtime ? *runtime : Runtime::global();
   CUstream cs = reinterpret_cast<CUstream>(stream);
-  const runtime::LoadedKernel& k = rt.registry().kernel(plan.spec, device, cs);
+  std::optional<ops::FiaDecodePlan> decode = ops::plan_fia_decode(plan, args, arch);
+  // Looked up before anything is queued: a miss during capture throws with nothing done.
+  const runtime::LoadedKernel& k = rt.registry().kernel(decode ? decode->spec : plan.spec, device, cs);
   if (plan.lse_placeholder)  // the seed's [1] tensor holding 0 (0.0f is all-zero bits)
     driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0u, 1, cs);
+  if (decode) return ops::launch_fia_decode(rt, *decode, device, cs);  // Q_S = 1: split-KV decode kernel
   PrefillParams& p = plan.params;
   for (int first = 0; first < plan.batch; first += kPrefillMaxBatches) {
     const int count = std::min(kPrefillMaxBatches, plan.batch - first);

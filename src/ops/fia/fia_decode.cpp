@@ -1,0 +1,252 @@
+// FIA's decode rows on the decode family's kernel: eligibility, spec and
+// DecodeParams from plan_fia's result, the device tables, then launch_decode.
+#include "ops/fia/fia_decode.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <unordered_map>
+
+#include "attnjit/error.hpp"
+#include "ops/common/validate.hpp"
+#include "ops/decode/decode_generator.hpp"
+#include "runtime/backend.hpp"
+
+namespace attnjit::ops {
+
+namespace {
+
+// An identity page table past this many entries (256 MB) is not worth it: such a
+// call stays on the prefill kernel.
+constexpr long long kMaxIotaEntries = 1ll << 26;
+constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
+
+// The device tables of one (device, stream): the identity page table (filled
+// once per size, then only read) and the ragged lengths (rewritten by every call,
+// in stream order). Outgrown buffers are kept: a captured graph may point at them.
+struct Tables {
+  driver::DeviceBuffer iota, lens;
+  long long iota_entries = 0, lens_entries = 0;
+  std::vector<driver::DeviceBuffer> retired;
+};
+
+struct TablesKey {
+  int device;
+  unsigned long long stream_id;
+  bool operator==(const TablesKey& o) const { return device == o.device && stream_id == o.stream_id; }
+};
+struct TablesKeyHash {
+  size_t operator()(const TablesKey& k) const noexcept {
+    return std::hash<unsigned long long>()(k.stream_id) ^ static_cast<size_t>(k.device);
+  }
+};
+
+struct TablePtrs {
+  const int* iota = nullptr;
+  unsigned* lens = nullptr;
+};
+
+// The tables of (device, stream) with at least these entries. Growing them while
+// the stream captures throws Error(kNotPrewarmed), as the split scratch does.
+TablePtrs tables_for(int device, CUstream stream, long long iota_need, long long lens_need, bool capturing) {
+  static std::mutex mu;
+  static auto* all = new std::unordered_map<TablesKey, std::unique_ptr<Tables>, TablesKeyHash>();  // never destroyed
+  const TablesKey key{device, driver::stream_id(stream)};
+  std::lock_guard<std::mutex> lock(mu);
+  auto& t = (*all)[key];
+  if (!t) t = std::make_unique<Tables>();
+  if (t->iota_entries < iota_need || t->lens_entries < lens_need) {
+    if (capturing)
+      throw Error(ErrorCode::kNotPrewarmed,
+                  fmt::format("fused_infer_attention_score: the decode tables for device {} must grow to {} page "
+                              "entries and {} lengths while the stream is capturing: run the op once with these "
+                              "shapes before capture",
+                              device, iota_need, lens_need));
+    driver::RelaxedCaptureScope relaxed;  // allocating must not break another thread's capture
+    if (t->iota_entries < iota_need) {
+      const long long n = std::max(iota_need + iota_need / 2, t->iota_entries);
+      driver::DeviceBuffer buf(size_t(n) * sizeof(int));
+      std::vector<int> ids(static_cast<size_t>(n));
+      std::iota(ids.begin(), ids.end(), 0);
+      // On the stream that reads it, so ordered before its kernels; staged at once.
+      driver::memcpy_htod_async(buf.get(), ids.data(), ids.size() * sizeof(int), stream);
+      if (t->iota.bytes()) t->retired.push_back(std::move(t->iota));
+      t->iota = std::move(buf);
+      t->iota_entries = n;
+    }
+    if (t->lens_entries < lens_need) {
+      const long long n = std::max(lens_need * 2, t->lens_entries);
+      driver::DeviceBuffer buf(size_t(n) * sizeof(unsigned));
+      if (t->lens.bytes()) t->retired.push_back(std::move(t->lens));
+      t->lens = std::move(buf);
+      t->lens_entries = n;
+    }
+  }
+  return {static_cast<const int*>(t->iota.ptr()), static_cast<unsigned*>(t->lens.ptr())};
+}
+
+}  // namespace
+
+int fia_decode_view_page(int batch, int kv_seq, long long ksb, long long kss, long long vsb, long long vss) {
+  // One page size for every KV_S: the kernel reads one page id per 16-token warp
+  // tile whatever the page size, so larger pages would buy nothing but a spec per
+  // KV_S (and a store prewarmed for one KV_S would miss the others).
+  constexpr long long P = kFiaDecodeViewPage;
+  if (kv_seq < 1 || batch < 1 || kss <= 0 || vss <= 0 || kv_seq % P != 0) return 0;
+  if (batch > 1) {
+    // Page b * R + j must start at b * stride_b + j * P * stride_s, for K and V alike.
+    if (ksb <= 0 || vsb <= 0 || ksb % (P * kss) != 0 || vsb % (P * vss) != 0) return 0;
+    const long long r = ksb / (P * kss);
+    if (r != vsb / (P * vss) || r * P < kv_seq || r * batch > kMaxIotaEntries) return 0;
+  }
+  return int(P);
+}
+
+std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs& a, const spec::Arch& arch) {
+  if (!plan.decode || plan.layout == FiaLayout::kTND) return std::nullopt;
+  if (present(a.atten_mask) || present(a.pse_shift) || a.softmax_lse_flag) return std::nullopt;
+  const int D = plan.spec.head_dim_qk;
+  const int B = plan.batch, KN = plan.num_kv_heads;
+  const PrefillParams& pp = plan.params;
+  const int G = pp.group;
+  if (D != plan.spec.head_dim_vo || !decode_head_dim_ok(D) || (D > 256 && G > kMaxGroupSplitD)) return std::nullopt;
+  if (B < 1 || B > kMaxGridZ || plan.kv_seq < 1) return std::nullopt;
+
+  FiaDecodePlan d;
+  int page = 0, pps = 0;
+  if (pp.block_size > 0) {
+    // The kernel indexes the table as page_table[b * pages_per_seq + j].
+    const TensorView& bt = a.block_table;
+    if (B > 1 && bt.stride[0] != bt.shape[1]) return std::nullopt;
+    d.kv = FiaDecodeKv::kPaged;
+    page = pp.block_size;
+    pps = int(bt.shape[1]);
+  } else {
+    page = fia_decode_view_page(B, plan.kv_seq, pp.k_stride_b, pp.k_stride_s, pp.v_stride_b, pp.v_stride_s);
+    if (page > 0) {
+      d.kv = FiaDecodeKv::kIotaPaged;
+      pps = B > 1 ? int(pp.k_stride_b / (page * pp.k_stride_s)) : plan.kv_seq / page;
+      d.iota_entries = B * pps;
+    } else if (B == 1) {
+      d.kv = FiaDecodeKv::kSingle;
+    } else {
+      return std::nullopt;
+    }
+  }
+
+  spec::KernelSpec& s = d.spec;
+  s.family = spec::OpFamily::kDecode;
+  s.q_dtype = s.kv_dtype = s.out_dtype = plan.spec.q_dtype;
+  s.set_head_dim(D);
+  s.group_size = G;
+  s.page_size = page;
+  s.layout = spec::KvLayout::kNHD;  // strides carry the layout; the kernel reads no other
+  s.mask = spec::MaskMode::kNone;
+  s.pos_encoding = spec::PosEncoding::kNone;
+  s.features = 0;
+  s.arch = arch;
+  // auto and xqa both resolve to the decode family's one verified backend.
+  s.backend = spec::Backend::kXqa;
+  if (!runtime::backend_supports(spec::Backend::kXqa, s, nullptr)) return std::nullopt;
+
+  // Lengths: one value for all (seq_lens null), or a table the launch uploads.
+  int max_len = 0;
+  bool uniform = true;
+  int first = -1;
+  for (int b = 0; b < B; ++b) {
+    const int L = fia_lengths(plan, a, b).kv_len;
+    if (first < 0) first = L;
+    uniform = uniform && L == first;
+    max_len = std::max(max_len, L);
+  }
+  if (!uniform) {
+    d.ragged_lens.resize(size_t(B));
+    for (int b = 0; b < B; ++b) d.ragged_lens[size_t(b)] = unsigned(fia_lengths(plan, a, b).kv_len);
+  }
+
+  DecodeParams& p = d.params;
+  p = DecodeParams{};
+  p.q = pp.q;
+  p.k = pp.k;
+  p.v = pp.v;
+  p.out = pp.out;
+  p.lse = nullptr;
+  p.page_table = d.kv == FiaDecodeKv::kPaged ? pp.block_table : nullptr;  // kIotaPaged: set at launch
+  p.seq_lens = nullptr;                                                    // ragged: set at launch
+  p.q_stride_b = pp.q_stride_b;
+  p.q_stride_t = 0;
+  p.q_stride_h = pp.q_stride_h;
+  p.o_stride_b = pp.o_stride_b;
+  p.o_stride_t = 0;
+  p.o_stride_h = pp.o_stride_h;
+  p.k_stride_tok = pp.k_stride_s;
+  p.k_stride_head = pp.k_stride_h;
+  p.v_stride_tok = pp.v_stride_s;
+  p.v_stride_head = pp.v_stride_h;
+  if (d.kv == FiaDecodeKv::kPaged) {
+    p.k_stride_page = pp.k_stride_b;  // FIA's paged block stride
+    p.v_stride_page = pp.v_stride_b;
+  } else if (d.kv == FiaDecodeKv::kIotaPaged) {
+    p.k_stride_page = page * pp.k_stride_s;
+    p.v_stride_page = page * pp.v_stride_s;
+  }
+  p.batch = B;
+  p.num_kv_heads = KN;
+  p.q_seq_len = 1;
+  p.kv_len = uniform ? first : 0;
+  p.pages_per_seq = pps;
+  p.sm_scale = pp.scale;  // FIA: scale * q.k (no q/k/v scales on this path)
+  p.q_scale = p.k_scale = p.v_scale = p.rcp_out_scale = 1.0f;
+  p.soft_cap = 0.f;
+  p.window_left = -1;
+  p.rope_rcp_scale = p.rope_rcp_theta = 1.0f;
+
+  d.shape.batch = B;
+  d.shape.num_kv_heads = KN;
+  d.shape.group = G;
+  d.shape.q_seq_len = 1;
+  d.shape.head_dim = D;
+  d.shape.max_seq_len = std::max(max_len, 1);  // all-empty batches still plan one split
+  d.shape.window_left = -1;
+  d.shape.rows_per_cta = decode_rows_per_cta(s, 1);
+  return d;
+}
+
+void launch_fia_decode(Runtime& rt, FiaDecodePlan& d, int device, CUstream stream) {
+  DecodeParams& p = d.params;
+  const bool ragged = !d.ragged_lens.empty();
+  if (d.kv == FiaDecodeKv::kIotaPaged || ragged) {
+    const bool capturing = driver::is_capturing(stream);
+    const TablePtrs t = tables_for(device, stream, d.iota_entries, (long long)d.ragged_lens.size(), capturing);
+    if (d.kv == FiaDecodeKv::kIotaPaged) p.page_table = t.iota;
+    if (ragged) {
+      const CUdeviceptr lens = reinterpret_cast<CUdeviceptr>(t.lens);
+      if (!capturing) {
+        driver::memcpy_htod_async(lens, d.ragged_lens.data(), d.ragged_lens.size() * sizeof(unsigned), stream);
+      } else {
+        // A captured copy would keep the host vector's address; memsets keep their
+        // values, so the graph replays the lengths of the captured call (as the
+        // prefill path, whose lengths travel in its Params). One per run of equal lengths.
+        for (size_t i = 0; i < d.ragged_lens.size();) {
+          size_t j = i + 1;
+          while (j < d.ragged_lens.size() && d.ragged_lens[j] == d.ragged_lens[i]) ++j;
+          driver::memset_d32_async(lens + i * sizeof(unsigned), d.ragged_lens[i], j - i, stream);
+          i = j;
+        }
+      }
+      p.seq_lens = t.lens;
+    }
+  }
+  DecodeLaunch l;
+  l.spec = &d.spec;
+  l.device = device;
+  l.shape = d.shape;
+  l.use_runtime_scratch = true;  // the split-KV partials and semaphores, as single_decode
+  l.pdl = driver::device_caps(device).sm_major >= 9;  // as xqa's default: the kernel waits before its first read
+  launch_decode(rt, l, p, reinterpret_cast<Stream>(stream));
+}
+
+}  // namespace attnjit::ops

@@ -30,29 +30,44 @@ struct MlaDecode {
     int seq_len;
   };
 
-  // Physical token offset (elements) of range position j, or -1 when nothing is there.
-  __device__ static long long token_offset(const MlaParams& p, const Work& w, int t, int j) {
+  // The table entry of range position j (dense: its page id; sparse: its physical
+  // index), or -1 past the range. A volatile load, issued here: the caller uses it a
+  // tile later, so the lookup's latency hides behind a tile's math.
+  __device__ static int lookup(const MlaParams& p, const Work& w, int t, int j) {
     if (j >= w.hi) return -1;
+    if constexpr (Tr::kSparse) {
+      return ld_global_now(p.indices + w.b * p.idx_stride_b + t * p.idx_stride_t + j);
+    } else {
+      const int pi = j / Tr::kPageSize;
+      if (pi >= p.pages_per_seq) return -1;
+      return ld_global_now(p.block_tables + w.b * p.bt_stride_b + pi);
+    }
+  }
+
+  // Physical token offset (elements) of range position j from its entry, or -1 when nothing is there.
+  __device__ static long long token_offset(const MlaParams& p, int entry, int j) {
+    if (entry < 0) return -1;
     long long page, slot;
     if constexpr (Tr::kSparse) {
-      int idx = __ldg(p.indices + w.b * p.idx_stride_b + t * p.idx_stride_t + j);
-      if (idx < 0 || (long long)idx >= p.num_tokens) return -1;
-      page = idx / Tr::kPageSize;
-      slot = idx % Tr::kPageSize;
+      if ((long long)entry >= p.num_tokens) return -1;
+      page = entry / Tr::kPageSize;
+      slot = entry % Tr::kPageSize;
     } else {
-      int pi = j / Tr::kPageSize;
-      if (pi >= p.pages_per_seq) return -1;
-      page = __ldg(p.block_tables + w.b * p.bt_stride_b + pi);
-      if (page < 0) return -1;
+      page = entry;
       slot = j % Tr::kPageSize;
     }
     return page * p.kv_stride_page + slot * p.kv_stride_tok;
   }
 
-  // Warp w copies token rows w*8 .. w*8+7 of the tile at j0; lane i < 8 looks up row w*8+i.
-  __device__ static void load_tile(const MlaParams& p, const Work& w, int t, int j0, unsigned char* stage,
-                                   int* ok, int warp, int lane) {
-    long long off = lane < 8 ? token_offset(p, w, t, j0 + warp * 8 + lane) : -1;
+  // Lane i < 8 of warp w looks up token row w*8+i of the tile at j0 (-1 for other lanes).
+  __device__ static int lookup_tile(const MlaParams& p, const Work& w, int t, int j0, int warp, int lane) {
+    return lane < 8 ? lookup(p, w, t, j0 + warp * 8 + lane) : -1;
+  }
+
+  // Warp w copies token rows w*8 .. w*8+7 of the tile at j0, from the entries lookup_tile gave.
+  __device__ static void load_tile(const MlaParams& p, int entry, int j0, unsigned char* stage, int* ok, int warp,
+                                   int lane) {
+    const long long off = lane < 8 ? token_offset(p, entry, j0 + warp * 8 + lane) : -1;
     if (lane < 8) ok[warp * 8 + lane] = off >= 0 ? 1 : 0;
     const unsigned char* base = static_cast<const unsigned char*>(p.kv);
 #pragma unroll
@@ -115,11 +130,17 @@ struct MlaDecode {
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
 
     const int n_tiles = w.hi > w.lo ? (w.hi - w.lo + T - 1) / T : 0;
+    // Every first lookup in flight at once (one memory round trip), then the first tiles' copies.
+    int entry[Tr::kStages];
+#pragma unroll
+    for (int s = 0; s < Tr::kStages; ++s) entry[s] = s < n_tiles ? lookup_tile(p, w, t_sparse, w.lo + s * T, warp, lane) : -1;
 #pragma unroll
     for (int s = 0; s < Tr::kStages - 1; ++s) {
-      if (s < n_tiles) load_tile(p, w, t_sparse, w.lo + s * T, kv_s + s * Tr::kStageBytes, ok_s + s * T, warp, lane);
+      if (s < n_tiles) load_tile(p, entry[s], w.lo + s * T, kv_s + s * Tr::kStageBytes, ok_s + s * T, warp, lane);
       cp_async_commit();
     }
+    // The entries of the next tile to load: looked up an iteration before its copies.
+    int next_entry = entry[Tr::kStages - 1];
     if constexpr (Tr::kFp8Kv) Tile::load_q(p, w.b, w.group, row0, q_s, tid);  // read after the loop's barrier
     for (int it = 0; it < n_tiles; ++it) {
       cp_async_wait<Tr::kStages - 2>();
@@ -128,9 +149,10 @@ struct MlaDecode {
         const int nx = it + Tr::kStages - 1;
         if (nx < n_tiles) {
           const int st = nx % Tr::kStages;
-          load_tile(p, w, t_sparse, w.lo + nx * T, kv_s + st * Tr::kStageBytes, ok_s + st * T, warp, lane);
+          load_tile(p, next_entry, w.lo + nx * T, kv_s + st * Tr::kStageBytes, ok_s + st * T, warp, lane);
         }
         cp_async_commit();
+        if (nx + 1 < n_tiles) next_entry = lookup_tile(p, w, t_sparse, w.lo + (nx + 1) * T, warp, lane);
       }
       const int st = it % Tr::kStages;
       const unsigned char* kt = kv_s + st * Tr::kStageBytes;

@@ -115,8 +115,10 @@ struct MlaTile {
     }
   }
 
-  // S (16 rows x this warp's 8 tokens) over 576 dims. kt: the tile; q_s: Q.
+  // S (16 rows x this warp's 8 tokens) over 576 dims. kt: the tile; q_s: Q. Two
+  // accumulators, even and odd k-steps, halve the chain of dependent MMAs.
   __device__ static void scores(const unsigned char* q_s, const unsigned char* kt, int warp, int lane, float (&s)[4]) {
+    float s1[4] = {0.f, 0.f, 0.f, 0.f};
     s[0] = s[1] = s[2] = s[3] = 0.f;
     const unsigned char* k_row = kt + (warp * 8 + (lane & 7)) * Tr::kKvRowBytes + (lane >> 3) * 16;
     const unsigned char* q_row = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * Tr::kQRowBytes + (lane >> 4) * 16;
@@ -130,7 +132,7 @@ struct MlaTile {
         for (int m = 0; m < 4; ++m) {
           u32 qa[4];
           ldmatrix_x4(qa, q_row + (c * 4 + m) * 32);
-          mma_16816<MT>(s, qa, fp8x2_to_half2(KVT{}, kb[m] & 0xffffu), fp8x2_to_half2(KVT{}, kb[m] >> 16));
+          mma_16816<MT>(m % 2 ? s1 : s, qa, fp8x2_to_half2(KVT{}, kb[m] & 0xffffu), fp8x2_to_half2(KVT{}, kb[m] >> 16));
         }
       }
     } else {
@@ -142,9 +144,11 @@ struct MlaTile {
         ldmatrix_x4(qa, q_row + kk * 32);
         mma_16816<MT>(s, qa, kb[0], kb[1]);
         ldmatrix_x4(qa, q_row + (kk + 1) * 32);
-        mma_16816<MT>(s, qa, kb[2], kb[3]);
+        mma_16816<MT>(s1, qa, kb[2], kb[3]);
       }
     }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[e] += s1[e];
   }
 
   // O (16 rows x this warp's 128 dims) += P (16 x 32, A fragments per 16 tokens) . V, V

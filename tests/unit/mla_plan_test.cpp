@@ -3,6 +3,7 @@
 // the workspace sizing helper. No GPU needed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "attnjit/error.hpp"
@@ -296,6 +297,32 @@ TEST(MlaPlan, CanImplementRefusesWhatTheKernelDoesNotServe) {
       EXPECT_EQ(tl.stages, kv == DType::kFloat8E4M3 ? 4 : 2);
       EXPECT_EQ(tl.kv_row_bytes, 576 * int(dtype_size(kv)) + 16);
     }
+}
+
+// ATTNJIT_MLA_STAGES: the ring depth for tuning runs; it reaches the rendered Traits (and so
+// the key), a bad value names the variable, and a depth the arch cannot hold is refused.
+TEST(MlaPlan, StagesKnobReachesTheSourceOrNamesItself) {
+  MlaArgs a = valid_mla();
+  a.kv_cache.dtype = DType::kFloat8E4M3;
+  spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "3", 1), 0);
+  EXPECT_EQ(mla_tiling(s).stages, 3);
+  const std::string src3 = render::render(s).source;
+  EXPECT_NE(src3.find(", 3>;"), std::string::npos) << src3;
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "8", 1), 0);
+  std::string why;
+  s.arch = spec::Arch::parse("sm_120");  // 8 fp8 stages (~170 KB) exceed its 99 KB
+  EXPECT_FALSE(mla_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+  s.arch = kPlanArch;
+  EXPECT_TRUE(mla_can_implement(s, s.arch, &why)) << why;
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "1", 1), 0);
+  expect_error([&] { mla_tiling(s); }, kBad, {"ATTNJIT_MLA_STAGES", "1"});
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "abc", 1), 0);
+  expect_error([&] { mla_tiling(s); }, kBad, {"ATTNJIT_MLA_STAGES", "abc"});
+  unsetenv("ATTNJIT_MLA_STAGES");
+  EXPECT_EQ(mla_tiling(s).stages, 4);
+  EXPECT_NE(render::render(s).source, src3);
 }
 
 TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {

@@ -9,6 +9,7 @@
 #include "attnjit/error.hpp"
 #include "mla/mla_params.cuh"
 #include "render/renderer.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
@@ -33,7 +34,9 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   // 16-bit KV, two stages: one 36 KB tile lands while the other is computed, and the
   // CTA (~96 KB) fits the 99 KB of sm_86/89/120; sm_80/90 then hold two CTAs per SM.
   // fp8 KV: 18 KB tiles, so four stages keep the same bytes in flight in the same space.
-  t.stages = t.kv_elem_bytes == 1 ? 4 : 2;
+  // ATTNJIT_MLA_STAGES (2 to 8) overrides it for tuning: it changes the rendered Traits, so the
+  // cache key follows; a depth the arch cannot hold is refused by can_implement.
+  t.stages = util::env_knob("ATTNJIT_MLA_STAGES", 2, 8).value_or(t.kv_elem_bytes == 1 ? 4 : 2);
   t.smem_limit = render::max_smem_per_block(s.arch);
   t.smem_bytes = t.rows * q_row_bytes + t.stages * t.tile * t.kv_row_bytes + t.rows * (t.tile + 4) * 4 +
                  t.stages * t.tile * 4 + 16;

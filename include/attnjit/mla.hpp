@@ -15,11 +15,14 @@ namespace attnjit {
 enum class LseBase { kE, kTwo };
 
 struct MlaArgs {
-  // [batch, q_len_per_request, num_heads, 576]: q_nope (512) then q_rope (64). bf16 or fp16.
+  // [batch, q_len_per_request, num_heads, 576]: q_nope (512) then q_rope (64). bf16 or fp16,
+  // or fp8_e4m3 with an fp8_e4m3 kv_cache.
   // Query t of a request sees KV positions < seq_len - q_len + t + 1 (causal among the queries).
   TensorView query;
   // [num_pages, page_size, 576] or [num_pages, 1, page_size, 576]: ckv (512) then kpe (64), the
-  // query's dtype. K is all 576 dims, V the first 512. fp8 KV is not built yet (an Error says so).
+  // query's dtype or fp8_e4m3 (FlashInfer's trtllm-gen pairs). K is all 576 dims, V the first 512.
+  // fp8 KV is widened to fp16 for the MMA (exact), and a bf16 query rounded to fp16 once: |q|
+  // must stay within fp16's range (65504) there. k_scale and v_scale go into bmm1/bmm2_scale.
   TensorView kv_cache;
   // uint8, >= mla_workspace_bytes(...); its first bytes are semaphores the caller zeroes once
   // (every launch leaves them at zero). Needed only when a call splits the KV.
@@ -36,7 +39,7 @@ struct MlaArgs {
   int sparse_mla_top_k = 0;
   TensorView indices;          // int32 [batch, q_len_per_request, sparse_mla_top_k] (sparse only)
   // Required (a departure from the seed, which allocates it): [batch, q_len, num_heads, 512],
-  // the query's dtype.
+  // the query's dtype; bf16 for an fp8_e4m3 query (as FlashInfer writes).
   TensorView out;
   // Fused scales: bmm1 = q_scale * k_scale * sm_scale / sqrt(576), bmm2 = v_scale * o_scale.
   // A device fp32 pointer (CUDA-graph friendly) wins over the host float.

@@ -127,27 +127,26 @@ def expand_config(cfg):
 
 
 def _mla_calls(op, name, H, dt, field):
-    """The CLI's mla expansion: batch_decode_mla's arguments, batch 1, one page (an fp8
-    KV is skipped with a note: its kernel is not built yet)."""
+    """The CLI's mla expansion: batch_decode_mla's arguments, batch 1, one page; an fp8
+    KV with the model's query dtype and with an fp8 query (which writes bf16)."""
     calls = []
     ptr = ShapeOnly([1], "fp32") if op.get("scale_pointers") else 1.0
     dims = {k: op[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if k in op}
     for kv in field("kv_cache_dtypes", [dt]):
-        if kv in ("fp8_e4m3", "e4m3", "float8_e4m3fn"):
-            warnings.warn(f"attnjit.prewarm: skipping op '{name}': fp8_e4m3 KV: the mla kernel for it is not "
-                          "built yet")
-            continue
-        for page in field("page_sizes", [64]):
-            for sparse in [False, True] if op.get("sparse") else [False]:
-                calls.append(dict(
-                    op="mla", query=ShapeOnly([1, 1, H, 576], dt), kv_cache=ShapeOnly([1, page, 576], kv),
-                    qk_nope_head_dim=dims.get("qk_nope_head_dim", 128), kv_lora_rank=dims.get("kv_lora_rank", 512),
-                    qk_rope_head_dim=dims.get("qk_rope_head_dim", 64),
-                    # sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables
-                    block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"),
-                    seq_lens=ShapeOnly([1], "int32"), max_seq_len=page, sparse_mla_top_k=1 if sparse else 0,
-                    bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([H], "fp32") if op.get("sinks") else None,
-                    return_lse=bool(op.get("return_lse")), backend=op.get("backend", "auto")))
+        fp8 = kv in ("fp8_e4m3", "e4m3", "float8_e4m3fn")
+        for q in [dt, "fp8_e4m3"] if fp8 else [dt]:
+            for page in field("page_sizes", [64]):
+                for sparse in [False, True] if op.get("sparse") else [False]:
+                    calls.append(dict(
+                        op="mla", query=ShapeOnly([1, 1, H, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
+                        out=ShapeOnly([1, 1, H, 512], "bf16" if q == "fp8_e4m3" else q),
+                        qk_nope_head_dim=dims.get("qk_nope_head_dim", 128),
+                        kv_lora_rank=dims.get("kv_lora_rank", 512), qk_rope_head_dim=dims.get("qk_rope_head_dim", 64),
+                        # sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables
+                        block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"),
+                        seq_lens=ShapeOnly([1], "int32"), max_seq_len=page, sparse_mla_top_k=1 if sparse else 0,
+                        bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([H], "fp32") if op.get("sinks") else None,
+                        return_lse=bool(op.get("return_lse")), backend=op.get("backend", "auto")))
     return calls
 
 

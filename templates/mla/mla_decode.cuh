@@ -1,47 +1,27 @@
 // The portable (xqa backend) MLA decode kernel: 16 head rows in the MMA's M,
 // 32-token KV tiles of all 576 dims streamed into shared memory with cp.async,
 // S = Q.K^T over 576, an online softmax, and O += P.V with V the first 512 dims of
-// the same tile (the cache is read once). Split-KV CTAs merge in the last one.
+// the same tile (the cache is read once; fp8 KV widened in registers, mla_tile.cuh).
+// Split-KV CTAs merge in the last one.
 #pragma once
 
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
 #include "mla/mla_params.cuh"
+#include "mla/mla_tile.cuh"
 
 namespace attnjit {
 
-template <class QT_, class KVT_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_, int kStages_>
-struct MlaTraits {
-  using QT = QT_;
-  using KVT = KVT_;
-  using OT = OT_;
-  static constexpr int kPageSize = kPageSize_;
-  static constexpr bool kSparse = kSparse_;
-  static constexpr unsigned kFeatures = kFeatures_;
-  static constexpr int kStages = kStages_;
-  static constexpr int kWarps = mla_const::kWarps;
-  static constexpr int kThreads = kWarps * 32;
-  static constexpr int kRows = mla_const::kRowsPerCta;
-  static constexpr int kTile = mla_const::kTileTokens;
-  // A 576-dim row plus 16 bytes: 73 16-byte units, odd, so ldmatrix rows fall in distinct banks.
-  static constexpr int kRowBytes = mla_const::kHeadDimQk * 2 + 16;
-  static constexpr int kQBytes = kRows * kRowBytes;
-  static constexpr int kStageBytes = kTile * kRowBytes;
-  static constexpr int kSStride = kTile + 4;  // floats per row of the score tile
-  static constexpr int kSBytes = kRows * kSStride * 4;
-  static constexpr int kOkBytes = kStages * kTile * 4;
-  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kSBytes + kOkBytes + 16;
-  static constexpr int kMinBlocks = 1;
-};
-
 template <class Tr>
 struct MlaDecode {
-  using QT = typename Tr::QT;
   using OT = typename Tr::OT;
+  using MT = typename Tr::MT;
+  using Tile = MlaTile<Tr>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, T = Tr::kTile, R = Tr::kRows;
-  static constexpr int kChunksPerRow = D * 2 / 16;  // 72 16-byte chunks per token row
-  static constexpr int kDimsPerWarp = DV / Tr::kWarps;  // 128
-  static constexpr int kNBlocks = kDimsPerWarp / 8;     // 16 n8 blocks of O per warp
+  static constexpr int kKvBytes = int(sizeof(typename Tr::KVT));
+  static constexpr int kChunksPerRow = D * kKvBytes / 16;  // 16-byte chunks per token row: 72, fp8 36
+  static constexpr int kDimsPerWarp = Tile::kDimsPerWarp;  // 128
+  static constexpr int kNBlocks = Tile::kNBlocks;          // 16 n8 blocks of O per warp
   __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
 
   struct Work {
@@ -50,36 +30,51 @@ struct MlaDecode {
     int seq_len;
   };
 
-  // Physical token offset (elements) of range position j, or -1 when nothing is there.
-  __device__ static long long token_offset(const MlaParams& p, const Work& w, int t, int j) {
+  // The table entry of range position j (dense: its page id; sparse: its physical
+  // index), or -1 past the range. A volatile load, issued here: the caller uses it a
+  // tile later, so the lookup's latency hides behind a tile's math.
+  __device__ static int lookup(const MlaParams& p, const Work& w, int t, int j) {
     if (j >= w.hi) return -1;
+    if constexpr (Tr::kSparse) {
+      return ld_global_now(p.indices + w.b * p.idx_stride_b + t * p.idx_stride_t + j);
+    } else {
+      const int pi = j / Tr::kPageSize;
+      if (pi >= p.pages_per_seq) return -1;
+      return ld_global_now(p.block_tables + w.b * p.bt_stride_b + pi);
+    }
+  }
+
+  // Physical token offset (elements) of range position j from its entry, or -1 when nothing is there.
+  __device__ static long long token_offset(const MlaParams& p, int entry, int j) {
+    if (entry < 0) return -1;
     long long page, slot;
     if constexpr (Tr::kSparse) {
-      int idx = __ldg(p.indices + w.b * p.idx_stride_b + t * p.idx_stride_t + j);
-      if (idx < 0 || (long long)idx >= p.num_tokens) return -1;
-      page = idx / Tr::kPageSize;
-      slot = idx % Tr::kPageSize;
+      if ((long long)entry >= p.num_tokens) return -1;
+      page = entry / Tr::kPageSize;
+      slot = entry % Tr::kPageSize;
     } else {
-      int pi = j / Tr::kPageSize;
-      if (pi >= p.pages_per_seq) return -1;
-      page = __ldg(p.block_tables + w.b * p.bt_stride_b + pi);
-      if (page < 0) return -1;
+      page = entry;
       slot = j % Tr::kPageSize;
     }
     return page * p.kv_stride_page + slot * p.kv_stride_tok;
   }
 
-  // Warp w copies token rows w*8 .. w*8+7 of the tile at j0; lane i < 8 looks up row w*8+i.
-  __device__ static void load_tile(const MlaParams& p, const Work& w, int t, int j0, unsigned char* stage,
-                                   int* ok, int warp, int lane) {
-    long long off = lane < 8 ? token_offset(p, w, t, j0 + warp * 8 + lane) : -1;
+  // Lane i < 8 of warp w looks up token row w*8+i of the tile at j0 (-1 for other lanes).
+  __device__ static int lookup_tile(const MlaParams& p, const Work& w, int t, int j0, int warp, int lane) {
+    return lane < 8 ? lookup(p, w, t, j0 + warp * 8 + lane) : -1;
+  }
+
+  // Warp w copies token rows w*8 .. w*8+7 of the tile at j0, from the entries lookup_tile gave.
+  __device__ static void load_tile(const MlaParams& p, int entry, int j0, unsigned char* stage, int* ok, int warp,
+                                   int lane) {
+    const long long off = lane < 8 ? token_offset(p, entry, j0 + warp * 8 + lane) : -1;
     if (lane < 8) ok[warp * 8 + lane] = off >= 0 ? 1 : 0;
     const unsigned char* base = static_cast<const unsigned char*>(p.kv);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       long long o = __shfl_sync(0xffffffffu, off, i);
-      unsigned char* dst = stage + (warp * 8 + i) * Tr::kRowBytes;
-      const unsigned char* src = o >= 0 ? base + o * 2 : base;
+      unsigned char* dst = stage + (warp * 8 + i) * Tr::kKvRowBytes;
+      const unsigned char* src = o >= 0 ? base + o * kKvBytes : base;
       const unsigned bytes = o >= 0 ? 16u : 0u;  // zero-fill: V rows meet P = 0, never garbage
 #pragma unroll
       for (int c = lane; c < kChunksPerRow; c += 32) cp_async_16(dst + c * 16, src + c * 16, bytes);
@@ -107,19 +102,13 @@ struct MlaDecode {
     // Sparse CTAs serve one query token (each has its own indices); dense ones any rows.
     const int t_sparse = Tr::kSparse ? w.group : 0;
 
-    // Q rows into shared memory (zero rows past the last head row).
+    // Q rows into shared memory (zero rows past the last head row). 16-bit KV: cp.async
+    // as stored, ahead of the KV tiles; fp8 KV: widened after the first tiles are issued.
     const int row0 = w.rb * R;
-    for (int c = tid; c < R * kChunksPerRow; c += Tr::kThreads) {
-      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-      const int lr = row0 + r;
-      const int f = w.group * p.rows_per_group + lr;
-      const bool valid = lr < p.rows_per_group;
-      const int t = f / p.num_heads, h = f % p.num_heads;
-      const unsigned char* src = static_cast<const unsigned char*>(p.q);
-      if (valid) src += (w.b * p.q_stride_b + t * p.q_stride_t + h * p.q_stride_h) * 2 + ch * 16;
-      cp_async_16(q_s + r * Tr::kRowBytes + ch * 16, src, valid ? 16u : 0u);
+    if constexpr (!Tr::kFp8Kv) {
+      Tile::load_q(p, w.b, w.group, row0, q_s, tid);
+      cp_async_commit();
     }
-    cp_async_commit();
     // The rows this lane holds in the accumulators: g and g + 8.
     int limit[2];
     bool row_ok[2];
@@ -141,11 +130,18 @@ struct MlaDecode {
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
 
     const int n_tiles = w.hi > w.lo ? (w.hi - w.lo + T - 1) / T : 0;
+    // Every first lookup in flight at once (one memory round trip), then the first tiles' copies.
+    int entry[Tr::kStages];
+#pragma unroll
+    for (int s = 0; s < Tr::kStages; ++s) entry[s] = s < n_tiles ? lookup_tile(p, w, t_sparse, w.lo + s * T, warp, lane) : -1;
 #pragma unroll
     for (int s = 0; s < Tr::kStages - 1; ++s) {
-      if (s < n_tiles) load_tile(p, w, t_sparse, w.lo + s * T, kv_s + s * Tr::kStageBytes, ok_s + s * T, warp, lane);
+      if (s < n_tiles) load_tile(p, entry[s], w.lo + s * T, kv_s + s * Tr::kStageBytes, ok_s + s * T, warp, lane);
       cp_async_commit();
     }
+    // The entries of the next tile to load: looked up an iteration before its copies.
+    int next_entry = entry[Tr::kStages - 1];
+    if constexpr (Tr::kFp8Kv) Tile::load_q(p, w.b, w.group, row0, q_s, tid);  // read after the loop's barrier
     for (int it = 0; it < n_tiles; ++it) {
       cp_async_wait<Tr::kStages - 2>();
       __syncthreads();  // tile `it` (and Q) landed; every warp is done with tile it-1
@@ -153,28 +149,19 @@ struct MlaDecode {
         const int nx = it + Tr::kStages - 1;
         if (nx < n_tiles) {
           const int st = nx % Tr::kStages;
-          load_tile(p, w, t_sparse, w.lo + nx * T, kv_s + st * Tr::kStageBytes, ok_s + st * T, warp, lane);
+          load_tile(p, next_entry, w.lo + nx * T, kv_s + st * Tr::kStageBytes, ok_s + st * T, warp, lane);
         }
         cp_async_commit();
+        if (nx + 1 < n_tiles) next_entry = lookup_tile(p, w, t_sparse, w.lo + (nx + 1) * T, warp, lane);
       }
       const int st = it % Tr::kStages;
       const unsigned char* kt = kv_s + st * Tr::kStageBytes;
       const int* ok = ok_s + st * T;
       const int j0 = w.lo + it * T;
 
-      // S (16 rows x 8 tokens per warp) over 576 dims, two k-steps per K ldmatrix.
-      float s[4] = {0.f, 0.f, 0.f, 0.f};
-      const unsigned char* k_row = kt + (warp * 8 + (lane & 7)) * Tr::kRowBytes + (lane >> 3) * 16;
-      const unsigned char* q_row = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * Tr::kRowBytes + (lane >> 4) * 16;
-#pragma unroll 6
-      for (int kk = 0; kk < D / 16; kk += 2) {
-        u32 kb[4], qa[4];
-        ldmatrix_x4(kb, k_row + kk * 32);
-        ldmatrix_x4(qa, q_row + kk * 32);
-        mma_16816<QT>(s, qa, kb[0], kb[1]);
-        ldmatrix_x4(qa, q_row + (kk + 1) * 32);
-        mma_16816<QT>(s, qa, kb[2], kb[3]);
-      }
+      // S (16 rows x 8 tokens per warp) over 576 dims.
+      float s[4];
+      Tile::scores(q_s, kt, warp, lane, s);
       {
         const int g = lane >> 2, c = warp * 8 + (lane & 3) * 2;
         s_s[g * Tr::kSStride + c] = s[0];
@@ -221,25 +208,14 @@ struct MlaDecode {
           o[n][i * 2 + 1] *= alpha;
         }
         // A fragment of k-step kk2: a0/a1 rows g/g+8 at tokens 16kk2 + (lane&3)*2; a2/a3 at +8.
-        pa[0][i] = pack2<QT>(v[0], v[1]);
-        pa[0][2 + i] = pack2<QT>(v[2], v[3]);
-        pa[1][i] = pack2<QT>(v[4], v[5]);
-        pa[1][2 + i] = pack2<QT>(v[6], v[7]);
+        pa[0][i] = pack2<MT>(v[0], v[1]);
+        pa[0][2 + i] = pack2<MT>(v[2], v[3]);
+        pa[1][i] = pack2<MT>(v[4], v[5]);
+        pa[1][2 + i] = pack2<MT>(v[6], v[7]);
       }
 
       // O (16 rows x this warp's 128 dims) += P (16 x 32) . V (32 x 128), V = the tile's first 512 dims.
-#pragma unroll
-      for (int kk2 = 0; kk2 < 2; ++kk2) {
-        const unsigned char* v_row = kt + (kk2 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Tr::kRowBytes +
-                                     (warp * kDimsPerWarp + (lane >> 4) * 8) * 2;
-#pragma unroll
-        for (int nb = 0; nb < kNBlocks / 2; ++nb) {
-          u32 vb[4];
-          ldmatrix_x4_trans(vb, v_row + nb * 32);
-          mma_16816<QT>(o[2 * nb], pa[kk2], vb[0], vb[1]);
-          mma_16816<QT>(o[2 * nb + 1], pa[kk2], vb[2], vb[3]);
-        }
-      }
+      Tile::accumulate_pv(pa, kt, warp, lane, o);
     }
     cp_async_wait<0>();
     pdl_launch_dependents();
@@ -252,22 +228,25 @@ struct MlaDecode {
         const int lr = (lane >> 2) + i * 8;
         float acc[kNBlocks * 2];
 #pragma unroll
-        for (int n = 0; n < kNBlocks; ++n) {
-          acc[2 * n] = o[n][i * 2];
-          acc[2 * n + 1] = o[n][i * 2 + 1];
+        for (int k = 0; k < kNBlocks; ++k) {
+          int d;
+          Tile::o_pair(o, k, i, lane, acc[2 * k], acc[2 * k + 1], d);
         }
-        finish_row(p, w, lr, warp * kDimsPerWarp + (lane & 3) * 2, 8, m[i], l[i], acc, warp == 0 && (lane & 3) == 0);
+        finish_row<kNBlocks * 2, Tile::kPairsPerRun, Tile::kRunStride>(
+            p, w, lr, warp * kDimsPerWarp + (lane & 3) * Tile::kLaneStride, m[i], l[i], acc,
+            warp == 0 && (lane & 3) == 0);
       }
       return;
     }
     merge_splits(p, w, o, m, l, flag_s, warp, lane, tid);
   }
 
-  // Writes a row's output elements dims d0 + k*stride + {0,1} for k < N/2, scaled by
+  // Writes a row's output elements: pair k < N/2 (acc[2k], acc[2k+1]) at dims
+  // d0 + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2 + {0, 1}, scaled by
   // bmm2 / (sum of weights, sinks included), and its LSE when `lse_writer`.
-  template <int N>
-  __device__ static void finish_row(const MlaParams& p, const Work& w, int lr, int d0, int stride, float m_tot,
-                                    float l_tot, const float (&acc)[N], bool lse_writer) {
+  template <int N, int kPairsPerRun, int kRunStride>
+  __device__ static void finish_row(const MlaParams& p, const Work& w, int lr, int d0, float m_tot, float l_tot,
+                                    const float (&acc)[N], bool lse_writer) {
     const int row = w.rb * R + lr;
     if (row >= p.rows_per_group) return;
     const int f = w.group * p.rows_per_group + row;
@@ -291,8 +270,9 @@ struct MlaDecode {
     OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + t * p.o_stride_t + h * p.o_stride_h + d0;
 #pragma unroll
     for (int k = 0; k < N / 2; ++k) {
-      store_float<OT>(dst + k * stride, acc[2 * k] * scale);
-      store_float<OT>(dst + k * stride + 1, acc[2 * k + 1] * scale);
+      OT* pair = dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2;
+      store_float<OT>(pair, acc[2 * k] * scale);
+      store_float<OT>(pair + 1, acc[2 * k + 1] * scale);
     }
     if (has(mla_const::kFeatLse) && lse_writer && p.lse) {
       float lse2 = l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
@@ -310,11 +290,14 @@ struct MlaDecode {
     const int g = lane >> 2;
     if (m[0] != kNegInf || m[1] != kNegInf) {
 #pragma unroll
-      for (int n = 0; n < kNBlocks; ++n) {
-        const int d = warp * kDimsPerWarp + n * 8 + (lane & 3) * 2;
-        *reinterpret_cast<float2*>(part + g * DV + d) = make_float2(o[n][0], o[n][1]);
-        *reinterpret_cast<float2*>(part + (g + 8) * DV + d) = make_float2(o[n][2], o[n][3]);
-      }
+      for (int k = 0; k < kNBlocks; ++k)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float a, b;
+          int d;
+          Tile::o_pair(o, k, i, lane, a, b, d);
+          *reinterpret_cast<float2*>(part + (g + 8 * i) * DV + warp * kDimsPerWarp + d) = make_float2(a, b);
+        }
     }
     if (warp == 0 && (lane & 3) == 0) {
       part[R * DV + g] = m[0];
@@ -353,7 +336,7 @@ struct MlaDecode {
         acc[0] += wgt * a.x; acc[1] += wgt * a.y; acc[2] += wgt * a.z; acc[3] += wgt * a.w;
         acc[4] += wgt * b.x; acc[5] += wgt * b.y; acc[6] += wgt * b.z; acc[7] += wgt * b.w;
       }
-      finish_row(p, w, row, d0, 2, m_tot, l_tot, acc, run == 0 && sub == 0);
+      finish_row<8, 4, 8>(p, w, row, d0, m_tot, l_tot, acc, run == 0 && sub == 0);
     }
   }
 };

@@ -1,5 +1,6 @@
 // batch_decode_mla on the GPU against the float64 reference (tests/common/mla_reference.hpp):
 // every output element (NaN-filled first) and every LSE checked against a per-element bound.
+// fp8 e4m3 KV (and fp8 queries) are checked against the reference over the dequantised values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,9 @@ namespace {
 using testing::DeviceTensor;
 
 struct MlaCase {
-  DType dtype = DType::kBFloat16;
+  DType dtype = DType::kBFloat16;  // the query's; e4m3 needs fp8_kv, and writes bf16
+  bool fp8_kv = false;             // an fp8 e4m3 cache (else the query's dtype)
+  float q_sigma = 1.0f, kv_sigma = 1.0f;  // spread of the values before quantization
   int heads = 16, q_len = 1, page_size = 64;
   std::vector<int> seq_lens = {100, 1000};
   int top_k = 0;          // > 0: sparse
@@ -35,8 +38,12 @@ struct MlaCase {
   float bmm2 = 1.0f;
 };
 
+DType kv_dtype(const MlaCase& c) { return c.fp8_kv ? DType::kFloat8E4M3 : c.dtype; }
+DType out_dtype(const MlaCase& c) { return c.dtype == DType::kFloat8E4M3 ? DType::kBFloat16 : c.dtype; }
+
 std::string describe(const MlaCase& c) {
-  std::string s = std::string(dtype_name(c.dtype)) + " h" + std::to_string(c.heads) + " qlen" +
+  std::string s = std::string(dtype_name(c.dtype)) + " kv " + dtype_name(kv_dtype(c)) + " sigma " +
+                  std::to_string(c.q_sigma) + "/" + std::to_string(c.kv_sigma) + " h" + std::to_string(c.heads) + " qlen" +
                   std::to_string(c.q_len) + " p" + std::to_string(c.page_size) + " lens";
   for (int l : c.seq_lens) s += " " + std::to_string(l);
   if (c.top_k) s += " topk" + std::to_string(c.top_k);
@@ -61,11 +68,12 @@ double run_mla(const MlaCase& c, uint32_t seed) {
   std::shuffle(page_ids.begin(), page_ids.end(), rng);
   std::vector<int> bt(page_ids.begin(), page_ids.begin() + size_t(B) * pages_per_seq);
 
-  auto qv = util::quantize(testing::random_values(size_t(B) * T * H * 576, rng), c.dtype);
-  auto kvv = util::quantize(testing::random_values(size_t(num_pages) * P * 576, rng), c.dtype);
+  // The reference reads the values as the device stores them (fp8: dequantised).
+  auto qv = util::quantize(testing::random_values(size_t(B) * T * H * 576, rng, c.q_sigma), c.dtype);
+  auto kvv = util::quantize(testing::random_values(size_t(num_pages) * P * 576, rng, c.kv_sigma), kv_dtype(c));
   const std::vector<int64_t> kv_shape = c.four_d ? std::vector<int64_t>{num_pages, 1, P, 576}
                                                  : std::vector<int64_t>{num_pages, P, 576};
-  DeviceTensor q(c.dtype, {B, T, H, 576}), kv(c.dtype, kv_shape), out(c.dtype, {B, T, H, 512});
+  DeviceTensor q(c.dtype, {B, T, H, 576}), kv(kv_dtype(c), kv_shape), out(out_dtype(c), {B, T, H, 512});
   q.upload_floats(qv);
   kv.upload_floats(kvv);
   out.poison();
@@ -262,6 +270,118 @@ TEST(MlaGpu, LongSequencesSplitAcrossTheGpu) {
   narrow.seq_lens = {20000, 17, 9000};
   narrow.sinks = true;
   EXPECT_LE(run_mla(narrow, 6), kTol) << describe(narrow);
+}
+
+// fp8 e4m3 KV: a bf16, fp8 or fp16 query (fp8 writes bf16), 16, 128 and odd head counts,
+// q_len 1 and more, pages of 32 and 64, ragged lengths (one shorter than its queries), bmm1
+// and bmm2 scales as host floats and as device pointers.
+TEST(MlaGpuFp8, HeadCountsQueryLengthsPagesAndScales) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(8008);
+  int n = 0;
+  for (DType q : {DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat16})
+    for (int heads : {16, 128, 7})
+      for (int q_len : {1, 2, 5}) {
+        MlaCase c;
+        c.dtype = q;
+        c.fp8_kv = true;
+        c.heads = heads;
+        c.q_len = q_len;
+        c.page_size = n % 2 ? 32 : 64;
+        c.seq_lens = {1 + int(rng() % 40), q_len + int(rng() % 900), 1 + int(rng() % 2500)};
+        c.scale_ptrs = n % 3 == 1;
+        c.four_d = n % 4 == 3;
+        c.bmm1 = (0.5f + float(rng() % 100) / 100.f) / 24.f;
+        c.bmm2 = 0.5f + float(rng() % 100) / 50.f;
+        EXPECT_LE(run_mla(c, 300 + n++), kTol) << describe(c);
+      }
+}
+
+// Values across e4m3's range (large ones near 448, small ones subnormal) with the scales an
+// engine folds in: bmm1 = q_scale * k_scale / sqrt(576), bmm2 = v_scale * o_scale; the host
+// and the device forms of the same scales.
+TEST(MlaGpuFp8, QuantizationScalesHostAndDevice) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  int n = 0;
+  for (DType q : {DType::kFloat8E4M3, DType::kBFloat16})
+    for (float kv_sigma : {96.0f, 0.02f})
+      for (bool ptrs : {false, true}) {
+        MlaCase c;
+        c.dtype = q;
+        c.fp8_kv = true;
+        c.heads = 16;
+        c.q_len = 2;
+        c.seq_lens = {700, 1500, 33};
+        c.q_sigma = q == DType::kFloat8E4M3 ? 24.0f : 1.0f;
+        c.kv_sigma = kv_sigma;
+        const float q_scale = 1.0f / c.q_sigma, k_scale = 1.0f / kv_sigma, v_scale = 1.0f / kv_sigma;
+        c.bmm1 = q_scale * k_scale / 24.0f;
+        c.bmm2 = v_scale * 2.0f;
+        c.scale_ptrs = ptrs;
+        EXPECT_LE(run_mla(c, 500 + n++), kTol) << describe(c);
+      }
+}
+
+// Split-KV (the merge reads the fp8 path's interleaved O), sparse indices, sinks and LSE.
+TEST(MlaGpuFp8, SplitsSparseSinksAndLse) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  MlaCase one;
+  one.dtype = DType::kFloat8E4M3;
+  one.fp8_kv = true;
+  one.heads = 128;
+  one.seq_lens = {32768};
+  one.lse = true;
+  EXPECT_LE(run_mla(one, 601), kTol) << describe(one);
+  MlaCase narrow;
+  narrow.fp8_kv = true;
+  narrow.heads = 16;
+  narrow.q_len = 3;
+  narrow.page_size = 32;
+  narrow.seq_lens = {20000, 17, 9000};
+  narrow.sinks = narrow.lse = narrow.lse_base2 = true;
+  EXPECT_LE(run_mla(narrow, 602), kTol) << describe(narrow);
+  for (int heads : {16, 128, 33}) {
+    MlaCase c;
+    c.dtype = heads == 16 ? DType::kBFloat16 : DType::kFloat8E4M3;
+    c.fp8_kv = true;
+    c.heads = heads;
+    c.q_len = 2;
+    c.seq_lens = {2048, 300};
+    c.top_k = heads == 33 ? 999 : 2048;
+    c.sinks = c.scale_ptrs = c.lse = true;
+    c.bmm1 = 0.04f;
+    c.bmm2 = 1.5f;
+    EXPECT_LE(run_mla(c, 603 + heads), kTol) << describe(c);
+  }
+}
+
+TEST(MlaGpuFp8, RandomizedSweep) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(20261202);
+  for (int n = 0; n < 24; ++n) {
+    MlaCase c;
+    const DType qs[] = {DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat16};
+    c.dtype = qs[rng() % 3];
+    c.fp8_kv = true;
+    const int heads[] = {1, 3, 16, 32, 64, 77, 128};
+    c.heads = heads[rng() % 7];
+    c.q_len = 1 + int(rng() % 16);
+    c.page_size = 16 << (rng() % 4);
+    const int batch = 1 + int(rng() % 4);
+    c.seq_lens.clear();
+    for (int b = 0; b < batch; ++b) c.seq_lens.push_back(1 + int(rng() % 3000));
+    if (rng() % 3 == 0) c.top_k = 32 * (1 + int(rng() % 40)) + int(rng() % 2) * 7;
+    c.sinks = rng() % 3 == 0;
+    c.scale_ptrs = rng() % 2 == 0;
+    c.lse = rng() % 2 == 0;
+    c.lse_base2 = rng() % 2 == 0;
+    c.four_d = rng() % 2 == 0;
+    c.sm_count = rng() % 4 == 0 ? 1 : 0;
+    c.kv_sigma = rng() % 2 ? 1.0f : 16.0f;
+    c.bmm1 = (0.5f + float(rng() % 100) / 100.f) / (24.f * c.kv_sigma);
+    c.bmm2 = (0.5f + float(rng() % 100) / 50.f) / c.kv_sigma;
+    EXPECT_LE(run_mla(c, 9500 + n), kTol) << describe(c);
+  }
 }
 
 TEST(MlaGpu, TrtllmGenIsRefusedNamingTheBackend) {

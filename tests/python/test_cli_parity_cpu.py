@@ -52,9 +52,11 @@ def test_config_expansion_matches_the_cli(config):
     cli_names, cli_notes = cli_list(config)
     assert sorted(names) == sorted(cli_names)
     assert notes == cli_notes
-    if config == "deepseek-v3":  # its ops are mla: bf16 built, fp8 KV skipped with the CLI's note
-        assert names == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a"]
-        assert notes == ["skipping op 'mla': fp8_e4m3 KV: the mla kernel for it is not built yet"]
+    if config == "deepseek-v3":  # its ops are mla: bf16 KV, and fp8 KV with a bf16 or an fp8 query
+        assert sorted(names) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a",
+                                 "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a",
+                                 "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a"]
+        assert notes == []
 
 
 @needs_cli
@@ -66,5 +68,7 @@ def test_mla_and_fia_config_fields_match_the_cli(tmp_path):
     assert sorted(names) == sorted(cli_names)
     assert notes == cli_notes
     # Every field reached a kernel: masks, paging, LSE, pse, sparse MLA, sinks, scale pointers.
-    for part in (".causal.lse.pse.", ".p128.nhd.custom.lse.pse.", ".p256.nhd.causal.", "mla.bf16.hd576x512.g1.p32.nhd.custom.sinks.lse.scaleptr."):
+    for part in (".causal.lse.pse.", ".p128.nhd.custom.lse.pse.", ".p256.nhd.causal.", "mla.bf16.hd576x512.g1.p32.nhd.custom.sinks.lse.scaleptr.",
+                 "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.custom.sinks.lse.scaleptr.",
+                 "mla.e4m3.obf16.hd576x512.g1.p32.nhd.causal.sinks.lse.scaleptr."):
         assert any(part in n for n in names), part

@@ -1,5 +1,6 @@
 // The CLI and the mla family: `prewarm --config deepseek-v3` builds the MLA variants
-// (the fp8 KV one is skipped with a note), and `inspect` shows their backend and tiling.
+// (bf16 KV, and fp8 KV with a bf16 and an fp8 query), and `inspect` shows their backend,
+// dtypes and tiling.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,18 +50,19 @@ TEST_F(MlaCliTest, DeepseekV3PrewarmBuildsTheMlaVariants) {
   ASSERT_EQ(r.code, 0) << r.all();
   json j = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.all();
-  EXPECT_EQ(j["total"], 1) << j.dump(2);
-  EXPECT_EQ(j["compiled"], 1) << j.dump(2);
+  // bf16 KV; the fp8 e4m3 KV the config lists, read with a bf16 and with an fp8 query.
+  EXPECT_EQ(j["total"], 3) << j.dump(2);
+  EXPECT_EQ(j["compiled"], 3) << j.dump(2);
   EXPECT_EQ(j["failed"], 0) << j.dump(2);
-  // The fp8 KV cache the config lists has no kernel yet: a note, not an error.
-  ASSERT_EQ(j["skipped"].size(), 1u) << j.dump(2);
-  EXPECT_EQ(j["skipped"][0]["op"], "mla");
-  EXPECT_NE(j["skipped"][0]["reason"].get<std::string>().find("fp8"), std::string::npos) << j.dump(2);
+  EXPECT_TRUE(j["skipped"].empty()) << j.dump(2);
 
   Result text = run("prewarm --config deepseek-v3 --arch sm_80,sm_120 --list");
   EXPECT_EQ(text.code, 0) << text.all();
-  EXPECT_NE(text.out.find("mla.bf16.hd576x512.g1.p64.nhd.causal.sm80"), std::string::npos) << text.all();
-  EXPECT_NE(text.out.find("mla.bf16.hd576x512.g1.p64.nhd.causal.sm120"), std::string::npos) << text.all();
+  for (const char* arch : {"sm80", "sm120"})
+    for (const char* v : {"mla.bf16.hd576x512", "mla.bf16.kve4m3.hd576x512", "mla.e4m3.obf16.hd576x512"}) {
+      const std::string name = std::string(v) + ".g1.p64.nhd.causal." + arch;
+      EXPECT_NE(text.out.find(name + "\n"), std::string::npos) << name << "\n" << text.all();
+    }
 }
 
 TEST_F(MlaCliTest, InspectShowsBackendAndTiling) {
@@ -69,6 +71,30 @@ TEST_F(MlaCliTest, InspectShowsBackendAndTiling) {
   EXPECT_NE(r.out.find("xqa"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("backend:    xqa"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("head rows x 32-token tiles of 576 dims"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2-stage cp.async ring"), std::string::npos) << r.out;
+}
+
+TEST_F(MlaCliTest, InspectShowsTheFp8Variants) {
+  // fp8 KV: four 18 KB stages, the KV widened to fp16 in registers.
+  for (const char* name : {"mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a", "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm120"}) {
+    Result r = run(std::string("inspect ") + name);
+    ASSERT_EQ(r.code, 0) << r.all();
+    EXPECT_NE(r.out.find("backend:    xqa"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("4-stage cp.async ring"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("fp8 KV widened to fp16 in registers"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("e4m3"), std::string::npos) << r.out;
+  }
+  Result r = run("inspect mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a --json");
+  ASSERT_EQ(r.code, 0) << r.all();
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.all();
+  EXPECT_NE(j.dump().find("\"kv_dtype\":\"fp8_e4m3\""), std::string::npos) << j.dump(2);
+  EXPECT_NE(j.dump().find("\"out_dtype\":\"bf16\""), std::string::npos) << j.dump(2);
+  EXPECT_NE(j.dump().find("\"stages\":4"), std::string::npos) << j.dump(2);
+  // An fp8 query with a bf16 cache, or an fp8 output, has no kernel: inspect says why.
+  Result bad = run("inspect mla.e4m3.kvbf16.obf16.hd576x512.g1.p64.nhd.causal.sm90a");
+  EXPECT_NE(bad.code, 0) << bad.all();
+  EXPECT_NE(bad.all().find("kv_cache dtype bf16"), std::string::npos) << bad.all();
 }
 
 }  // namespace

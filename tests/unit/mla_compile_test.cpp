@@ -1,6 +1,7 @@
 // Tests of the mla family's kernels (templates/mla, src/ops/mla/mla_family.cpp): every
-// variant axis compiles through NVRTC for sm_80, sm_89, sm_90a, sm_100a and sm_120 with
-// no spills and no stack frame, and its name parses back. No GPU needed.
+// variant axis (fp8 KV with bf16, fp16 and fp8 queries too) compiles through NVRTC for
+// sm_80, sm_89, sm_90a, sm_100a and sm_120 with no spills and no stack frame, and its
+// name parses back. No GPU needed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +25,7 @@ KernelSpec mla_spec(DType dt, int page, bool sparse, uint32_t features, const ch
   KernelSpec s;
   s.family = spec::OpFamily::kMla;
   s.q_dtype = s.kv_dtype = s.out_dtype = dt;
+  if (dt == DType::kFloat8E4M3) s.out_dtype = DType::kBFloat16;  // an fp8 query writes bf16
   s.head_dim_qk = 576;
   s.head_dim_vo = 512;
   s.group_size = 1;
@@ -41,6 +43,15 @@ TEST(MlaVariantMatrix, CompilesForEveryArchWithoutSpills) {
     specs.push_back(mla_spec(DType::kFloat16, 16, true, feature::kSinks | feature::kReturnLse, a));
     specs.push_back(mla_spec(DType::kBFloat16, 128, true, feature::kScalePointers, a));
     specs.push_back(mla_spec(DType::kBFloat16, 32, false, feature::kSinks | feature::kReturnLse | feature::kScalePointers, a));
+    // fp8 e4m3 KV (widened in registers) with a bf16, fp16 or fp8 query.
+    KernelSpec f = mla_spec(DType::kBFloat16, 64, false, feature::kScalePointers, a);
+    f.kv_dtype = DType::kFloat8E4M3;
+    specs.push_back(f);
+    f = mla_spec(DType::kFloat16, 32, true, feature::kSinks | feature::kReturnLse, a);
+    f.kv_dtype = DType::kFloat8E4M3;
+    specs.push_back(f);
+    specs.push_back(mla_spec(DType::kFloat8E4M3, 64, false, feature::kSinks | feature::kReturnLse | feature::kScalePointers, a));
+    specs.push_back(mla_spec(DType::kFloat8E4M3, 16, true, 0, a));
   }
   for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   std::vector<CompileResult> results(specs.size());

@@ -3,6 +3,7 @@
 // the workspace sizing helper. No GPU needed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "attnjit/error.hpp"
@@ -86,11 +87,14 @@ TEST(MlaPlan, WrongTensorsNameThemselves) {
   a.query.dtype = DType::kFloat32;
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "fp32"});
   a = valid_mla();
-  a.query.dtype = DType::kFloat8E4M3;
-  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "not built yet"});
+  a.query.dtype = DType::kFloat8E4M3;  // an fp8 query with a bf16 cache
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "fp8_e4m3 query needs an fp8_e4m3 KV cache", "bf16"});
   a = valid_mla();
-  a.kv_cache.dtype = DType::kFloat8E4M3;
-  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "fp8 KV is not built yet", "fp8_e4m3"});
+  a.kv_cache.dtype = DType::kFloat16;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "bf16 (the query's) or fp8_e4m3", "fp16"});
+  a = valid_mla();
+  a.kv_cache.dtype = DType::kFloat8E5M2;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "fp8_e4m3", "e5m2"});
   a = valid_mla();
   a.kv_cache = TensorView::contiguous(fake(0x100000), DType::kBFloat16, {8, 48, 576});
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"kv_cache", "page_size 16, 32, 64 or 128", "48"});
@@ -139,6 +143,65 @@ TEST(MlaPlan, WrongTensorsNameThemselves) {
   a = valid_mla();
   a.sm_count = 0;
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"sm_count", ">= 1", "0"});
+}
+
+// FlashInfer's trtllm-gen pairs: fp8 e4m3 KV with a bf16, fp16 or fp8 query; the output is
+// the query's dtype, and bf16 for an fp8 query.
+MlaArgs fp8_kv_args(DType q, DType out) {
+  MlaArgs a = valid_mla();
+  a.query.dtype = q;
+  a.kv_cache.dtype = DType::kFloat8E4M3;
+  a.out.dtype = out;
+  return a;
+}
+
+TEST(MlaPlan, Fp8KvPlansWithEveryQueryDtype) {
+  struct Case {
+    DType q, out;
+    const char* name;
+  };
+  const Case cases[] = {
+      {DType::kBFloat16, DType::kBFloat16, "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a"},
+      {DType::kFloat16, DType::kFloat16, "mla.fp16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a"},
+      {DType::kFloat8E4M3, DType::kBFloat16, "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a"},
+  };
+  for (const Case& c : cases) {
+    const MlaPlan p = plan_mla(fp8_kv_args(c.q, c.out), kPlanArch);
+    EXPECT_EQ(p.spec.q_dtype, c.q);
+    EXPECT_EQ(p.spec.kv_dtype, DType::kFloat8E4M3);
+    EXPECT_EQ(p.spec.out_dtype, c.out);
+    EXPECT_EQ(p.spec.name(), c.name);
+    EXPECT_EQ(spec::KernelSpec::from_name(p.spec.name()), p.spec) << p.spec.name();
+    // Strides stay in elements: an fp8 token row is 576 bytes.
+    EXPECT_EQ(p.params.kv_stride_tok, 576);
+    std::string why;
+    for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
+      EXPECT_TRUE(mla_can_implement(p.spec, spec::Arch::parse(arch), &why)) << c.name << " " << arch << ": " << why;
+  }
+  // The sparse and 4-D forms take fp8 too.
+  MlaArgs a = valid_mla(true, true);
+  a.kv_cache.dtype = DType::kFloat8E4M3;
+  EXPECT_EQ(plan_mla(a, kPlanArch).spec.kv_dtype, DType::kFloat8E4M3);
+}
+
+TEST(MlaPlan, Fp8KvRefusalsNameTheArgument) {
+  // An fp8 query writes bf16, never fp8 or fp16.
+  expect_error([] { plan_mla(fp8_kv_args(DType::kFloat8E4M3, DType::kFloat8E4M3), kPlanArch); }, kBad,
+               {"out", "bf16 (the output of an fp8_e4m3 query)", "fp8_e4m3"});
+  expect_error([] { plan_mla(fp8_kv_args(DType::kFloat8E4M3, DType::kFloat16), kPlanArch); }, kBad, {"out", "bf16", "fp16"});
+  // A 16-bit query writes its own dtype, whatever the cache.
+  expect_error([] { plan_mla(fp8_kv_args(DType::kBFloat16, DType::kFloat8E4M3), kPlanArch); }, kBad,
+               {"out", "bf16 (the query's)", "fp8_e4m3"});
+  expect_error([] { plan_mla(fp8_kv_args(DType::kFloat16, DType::kBFloat16), kPlanArch); }, kBad, {"out", "fp16", "bf16"});
+  // Other query dtypes name the query.
+  expect_error([] { plan_mla(fp8_kv_args(DType::kFloat8E5M2, DType::kBFloat16), kPlanArch); }, kBad,
+               {"query", "fp8_e4m3", "e5m2"});
+  // fp8 rows are 576 bytes: the 16-byte alignment is checked in bytes, so an odd stride fails.
+  MlaArgs a = fp8_kv_args(DType::kFloat8E4M3, DType::kBFloat16);
+  a.query.stride[2] = 584;  // 584 bytes: not a multiple of 16
+  a.query.stride[1] = 584 * testing::kMlaHeads;
+  a.query.stride[0] = a.query.stride[1] * testing::kMlaQLen;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"query", "16 bytes"});
 }
 
 TEST(MlaPlan, ScalesAreCheckedUnlessOnTheDevice) {
@@ -201,22 +264,65 @@ TEST(MlaPlan, CanImplementRefusesWhatTheKernelDoesNotServe) {
   EXPECT_NE(why.find("sm_80"), std::string::npos) << why;
   spec::KernelSpec t = s;
   t.kv_dtype = DType::kFloat8E4M3;
+  EXPECT_TRUE(mla_can_implement(t, s.arch, &why)) << why;
+  t.kv_dtype = DType::kFloat16;  // a 16-bit cache of another dtype than the query's
   EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
-  EXPECT_NE(why.find("fp8"), std::string::npos) << why;
+  EXPECT_NE(why.find("kv_cache dtype fp16"), std::string::npos) << why;
+  t = s;
+  t.q_dtype = DType::kFloat8E4M3;  // fp8 query, bf16 cache
+  t.out_dtype = DType::kBFloat16;
+  EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
+  EXPECT_NE(why.find("kv_cache dtype bf16"), std::string::npos) << why;
+  t.kv_dtype = DType::kFloat8E4M3;
+  t.out_dtype = DType::kFloat8E4M3;  // fp8 query, fp8 output: mla writes bf16
+  EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
+  EXPECT_NE(why.find("out dtype fp8_e4m3"), std::string::npos) << why;
   t = s;
   t.head_dim_vo = 576;
   EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
   t = s;
   t.features |= spec::feature::kSoftCap;
   EXPECT_FALSE(mla_can_implement(t, s.arch, &why));
-  // The shared memory fits the smallest arch (99 KB on sm_86/89/120).
-  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
-    t = s;
-    t.arch = spec::Arch::parse(arch);
-    const MlaTiling tl = mla_tiling(t);
-    EXPECT_LE(tl.smem_bytes, tl.smem_limit) << arch;
-    EXPECT_EQ(tl.smem_limit, render::max_smem_per_block(t.arch));
-  }
+  // The shared memory fits the smallest arch (99 KB on sm_86/89/120), fp8 KV's four stages too,
+  // and two CTAs fit an sm_90 SM (228 KB) either way.
+  for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3})
+    for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
+      t = s;
+      t.kv_dtype = kv;
+      t.arch = spec::Arch::parse(arch);
+      const MlaTiling tl = mla_tiling(t);
+      EXPECT_LE(tl.smem_bytes, tl.smem_limit) << arch;
+      EXPECT_LE(2 * (tl.smem_bytes + 1024), 228 * 1024) << arch;
+      EXPECT_EQ(tl.smem_limit, render::max_smem_per_block(t.arch));
+      EXPECT_EQ(tl.stages, kv == DType::kFloat8E4M3 ? 4 : 2);
+      EXPECT_EQ(tl.kv_row_bytes, 576 * int(dtype_size(kv)) + 16);
+    }
+}
+
+// ATTNJIT_MLA_STAGES: the ring depth for tuning runs; it reaches the rendered Traits (and so
+// the key), a bad value names the variable, and a depth the arch cannot hold is refused.
+TEST(MlaPlan, StagesKnobReachesTheSourceOrNamesItself) {
+  MlaArgs a = valid_mla();
+  a.kv_cache.dtype = DType::kFloat8E4M3;
+  spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "3", 1), 0);
+  EXPECT_EQ(mla_tiling(s).stages, 3);
+  const std::string src3 = render::render(s).source;
+  EXPECT_NE(src3.find(", 3>;"), std::string::npos) << src3;
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "8", 1), 0);
+  std::string why;
+  s.arch = spec::Arch::parse("sm_120");  // 8 fp8 stages (~170 KB) exceed its 99 KB
+  EXPECT_FALSE(mla_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+  s.arch = kPlanArch;
+  EXPECT_TRUE(mla_can_implement(s, s.arch, &why)) << why;
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "1", 1), 0);
+  expect_error([&] { mla_tiling(s); }, kBad, {"ATTNJIT_MLA_STAGES", "1"});
+  ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "abc", 1), 0);
+  expect_error([&] { mla_tiling(s); }, kBad, {"ATTNJIT_MLA_STAGES", "abc"});
+  unsetenv("ATTNJIT_MLA_STAGES");
+  EXPECT_EQ(mla_tiling(s).stages, 4);
+  EXPECT_NE(render::render(s).source, src3);
 }
 
 TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {

@@ -14,6 +14,7 @@
 #include "attnjit/error.hpp"
 #include "common/op_args.hpp"
 #include "ops/fia/fia_decode.hpp"
+#include "ops/mla/mla_family.hpp"
 #include "ops/mla/mla_plan.hpp"
 
 namespace attnjit::ops {
@@ -304,6 +305,11 @@ TEST(OpFuzz, MlaPlansOrNamesTheArgument) {
   int accepted = 0;
   for (int i = 0; i < kCases; ++i) {
     MlaArgs a = testing::valid_mla(mu.coin(), mu.coin());
+    // Start from an fp8 e4m3 cache (a bf16 or an fp8 query) a third of the time.
+    if (mu.below(3) == 0) {
+      a.kv_cache.dtype = DType::kFloat8E4M3;
+      if (mu.coin()) a.query.dtype = DType::kFloat8E4M3;
+    }
     if (mu.below(4) == 0) a.workspace_buffer = TensorView::contiguous(fake(0x800000), DType::kUInt8, {1 << 20});
     if (mu.below(4) == 0) a.sinks = TensorView::contiguous(fake(0x820000), DType::kFloat32, {testing::kMlaHeads});
     if (mu.below(4) == 0)
@@ -349,6 +355,9 @@ TEST(OpFuzz, MlaPlansOrNamesTheArgument) {
       if (!a.bmm1_scale.device_ptr) ASSERT_TRUE(std::isfinite(a.bmm1_scale.value) && a.bmm1_scale.value > 0.f);
       if (!a.bmm2_scale.device_ptr) ASSERT_TRUE(std::isfinite(a.bmm2_scale.value) && a.bmm2_scale.value > 0.f);
       ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
+      // Whatever validation accepts (fp8 KV and fp8 queries included), a kernel serves.
+      std::string why;
+      ASSERT_TRUE(mla_can_implement(plan.spec, plan.spec.arch, &why)) << plan.spec.name() << ": " << why;
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
     }

@@ -1,6 +1,7 @@
-// attnjit-bench --mla: batch_decode_mla at the issue 10 shapes (page 64, bf16), timed with
-// CUDA events over rotating input sets larger than L2; prints TB/s (KV bytes L*576*elem per
-// request, read once) and TFLOP/s (2*(576+512)*L per query row and head).
+// attnjit-bench --mla: batch_decode_mla at the issue 10 shapes (page 64; bf16, and fp8 e4m3 KV
+// with a bf16 and an fp8 query), timed with CUDA events over rotating input sets larger than
+// L2; prints TB/s (KV bytes stored, L*576*elem per request, read once) and TFLOP/s
+// (2*(576+512)*L per query row and head).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,25 +25,26 @@ constexpr double kGemmTflops = 790.0;  // measured bf16 GEMM rate of the H200
 
 struct MlaShape {
   int heads, batch, q_len, len;
+  DType q = DType::kBFloat16, kv = DType::kBFloat16;  // an fp8 query writes bf16
 };
 
 Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double* tflops) {
   const int H = sh.heads, B = sh.batch, T = sh.q_len, L = sh.len, P = 64;
-  const DType dt = DType::kBFloat16;
+  const DType qt = sh.q, kvt = sh.kv, ot = qt == DType::kFloat8E4M3 ? DType::kBFloat16 : qt;
   const int sm = driver::device_info(driver::current_device()).sm_count;
   const int pps = (L + P - 1) / P, pages = B * pps;
-  const double kv_bytes = double(B) * L * 576 * dtype_size(dt);
+  const double kv_bytes = double(B) * L * 576 * dtype_size(kvt);
   const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
   struct Set {
     DeviceTensor q, kv, out, bt, sl, ws;
   };
   std::vector<Set> s(sets);
   for (auto& x : s) {
-    x.q = DeviceTensor(dt, {B, T, H, 576});
-    x.out = DeviceTensor(dt, {B, T, H, 512});
-    x.kv = DeviceTensor(dt, {pages, P, 576});
-    x.q.upload(random_bytes(size_t(B) * T * H * 576, dt, rng));
-    x.kv.upload(random_bytes(size_t(pages) * P * 576, dt, rng));
+    x.q = DeviceTensor(qt, {B, T, H, 576});
+    x.out = DeviceTensor(ot, {B, T, H, 512});
+    x.kv = DeviceTensor(kvt, {pages, P, 576});
+    x.q.upload(random_bytes(size_t(B) * T * H * 576, qt, rng));
+    x.kv.upload(random_bytes(size_t(pages) * P * 576, kvt, rng));
     std::vector<int> ids(pages);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -68,7 +70,7 @@ Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double*
   Result r;
   r.op = "mla";
   r.shape = fmt::format("h{} B{} q{} L{}", H, B, T, L);
-  r.dtype = "bf16";
+  r.dtype = kvt == qt ? std::string(dtype_name(qt)) : fmt::format("{}/kv {}", dtype_name(qt), dtype_name(kvt));
   r.ms = time_median(sets, o, call);
   r.bytes = kv_bytes;
   *tflops = 2.0 * (576 + 512) * double(L) * B * T * H / (r.ms * 1e-3) / 1e12;
@@ -80,17 +82,21 @@ Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double*
 std::vector<Result> bench_mla(const Options& o) {
   std::mt19937 rng(10);
   // Issue 10's table: memory-bound 16 heads, compute-bound 128 heads, 64 heads, one long sequence.
-  const MlaShape shapes[] = {{16, 128, 1, 4096}, {16, 32, 1, 16384}, {128, 128, 2, 4096}, {128, 64, 1, 8192},
-                             {128, 128, 1, 4096}, {64, 16, 1, 8192}, {128, 1, 1, 32768}};
+  // Last, fp8 e4m3 KV at 16 heads B128 L4K (goal >= 4.2 TB/s of bytes stored), with a bf16 and an fp8 query.
+  const DType bf16 = DType::kBFloat16, fp8 = DType::kFloat8E4M3;
+  const MlaShape shapes[] = {{16, 128, 1, 4096},  {16, 32, 1, 16384}, {128, 128, 2, 4096}, {128, 64, 1, 8192},
+                             {128, 128, 1, 4096}, {64, 16, 1, 8192},  {128, 1, 1, 32768},
+                             {16, 128, 1, 4096, bf16, fp8}, {16, 128, 1, 4096, fp8, fp8}};
   std::vector<Result> out;
-  fmt::print("{:<24} {:>10} {:>8} {:>7} {:>9} {:>7}\n", "mla (bf16, page 64)", "us", "TB/s", "% HBM", "TFLOP/s",
-             "% GEMM");
+  fmt::print("{:<24} {:<22} {:>10} {:>8} {:>7} {:>9} {:>7}\n", "mla (page 64)", "q / kv", "us", "TB/s", "% HBM",
+             "TFLOP/s", "% GEMM");
   for (const MlaShape& sh : shapes) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
+    if (o.only_kv && std::string(o.only_kv) != dtype_name(sh.kv)) continue;
     double tflops = 0;
     Result r = time_mla(sh, o, rng, &tflops);
-    fmt::print("{:<24} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}%\n", r.shape, r.ms * 1e3, r.tbs(), r.pct(), tflops,
-               100.0 * tflops / kGemmTflops);
+    fmt::print("{:<24} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}%\n", r.shape, r.dtype, r.ms * 1e3, r.tbs(),
+               r.pct(), tflops, 100.0 * tflops / kGemmTflops);
     out.push_back(r);
   }
   return out;

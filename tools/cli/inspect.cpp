@@ -90,13 +90,15 @@ std::string tiling_text(const ops::DecodeTiling& t) {
 // The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.
 nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
   return {{"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
+          {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", t.kv_elem_bytes == 1},
           {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
 }
 std::string mla_tiling_text(const ops::MlaTiling& t) {
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
-                     "ring, {} dynamic smem ({} CTAs/SM by smem)",
+                     "ring, {} dynamic smem ({} CTAs/SM by smem){}",
                      t.rows, t.tile, t.warps, t.stages, human_bytes(t.smem_bytes),
-                     (t.smem_limit + 1024) / (t.smem_bytes + 1024));
+                     (t.smem_limit + 1024) / (t.smem_bytes + 1024),
+                     t.kv_elem_bytes == 1 ? ", fp8 KV widened to fp16 in registers" : "");
 }
 nlohmann::json family_tiling_json(const spec::KernelSpec& s) {
   return s.family == spec::OpFamily::kMla ? mla_tiling_json(ops::mla_tiling(s)) : tiling_json(ops::decode_tiling(s));

@@ -19,6 +19,7 @@
 #include "attnjit/xqa.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "ops/fia/fia_plan.hpp"
+#include "ops/mla/mla_family.hpp"
 #include "ops/mla/mla_plan.hpp"
 #include "cli/bundled_configs.hpp"
 #include "runtime/backend.hpp"
@@ -406,35 +407,38 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       const bool sparse = get_bool(op, "sparse", false, where);
       const float* fake_scale = reinterpret_cast<const float*>(uintptr_t{256});
       for (DType kv : kv_dtypes) {
-        if (kv == DType::kFloat8E4M3) {
-          plan.skipped.push_back({name, "fp8_e4m3 KV: the mla kernel for it is not built yet"});
-          continue;
-        }
-        for (int page : pages)
-          for (bool sp : {false, true}) {
-            if (sp && !sparse) continue;
-            // batch_decode_mla's arguments, shapes only (batch 1, one page).
-            MlaArgs a;
-            a.query = TensorView::contiguous(nullptr, m.dtype, {1, 1, H, 576});
-            a.kv_cache = TensorView::contiguous(nullptr, kv, {1, page, 576});
-            a.block_tables = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
-            a.seq_lens = TensorView::contiguous(nullptr, DType::kInt32, {1});
-            a.max_seq_len = page;
-            a.out = TensorView::contiguous(nullptr, m.dtype, {1, 1, H, 512});
-            if (op.contains("kv_lora_rank")) a.kv_lora_rank = get_int(op, "kv_lora_rank", where + ".");
-            if (op.contains("qk_rope_head_dim")) a.qk_rope_head_dim = get_int(op, "qk_rope_head_dim", where + ".");
-            if (op.contains("qk_nope_head_dim")) a.qk_nope_head_dim = get_int(op, "qk_nope_head_dim", where + ".");
-            if (sp) {
-              a.sparse_mla_top_k = 1;
-              a.indices = TensorView::contiguous(nullptr, DType::kInt32, {1, 1, 1});
+        // An fp8 cache is read with the model's query dtype or with an fp8 query (FlashInfer's
+        // pairs; engines quantize q too), so both variants are built; an fp8 query writes bf16.
+        std::vector<DType> q_dtypes = {m.dtype};
+        if (kv == DType::kFloat8E4M3) q_dtypes.push_back(DType::kFloat8E4M3);
+        for (DType q : q_dtypes)
+          for (int page : pages)
+            for (bool sp : {false, true}) {
+              if (sp && !sparse) continue;
+              // batch_decode_mla's arguments, shapes only (batch 1, one page).
+              MlaArgs a;
+              a.query = TensorView::contiguous(nullptr, q, {1, 1, H, 576});
+              a.kv_cache = TensorView::contiguous(nullptr, kv, {1, page, 576});
+              a.block_tables = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
+              a.seq_lens = TensorView::contiguous(nullptr, DType::kInt32, {1});
+              a.max_seq_len = page;
+              a.out = TensorView::contiguous(nullptr, ops::mla_out_dtype(q), {1, 1, H, 512});
+              if (op.contains("kv_lora_rank")) a.kv_lora_rank = get_int(op, "kv_lora_rank", where + ".");
+              if (op.contains("qk_rope_head_dim")) a.qk_rope_head_dim = get_int(op, "qk_rope_head_dim", where + ".");
+              if (op.contains("qk_nope_head_dim")) a.qk_nope_head_dim = get_int(op, "qk_nope_head_dim", where + ".");
+              if (sp) {
+                a.sparse_mla_top_k = 1;
+                a.indices = TensorView::contiguous(nullptr, DType::kInt32, {1, 1, 1});
+              }
+              if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {H});
+              if (lse) a.lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, H});
+              if (scale_pointers) a.bmm1_scale = a.bmm2_scale = fake_scale;
+              a.backend = op_backend;
+              add(where,
+                  fmt::format("mla, kv {}, query {}, page_size {}{}", dtype_name(kv), dtype_name(q), page,
+                              sp ? ", sparse" : ""),
+                  [&](const spec::Arch& arch) { return ops::mla_prewarm_spec(a, arch); });
             }
-            if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {H});
-            if (lse) a.lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, H});
-            if (scale_pointers) a.bmm1_scale = a.bmm2_scale = fake_scale;
-            a.backend = op_backend;
-            add(where, fmt::format("mla, kv {}, page_size {}{}", dtype_name(kv), page, sp ? ", sparse" : ""),
-                [&](const spec::Arch& arch) { return ops::mla_prewarm_spec(a, arch); });
-          }
       }
     } else {
       check_fields(op, kXqaFields, where);

@@ -1,5 +1,7 @@
 """attnjit.trtllm_batch_decode_with_kv_cache_mla: flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla's
 call (DeepSeek MLA decode over a paged latent KV cache, 512 + 64), over batch_decode_mla."""
+import sys
+
 from .. import attnjit_ext as _ext
 from .._errors import InvalidArgumentError
 from .._tensors import empty, launch_context, run_on_device
@@ -27,8 +29,8 @@ def trtllm_batch_decode_with_kv_cache_mla(query, kv_cache, workspace_buffer, qk_
     """MLA decode with FlashInfer's arguments; returns `out`, or (out, lse) with return_lse.
 
     query [batch, q_len_per_request, num_heads, 576] (q_nope 512 then q_rope 64), bf16 or
-    fp16; kv_cache [num_pages, page_size, 576] or [num_pages, 1, page_size, 576], the
-    query's dtype; block_tables int32 [batch, max_pages]; seq_lens int32 [batch]. The
+    fp16, or fp8 e4m3 with an fp8 e4m3 cache; kv_cache [num_pages, page_size, 576] or
+    [num_pages, 1, page_size, 576], the query's dtype or fp8 e4m3; block_tables int32 [batch, max_pages]; seq_lens int32 [batch]. The
     queries of a request are causal among themselves: query t sees KV positions
     < seq_len - q_len_per_request + t + 1. Sparse (sparse_mla_top_k > 0, FlashInfer's
     convention): block_tables is int32 [batch, q_len_per_request, top_k] of physical
@@ -43,8 +45,8 @@ def trtllm_batch_decode_with_kv_cache_mla(query, kv_cache, workspace_buffer, qk_
     bmm1_scale (q_scale * k_scale * sm_scale / sqrt(576)) and bmm2_scale (v_scale *
     o_scale): floats, or one-element fp32 device tensors (read by the kernel: CUDA-graph
     friendly). sinks: fp32 [num_heads] (or a list of one). out: allocated as
-    [batch, q_len_per_request, num_heads, kv_lora_rank] in query's dtype and framework
-    (torch or CuPy; others pass out=). return_lse: also an fp32
+    [batch, q_len_per_request, num_heads, kv_lora_rank] in query's dtype (bf16 for an fp8
+    query, as FlashInfer) and framework (torch or CuPy; others pass out=). return_lse: also an fp32
     [batch * q_len_per_request, num_heads] log-sum-exp of the scaled logits (sinks
     included), base lse_base ('e' or '2'), allocated unless lse= is given. The stream is
     torch's or CuPy's current one, else `stream`.
@@ -52,7 +54,7 @@ def trtllm_batch_decode_with_kv_cache_mla(query, kv_cache, workspace_buffer, qk_
     s, switch = launch_context(query, stream)
     shape = tuple(query.shape)
     if out is None and len(shape) == 4:  # another rank: the op names the query
-        out = empty(query, shape[:3] + (kv_lora_rank,))
+        out = _empty_out(query, shape[:3] + (kv_lora_rank,))
     if return_lse and lse is None and len(shape) == 4:
         lse = empty(query, (shape[0] * shape[1], shape[2]), float32=True, arg="lse")
     run_on_device(switch, _ext.trtllm_batch_decode_with_kv_cache_mla, None, s, query, kv_cache, workspace_buffer,
@@ -86,7 +88,7 @@ def prewarm(call, arch):
     shape = list(q.shape)
     out, lse = c["out"], None
     if out is None and len(shape) == 4:
-        out = _ext.ShapeOnly(shape[:3] + [c["kv_lora_rank"]], _dtype_name(q))
+        out = _ext.ShapeOnly(shape[:3] + [c["kv_lora_rank"]], "bf16" if _is_fp8(q) else _dtype_name(q))
     if c["return_lse"]:
         lse = c["lse"]
         if lse is None and len(shape) == 4:
@@ -96,6 +98,20 @@ def prewarm(call, arch):
         c["qk_rope_head_dim"], c["block_tables"], c["seq_lens"], c["max_seq_len"], c["sparse_mla_top_k"], out,
         c["bmm1_scale"], c["bmm2_scale"], _one_sink(c["sinks"]), c["enable_pdl"], c["backend"], lse,
         c["lse_base"], c["sm_count"])
+
+
+def _is_fp8(x):
+    """An fp8 e4m3 query: its output is bf16 (FlashInfer's trtllm-gen and xqa MLA)."""
+    return "e4m3" in _dtype_name(x)
+
+
+def _empty_out(query, shape):
+    """out for the query: its dtype and framework; bf16 for an fp8 torch query (CuPy has no
+    bf16: pass out= there)."""
+    if _is_fp8(query) and "torch" in sys.modules and isinstance(query, sys.modules["torch"].Tensor):
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.bfloat16, device=query.device)
+    return empty(query, shape)
 
 
 def _dtype_name(x):

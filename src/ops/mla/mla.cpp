@@ -12,6 +12,7 @@
 #include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_launch.hpp"
+#include "ops/mla/mla_family.hpp"
 #include "ops/mla/mla_plan.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
@@ -64,9 +65,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
 
   require_defined(a.query, "query");
   require_rank(a.query, "query", 4, "[batch, q_len_per_request, num_heads, 576]");
-  ATTNJIT_REQUIRE(a.query.dtype != DType::kFloat8E4M3, "query", "bf16 or fp16 (fp8 queries are not built yet)",
-                  "dtype fp8_e4m3");
-  require_dtype(a.query, "query", {DType::kBFloat16, DType::kFloat16});
+  require_dtype(a.query, "query", {DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3});
   require_dim(a.query, "query", 3, 576, "head_dim_qk = kv_lora_rank + qk_rope_head_dim");
   ATTNJIT_REQUIRE(a.query.shape[0] <= 65535, "query", "batch <= 65535", a.query.shape_string());
   const int batch = static_cast<int>(a.query.shape[0]);
@@ -80,8 +79,11 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   ATTNJIT_REQUIRE(a.kv_cache.rank == 3 || a.kv_cache.rank == 4, "kv_cache",
                   "[num_pages, page_size, 576] or [num_pages, 1, page_size, 576]", a.kv_cache.shape_string());
   if (a.kv_cache.rank == 4) require_dim(a.kv_cache, "kv_cache", 1, 1, "1 in [num_pages, 1, page_size, 576]");
-  ATTNJIT_REQUIRE(a.kv_cache.dtype == a.query.dtype, "kv_cache",
-                  fmt::format("the query's dtype {} (fp8 KV is not built yet)", dtype_name(a.query.dtype)),
+  // FlashInfer's trtllm-gen pairs: 16-bit KV with the query's dtype, fp8 KV with a 16-bit or an fp8 query.
+  const bool fp8_q = a.query.dtype == DType::kFloat8E4M3;
+  ATTNJIT_REQUIRE(a.kv_cache.dtype == a.query.dtype || a.kv_cache.dtype == DType::kFloat8E4M3, "kv_cache",
+                  fp8_q ? std::string("dtype fp8_e4m3 (an fp8_e4m3 query needs an fp8_e4m3 KV cache)")
+                        : fmt::format("dtype {} (the query's) or fp8_e4m3", dtype_name(a.query.dtype)),
                   fmt::format("dtype {}", dtype_name(a.kv_cache.dtype)));
   const int kr = a.kv_cache.rank;
   require_dim(a.kv_cache, "kv_cache", kr - 1, 576, "kv_lora_rank + qk_rope_head_dim");
@@ -123,7 +125,12 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
 
   require_defined(a.out, "out");
   require_rank(a.out, "out", 4, "[batch, q_len_per_request, num_heads, 512] (required: the C++ API does not allocate)");
-  require_dtype(a.out, "out", {a.query.dtype});
+  // The query's dtype; bf16 for an fp8 query, as FlashInfer writes.
+  const DType out_dtype = mla_out_dtype(a.query.dtype);
+  ATTNJIT_REQUIRE(a.out.dtype == out_dtype, "out",
+                  fp8_q ? std::string("dtype bf16 (the output of an fp8_e4m3 query)")
+                        : fmt::format("dtype {} (the query's)", dtype_name(out_dtype)),
+                  fmt::format("dtype {}", dtype_name(a.out.dtype)));
   for (int d = 0; d < 3; ++d) require_dim(a.out, "out", d, a.query.shape[d], "as query");
   require_dim(a.out, "out", 3, 512, "kv_lora_rank");
   require_inner_contiguous(a.query, "query");

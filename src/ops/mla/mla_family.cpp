@@ -9,6 +9,7 @@
 #include "attnjit/error.hpp"
 #include "mla/mla_params.cuh"
 #include "render/renderer.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
@@ -17,6 +18,7 @@ const char* device_type(DType d) {
   switch (d) {
     case DType::kFloat16: return "attnjit::half_t";
     case DType::kBFloat16: return "attnjit::bf16_t";
+    case DType::kFloat8E4M3: return "attnjit::e4m3_t";
     default:
       throw Error(ErrorCode::kUnsupported, fmt::format("dtype {} has no device type in the mla templates", dtype_name(d)));
   }
@@ -26,11 +28,18 @@ constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturn
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
   MlaTiling t;
-  const int row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kRowBytes
-  // Two stages: one 36 KB tile lands while the other is computed, and the CTA
-  // (~96 KB) fits the 99 KB of sm_86/89/120; sm_80/90 then hold two CTAs per SM.
+  const int q_row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kQRowBytes (Q as 16-bit MMA operands)
+  t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
+  t.kv_row_bytes = mla_const::kHeadDimQk * t.kv_elem_bytes + 16;  // MlaTraits::kKvRowBytes
+  // 16-bit KV, two stages: one 36 KB tile lands while the other is computed, and the
+  // CTA (~96 KB) fits the 99 KB of sm_86/89/120; sm_80/90 then hold two CTAs per SM.
+  // fp8 KV: 18 KB tiles, so four stages keep the same bytes in flight in the same space.
+  // ATTNJIT_MLA_STAGES (2 to 8) overrides it for tuning: it changes the rendered Traits, so the
+  // cache key follows; a depth the arch cannot hold is refused by can_implement.
+  t.stages = util::env_knob("ATTNJIT_MLA_STAGES", 2, 8).value_or(t.kv_elem_bytes == 1 ? 4 : 2);
   t.smem_limit = render::max_smem_per_block(s.arch);
-  t.smem_bytes = t.rows * row_bytes + t.stages * t.tile * row_bytes + t.rows * (t.tile + 4) * 4 + t.stages * t.tile * 4 + 16;
+  t.smem_bytes = t.rows * q_row_bytes + t.stages * t.tile * t.kv_row_bytes + t.rows * (t.tile + 4) * 4 +
+                 t.stages * t.tile * 4 + 16;
   return t;
 }
 
@@ -42,13 +51,13 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.backend != spec::Backend::kXqa)
     return refuse([&] { return fmt::format("only the xqa backend has mla kernels ({} has none yet)", spec::to_string(s.backend)); });
   if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
-  if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
-    return refuse([&] { return fmt::format("query dtype {}: the mla templates take fp16 or bf16 queries", dtype_name(s.q_dtype)); });
-  if (s.kv_dtype != s.q_dtype)
-    return refuse([&] { return fmt::format("kv_cache dtype {}: the xqa mla kernel needs the query's dtype ({}); fp8 KV is not built yet",
-                                           dtype_name(s.kv_dtype), dtype_name(s.q_dtype)); });
-  if (s.out_dtype != s.q_dtype)
-    return refuse([&] { return fmt::format("out dtype {}: the query's ({})", dtype_name(s.out_dtype), dtype_name(s.q_dtype)); });
+  if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16 && s.q_dtype != DType::kFloat8E4M3)
+    return refuse([&] { return fmt::format("query dtype {}: the mla templates take bf16, fp16 or fp8_e4m3 queries", dtype_name(s.q_dtype)); });
+  if (s.kv_dtype != s.q_dtype && s.kv_dtype != DType::kFloat8E4M3)
+    return refuse([&] { return fmt::format("kv_cache dtype {}: the query's ({}) or fp8_e4m3", dtype_name(s.kv_dtype), dtype_name(s.q_dtype)); });
+  if (s.out_dtype != mla_out_dtype(s.q_dtype))
+    return refuse([&] { return fmt::format("out dtype {}: mla writes {} for a {} query", dtype_name(s.out_dtype),
+                                           dtype_name(mla_out_dtype(s.q_dtype)), dtype_name(s.q_dtype)); });
   if (s.head_dim_qk != mla_const::kHeadDimQk || s.head_dim_vo != mla_const::kHeadDimVo)
     return refuse([&] { return fmt::format("head dims {}/{}: mla kernels are 576/512", s.head_dim_qk, s.head_dim_vo); });
   if (s.group_size != 1) return refuse([&] { return fmt::format("group_size {}: mla specs use 1 (heads are a launch parameter)", s.group_size); });

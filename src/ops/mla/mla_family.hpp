@@ -12,14 +12,20 @@ namespace attnjit::ops {
 // Tuning derived from the spec (mirrors MlaTraits; the TU static_asserts it).
 struct MlaTiling {
   int warps = 4;
-  int stages = 2;      // cp.async KV tiles in flight + being computed
+  int stages = 2;      // cp.async KV tiles in flight + being computed (fp8 KV: 4)
   int tile = 32;       // KV tokens per tile (the split granule)
   int rows = 16;       // head rows per CTA
+  int kv_elem_bytes = 2;  // 1: fp8 KV, widened to fp16 in registers
+  int kv_row_bytes = 0;   // a shared-memory KV row: 576 elements + 16 bytes of padding
   int smem_bytes = 0;  // mirrors MlaTraits::kSmemBytes
   int smem_limit = 0;  // the arch's opt-in maximum per block
   int min_blocks = 1;
 };
 MlaTiling mla_tiling(const spec::KernelSpec& spec);
+
+// The output dtype of a query dtype: the query's, and bf16 for an fp8 query (FlashInfer's
+// trtllm-gen and xqa MLA write bf16 there).
+inline DType mla_out_dtype(DType q) { return q == DType::kFloat8E4M3 ? DType::kBFloat16 : q; }
 
 bool mla_can_implement(const spec::KernelSpec& spec, const spec::Arch& arch, std::string* why);
 render::RenderedUnit mla_generate(const spec::KernelSpec& spec);

@@ -15,11 +15,12 @@
 
 namespace attnjit {
 
-template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, int kMask_, int kPageSize_, bool kPse_,
-          bool kLse_>
+template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, int kMask_, int kPageSize_,
+          bool kPse_, bool kLse_>
 struct PrefillHopperTraits {
   typedef T_ T;
   static constexpr int kHdQk = kHdQk_, kHdVo = kHdVo_, kKvTile = kKvTile_, kStages = kStages_, kMask = kMask_;
+  static constexpr bool kPingPong = kPingPong_;  // the consumers take turns issuing their GEMMs
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kPse = kPse_, kLse = kLse_;
   static constexpr int kConsumers = 2;  // warpgroups of 64 rows
@@ -50,31 +51,48 @@ struct PrefillHopper {
     u64* empty;   // [kStages]: each consumer warp arrives when it is done with the stage
   };
 
+  // One tensor's rows [j0, j0 + kTile) into a stage; rows at or past kv_len are
+  // zero (V must be: P is 0 there, but 0 * NaN is not). Where the row's 16-byte
+  // chunks divide the 128 threads, each thread keeps one column and steps over
+  // rows, so a contiguous row costs one multiply-add of address arithmetic.
+  template <int kCols>
+  static __device__ __forceinline__ void load_rows(const PrefillParams& p, const PrefillWork& w, const void* base,
+                                                   long long sb, long long ss, long long sh, unsigned char* dst,
+                                                   int j0, int tid) {
+    constexpr int kChunks = kCols / 8;
+    if constexpr (128 % kChunks == 0) {
+      constexpr int kStep = 128 / kChunks;
+      const int col = (tid % kChunks) * 8, r0 = tid / kChunks;
+      const T* first = C::kv_row(p, base, sb, ss, sh, w, 0) + col;  // contiguous: token 0 of the sequence
+#pragma unroll 2  // more in flight at once costs the producer's 56 registers
+      for (int k = 0; k < kTile / kStep; ++k) {
+        const int r = r0 + k * kStep, j = j0 + r;
+        const bool ok = j < w.e.kv_len;
+        const T* src = static_cast<const T*>(base);
+        if (ok) src = Tr::kPageSize > 0 ? C::kv_row(p, base, sb, ss, sh, w, j) + col : first + (long long)j * ss;
+        cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
+      }
+    } else {
+      for (int i = tid; i < kTile * kChunks; i += 128) {
+        const int r = i / kChunks, col = (i % kChunks) * 8, j = j0 + r;
+        const bool ok = j < w.e.kv_len;
+        const T* src = ok ? C::kv_row(p, base, sb, ss, sh, w, j) + col : static_cast<const T*>(base);
+        cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
+      }
+    }
+  }
+
   // The producer: K and V of tile `it` into stage it % kStages once its consumers
   // released it. Each thread's arrival on the stage's "full" barrier fires when its
   // copies land, so the producer never waits for data, only for free stages.
   static __device__ void produce(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int tid) {
-    constexpr int kKChunks = kD / 8, kVChunks = kDv / 8;
     for (int it = 0; it < w.n_tiles; ++it) {
       const int st = it % kStages, j0 = w.kv_first + it * kTile;
       mbar_wait(&sm.empty[st], ((it / kStages) & 1) ^ 1);
-      unsigned char* sk = sm.base + (sm.k - sm.q) + st * Tr::kKStage;
-      unsigned char* sv = sm.base + (sm.v - sm.q) + st * Tr::kVStage;
-      for (int i = tid; i < kTile * kKChunks; i += 128) {
-        const int r = i / kKChunks, col = (i % kKChunks) * 8, j = j0 + r;
-        const bool ok = j < w.e.kv_len;
-        const T* src = ok ? C::kv_row(p, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h, w, j) + col
-                          : static_cast<const T*>(p.k);
-        cp_async_16(sk + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
-      }
-      // Rows past kv_len are zero (P is 0 there, but 0 * NaN is not).
-      for (int i = tid; i < kTile * kVChunks; i += 128) {
-        const int r = i / kVChunks, col = (i % kVChunks) * 8, j = j0 + r;
-        const bool ok = j < w.e.kv_len;
-        const T* src = ok ? C::kv_row(p, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h, w, j) + col
-                          : static_cast<const T*>(p.v);
-        cp_async_16(sv + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
-      }
+      load_rows<kD>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h,
+                    sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
+      load_rows<kDv>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h,
+                     sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
       cp_async_mbar_arrive(&sm.full[st]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
@@ -177,10 +195,25 @@ struct PrefillHopper {
     float s[kTile / 2];
     u32 pa[kTile / 16][4];
 
+    // Ping-pong: the consumers take turns issuing their GEMMs (named barriers 3 and
+    // 4), so that one's softmax runs under the other's GEMMs. Consumer 0 goes first;
+    // consumer 1's last turn hands nothing back.
+    auto turn_begin = [&] {
+      if constexpr (Tr::kPingPong) named_barrier_sync(3 + c, 256);
+    };
+    auto turn_end = [&](bool last) {
+      if constexpr (Tr::kPingPong)
+        if (!(c == 1 && last)) named_barrier_arrive(3 + (c ^ 1), 256);
+    };
+    if constexpr (Tr::kPingPong)
+      if (c == 1 && w.n_tiles > 0) named_barrier_arrive(3, 256);
+
     if (w.n_tiles > 0) {
       wait_full(sm, 0);
+      turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k);
+      turn_end(false);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       softmax(p, R, lane, w.kv_first, s, m, l, alpha);
@@ -189,9 +222,11 @@ struct PrefillHopper {
     for (int it = 1; it < w.n_tiles; ++it) {
       const int st = it % kStages, prev = (it - 1) % kStages;
       wait_full(sm, it);
+      turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + st * Tr::kKStage);
       issue_pv(o, pa, sm.v + prev * Tr::kVStage);
+      turn_end(false);
       wgmma_wait<1>();  // S(it); PV(it - 1) may still run
       wgmma_fence_operands(s);
       softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
@@ -205,8 +240,10 @@ struct PrefillHopper {
     }
     if (w.n_tiles > 0) {
       const int last = (w.n_tiles - 1) % kStages;
+      turn_begin();
       wgmma_fence();
       issue_pv(o, pa, sm.v + last * Tr::kVStage);
+      turn_end(true);
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       __syncwarp();

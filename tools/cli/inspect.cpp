@@ -12,6 +12,7 @@
 #include "cli/spec_parse.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
+#include "ops/fia/prefill_family.hpp"
 #include "ops/mla/mla_family.hpp"
 #include "render/renderer.hpp"
 #include "runtime/backend.hpp"
@@ -100,10 +101,31 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
                      (t.smem_limit + 1024) / (t.smem_bytes + 1024),
                      t.kv_elem_bytes == 1 ? ", fp8 KV widened to fp16 in registers" : "");
 }
+// The prefill family's layout (src/ops/fia/prefill_family.hpp): the portable
+// mma.sync kernel or the sm_90a warp-specialized wgmma one.
+nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t) {
+  return {{"kernel", t.hopper ? "wgmma, warp-specialized" : "mma.sync"},
+          {"rows_per_cta", t.rows},
+          {"threads", t.threads},
+          {"tile_tokens", t.kv_tile},
+          {"stages", t.stages},
+          {"pingpong", t.pingpong},
+          {"smem_bytes", t.smem_bytes}};
+}
+std::string prefill_tiling_text(const ops::PrefillTiling& t) {
+  if (t.hopper)
+    return fmt::format("{} rows (2 consumer warpgroups, wgmma) x {}-token KV tiles, a producer warpgroup filling a "
+                       "{}-stage cp.async ring behind mbarriers, ping-pong {}, {} dynamic smem",
+                       t.rows, t.kv_tile, t.stages, t.pingpong ? "on" : "off", human_bytes(t.smem_bytes));
+  return fmt::format("{} rows (4 warps, mma.sync) x {}-token KV tiles, 2-stage cp.async double buffer, {} dynamic smem",
+                     t.rows, t.kv_tile, human_bytes(t.smem_bytes));
+}
 nlohmann::json family_tiling_json(const spec::KernelSpec& s) {
+  if (s.family == spec::OpFamily::kPrefill) return prefill_tiling_json(ops::prefill_tiling(s));
   return s.family == spec::OpFamily::kMla ? mla_tiling_json(ops::mla_tiling(s)) : tiling_json(ops::decode_tiling(s));
 }
 std::string family_tiling_text(const spec::KernelSpec& s) {
+  if (s.family == spec::OpFamily::kPrefill) return prefill_tiling_text(ops::prefill_tiling(s));
   return s.family == spec::OpFamily::kMla ? mla_tiling_text(ops::mla_tiling(s)) : tiling_text(ops::decode_tiling(s));
 }
 

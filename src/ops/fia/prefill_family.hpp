@@ -15,6 +15,7 @@ struct PrefillTiling {
   int threads = 128;
   int kv_tile = 64;     // KV tokens per main-loop step
   int stages = 2;       // K/V stages in shared memory
+  bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
   int smem_bytes = 0;
   int smem_limit = 0;
 };

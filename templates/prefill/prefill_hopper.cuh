@@ -125,16 +125,17 @@ struct PrefillHopper {
                                                  float (&s)[kTile / 2], float (&m)[2], float (&l)[2],
                                                  float (&alpha)[2]) {
     float mx[2] = {kNegInf, kNegInf};
-    // A tile every key of which both rows see (no mask tensor, no pse): one multiply.
-    const bool interior = Tr::kMask != prefill_mask::kTensor && !Tr::kPse && j0 >= max(R.jlo[0], R.jlo[1]) &&
-                          j0 + kTile - 1 <= min(R.jhi[0], R.jhi[1]);
+    // A tile every key of which both rows see (no mask tensor, no pse): the max is
+    // taken on the raw scores (a positive scale keeps it the max), and the scale
+    // folds into the exponent's fused multiply-add.
+    const bool interior = Tr::kMask != prefill_mask::kTensor && !Tr::kPse && p.scale > 0.f &&
+                          j0 >= max(R.jlo[0], R.jlo[1]) && j0 + kTile - 1 <= min(R.jhi[0], R.jhi[1]);
+    const float scale_log2 = p.scale * kLog2e;
     if (interior) {
-      const float scale_log2 = p.scale * kLog2e;
 #pragma unroll
-      for (int i = 0; i < kTile / 2; ++i) {
-        s[i] *= scale_log2;
-        mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
-      }
+      for (int i = 0; i < kTile / 2; ++i) mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
+      mx[0] *= scale_log2;
+      mx[1] *= scale_log2;
     } else {
 #pragma unroll
       for (int i = 0; i < kTile / 2; ++i) {
@@ -153,10 +154,11 @@ struct PrefillHopper {
       mx[hf] = ref;
       l[hf] *= alpha[hf];
     }
+    const float mul = interior ? scale_log2 : 1.0f;
 #pragma unroll
     for (int i = 0; i < kTile / 2; ++i) {
       const int hf = (i % 4) / 2;
-      s[i] = fast_exp2(s[i] - mx[hf]);
+      s[i] = fast_exp2(fmaf(s[i], mul, -mx[hf]));
       l[hf] += s[i];
     }
   }
@@ -234,8 +236,11 @@ struct PrefillHopper {
       wgmma_fence_operands(o);
       __syncwarp();
       if (lane == 0) mbar_arrive(&sm.empty[prev]);
+      // Once the row maxima settle, alpha is 1 across the warp: skip the rescale.
+      if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) {
 #pragma unroll
-      for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
+        for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
+      }
       pack_p(s, pa);
     }
     if (w.n_tiles > 0) {

@@ -47,7 +47,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*:MlaGpu.Basic:FiaGpu.BasicBsndCausalGqa'
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$STAGE/tests/attnjit_gpu_tests" \
       --gtest_filter="$subset" >"$OUTDIR/sanitizer_$tool.log" 2>&1 || status=1
     echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer_$tool.log" | tail -1)"
@@ -55,12 +55,14 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; t
 fi
 if [ "${SKIP_PEERS:-0}" != 1 ] && command -v python3 >/dev/null; then
   PYTHONUNBUFFERED=1 python3 scripts/peer_sdpa.py >"$OUTDIR/peers.log" 2>&1 || true
+  # cuDNN and FA2 prefill beside attnjit-bench --fia (issues 11 and 13).
+  PYTHONUNBUFFERED=1 python3 scripts/peer_sdpa_prefill.py >"$OUTDIR/peers_prefill.log" 2>&1 || true
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --mla >>"$OUTDIR/bench.log" 2>&1 || status=1  # issue 10: MLA decode
-  "$STAGE/tools/bench/attnjit-bench" --fia >"$OUTDIR/bench_fia.log" 2>&1 || status=1  # issue 11: FIA prefill
+  "$STAGE/tools/bench/attnjit-bench" --fia >"$OUTDIR/bench_fia.log" 2>&1 || status=1  # issues 11, 13: FIA
 fi
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   # One profile per ';'-separated NCU_ARGS entry; the SM-active spread shows tail imbalance.
@@ -100,7 +102,8 @@ fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
 [ -f "$OUTDIR/peer_sweep.log" ] && sed -n '/--- worst ratios/,$p' "$OUTDIR/peer_sweep.log"
 [ -f "$OUTDIR/bench_paths.log" ] && tail -8 "$OUTDIR/bench_paths.log"
-[ -f "$OUTDIR/bench_fia.log" ] && tail -8 "$OUTDIR/bench_fia.log"
+[ -f "$OUTDIR/peers_prefill.log" ] && cat "$OUTDIR/peers_prefill.log"
+[ -f "$OUTDIR/bench_fia.log" ] && cat "$OUTDIR/bench_fia.log"
 [ -f "$OUTDIR/bench.log" ] && tail -40 "$OUTDIR/bench.log"
 [ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"
 [ -f "$OUTDIR/sweep.log" ] && cat "$OUTDIR/sweep.log"

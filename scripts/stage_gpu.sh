@@ -19,7 +19,7 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # One process per suite, side by side (the store takes concurrent writers).
   prewarm() {
     local pids=()
-    for suite in 'SingleDecodeGpu.*:RuntimeGpu.*' 'XqaGpu.*:Driver*' 'FiaGpu.*' 'MlaGpu.*'; do
+    for suite in 'SingleDecodeGpu.*:RuntimeGpu.*' 'XqaGpu.*:Driver*' 'FiaGpu.*' 'MlaGpu*'; do
       env "$@" ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
         "$BUILD/tests/attnjit_gpu_tests" --gtest_filter="$suite" >/dev/null &
       pids+=($!)

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env_guard.hpp"
 #include "attnjit/decode.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
@@ -31,20 +32,7 @@ void expect_invalid(const std::function<void()>& f, const std::string& arg, std:
   expect_error(f, ErrorCode::kInvalidArgument, more);
 }
 
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using testing::EnvGuard;
 
 // xqa at head_dim hd: batch 2, kv_heads KV heads x group, pages of 32.
 XqaArgs xqa_at(int hd, int kv_heads = 2, int group = 8, int q_seq_len = 1) {

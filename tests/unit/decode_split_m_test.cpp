@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/env_guard.hpp"
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
 #include "common/expect_error.hpp"
@@ -26,20 +27,7 @@ namespace {
 using testing::expect_error;
 using testing::fake;
 
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using testing::EnvGuard;
 
 spec::KernelSpec spec_dec(int hd, int group, DType kv, const char* arch, int page = 32) {
   spec::KernelSpec s;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "common/env_guard.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/fia/prefill_family.hpp"
 #include "prefill/prefill_params.cuh"
@@ -107,6 +108,26 @@ TEST(FiaCompile, CanImplementRefusesWhatTheTemplatesLack) {
   EXPECT_NE(why.find("pse"), std::string::npos) << why;
   // Every variant fits its arch's shared memory.
   for (const KernelSpec& v : variants()) EXPECT_TRUE(ops::prefill_can_implement(v, v.arch, &why)) << v.name() << ": " << why;
+}
+
+// ATTNJIT_PREFILL_PINGPONG reaches the Hopper kernel's Traits (so the cache key
+// follows it); a bad value is an error naming the variable.
+TEST(FiaCompile, PingPongKnobReachesTheTraits) {
+  KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kCausal, 0, 0, "sm_90a");
+  s.backend = spec::Backend::kTrtllmGen;
+  const std::string on = render::render(s).source;
+  EXPECT_NE(on.find("PrefillHopperTraits<attnjit::bf16_t, 128, 128, 128, 3, true,"), std::string::npos) << on;
+  {
+    testing::EnvGuard off("ATTNJIT_PREFILL_PINGPONG", "0");
+    EXPECT_NE(render::render(s).source.find(", 3, false,"), std::string::npos);
+  }
+  testing::EnvGuard bad("ATTNJIT_PREFILL_PINGPONG", "2");
+  try {
+    render::render(s);
+    ADD_FAILURE() << "ATTNJIT_PREFILL_PINGPONG=2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_PINGPONG"), std::string::npos) << e.what();
+  }
 }
 
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {

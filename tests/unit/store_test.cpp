@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/env_guard.hpp"
 #include "common/log_capture.hpp"
 #include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
@@ -71,21 +72,7 @@ int file_mode(const std::string& path) {
 
 using ::attnjit::testing::LogCapture;
 
-class EnvGuard {
- public:
-  explicit EnvGuard(const char* name) : name_(name) {
-    if (const char* v = getenv(name)) old_ = v, had_ = true;
-  }
-  ~EnvGuard() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using testing::EnvGuard;
 
 TEST(StoreTest, PutGetRoundtripIsByteIdentical) {
   TempDir tmp;

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "common/env_guard.hpp"
 #include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
@@ -17,19 +18,7 @@
 namespace attnjit {
 namespace {
 
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using testing::EnvGuard;
 
 spec::KernelSpec xqa_spec(DType kv, int page, const char* arch = "sm_90a") {
   spec::KernelSpec s;

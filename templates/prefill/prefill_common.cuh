@@ -22,6 +22,7 @@ struct PrefillWork {
   int r0, r_end;
   int shift;        // kv_len - q_len when the band is shifted, else 0
   int kv_first, n_tiles;
+  int dv0;          // first V/output dim of this CTA: head dims past 256 split over blockIdx.z
 };
 
 template <class Tr>
@@ -34,6 +35,7 @@ struct PrefillCommon {
     PrefillWork w;
     const int tile = blockIdx.x;
     w.hk = blockIdx.y;
+    w.dv0 = blockIdx.z * kDv;
     int bi = 0;
     while (bi + 1 < p.num_batches && p.batches[bi + 1].tile_begin <= tile) ++bi;
     w.e = p.batches[bi];
@@ -79,14 +81,15 @@ struct PrefillCommon {
            (long long)(w.e.q_tok0 + r / p.group) * p.q_stride_s + (long long)(w.hk * p.group + r % p.group) * p.q_stride_h;
   }
 
-  // Rows past q_len (padded layouts): output 0, LSE +inf. `tid` of `threads`.
+  // Rows past q_len (padded layouts): output 0, LSE +inf. `tid` of `threads`. (With
+  // split value dims every CTA writes the same LSE.)
   static __device__ void zero_rows(const PrefillParams& p, const PrefillWork& w, int tid, int threads) {
     T* out = static_cast<T*>(p.out);
     for (int i = tid; i < (w.r_end - w.r0) * kDv; i += threads) {
       const int r = w.r0 + i / kDv, c = i % kDv;
       const int qi = r / p.group, h = w.hk * p.group + r % p.group;
       out[(long long)w.b * p.o_stride_b + (long long)(w.e.q_tok0 + qi) * p.o_stride_s + (long long)h * p.o_stride_h +
-          c] = from_float<T>(0.0f);
+          w.dv0 + c] = from_float<T>(0.0f);
     }
     if constexpr (Tr::kLse) {
       for (int r = w.r0 + tid; r < w.r_end; r += threads) {
@@ -158,7 +161,7 @@ struct PrefillCommon {
     if (!R.ok[hf]) return;
     const float inv = sum > 0.f ? 1.0f / sum : 0.f;
     T* orow = static_cast<T*>(p.out) + (long long)w.b * p.o_stride_b +
-              (long long)(w.e.q_tok0 + R.q[hf]) * p.o_stride_s + (long long)R.h[hf] * p.o_stride_h;
+              (long long)(w.e.q_tok0 + R.q[hf]) * p.o_stride_s + (long long)R.h[hf] * p.o_stride_h + w.dv0;
 #pragma unroll
     for (int n = 0; n < kDv / 8; ++n) {
       const u32 packed = pack2<T>(o_at(n, hf * 2) * inv, o_at(n, hf * 2 + 1) * inv);

@@ -1,7 +1,8 @@
 // The prefill kernel (FIA, portable backend): FlashAttention-2 style with
 // warp-level mma.sync. A CTA owns kRows rows (4 warps x 16) of one (batch, KV
 // head), walks the visible KV tiles through a cp.async double buffer, and keeps
-// the online softmax and O in registers.
+// the online softmax and O in registers. kHdVo is the CTA's slice of the value
+// dims: past 256 they split over blockIdx.z (each CTA scores the whole q.k).
 #pragma once
 
 #include "prefill/prefill_common.cuh"
@@ -45,7 +46,7 @@ struct Prefill {
     for (int i = threadIdx.x; i < kTile * kVChunks; i += kThreads) {
       const int r = i / kVChunks, c = i % kVChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
-      const T* src = ok ? C::kv_row(p, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h, w, j) + c * 8
+      const T* src = ok ? C::kv_row(p, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h, w, j) + w.dv0 + c * 8
                         : static_cast<const T*>(p.v);
       cp_async_16(sv + r * Tr::kVoPitch + c * 8, src, ok ? 16u : 0u);
     }

@@ -42,16 +42,17 @@ def test_mla_prewarm_then_inspect():
 
 
 def test_fia_prewarm_then_inspect():
+    # On sm_90a auto takes the wgmma (trtllm-gen) prefill kernel for head dim 128.
     names = attnjit.prewarm(fia_call(softmax_lse_flag=True), arch=ARCH)
-    assert names == ["prefill.fp16.hd128.g1.contig.nhd.lse.sm90a"]
+    assert names == ["prefill.fp16.hd128.g1.contig.nhd.lse.trtllmgen.sm90a"]
     info = attnjit.inspect(names[0])
     assert info["op"] == "fia" and info["origin"] == "memory"
     causal = fia_call(op="npu_fused_infer_attention_score", sparse_mode=3, atten_mask=S([2048, 2048], "uint8"))
-    assert attnjit.prewarm(causal, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.causal.sm90a"]
+    assert attnjit.prewarm(causal, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.causal.trtllmgen.sm90a"]
     # A bool mask (numpy here) goes in as its uint8 view: the full-mask (custom) kernel.
     mask = np.zeros((64, 512), dtype=bool)
     custom = fia_call(op="fused_infer_attention_score", sparse_mode=1, atten_mask=mask)
-    assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.sm90a"]
+    assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.trtllmgen.sm90a"]
     # TND (192/128 head dims) from its name, through the op.
     assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.sm90a")["op"] == "fia"
 
@@ -183,7 +184,7 @@ def test_fia_launch_errors_with_numpy():
 def test_fia_lengths_take_host_arrays():
     lens = np.array([48], np.int64)  # anything with tolist(): a numpy array, a CPU torch tensor
     assert attnjit.prewarm(fia_call(actual_seq_lengths=lens, actual_seq_lengths_kv=(500,)), arch=ARCH) == \
-        ["prefill.fp16.hd128.g1.contig.nhd.sm90a"]
+        ["prefill.fp16.hd128.g1.contig.nhd.trtllmgen.sm90a"]
 
 
 def test_fia_output_shapes_follow_the_seed():

@@ -474,21 +474,23 @@ TEST_F(ModelConfigCliTest, WrongTypesAndUnknownValuesNameTheField) {
 }
 
 // fused_infer_attention_score in a model config: its specs come from the op's planning.
+// On sm_90a auto takes the wgmma (trtllm-gen) prefill kernel for head dim 64.
 TEST_F(ModelConfigCliTest, FiaOpExpandsToPrefillSpecs) {
   CliResult r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
                          "ops": [{"op": "fia", "sparse_modes": [0, 3], "return_lse": true}]})");
   EXPECT_EQ(r.code, 0) << r.all();
-  for (const char* name : {"prefill.bf16.hd64.g1.contig.nhd.lse.sm90a", "prefill.bf16.hd64.g1.contig.nhd.causal.lse.sm90a"})
+  for (const char* name : {"prefill.bf16.hd64.g1.contig.nhd.lse.trtllmgen.sm90a",
+                           "prefill.bf16.hd64.g1.contig.nhd.causal.lse.trtllmgen.sm90a"})
     EXPECT_NE(r.out.find(name), std::string::npos) << name << " not in: " << r.out;
   // Causal first: the Q_S = 1 call ignores sparse_mode, so it must not pass the
   // compressed 2048x2048 mask that decode refuses.
   r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
               "ops": [{"op": "fia", "sparse_modes": [3]}]})");
   EXPECT_EQ(r.code, 0) << r.all();
-  EXPECT_NE(r.out.find("prefill.bf16.hd64.g1.contig.nhd.causal.sm90a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefill.bf16.hd64.g1.contig.nhd.causal.trtllmgen.sm90a"), std::string::npos) << r.out;
   // Q_S = 1 without mask, pse or LSE: the decode family's kernel (K/V as pages of 16).
   EXPECT_NE(r.out.find("decode.bf16.hd64.g4.p16.nhd.sm90a"), std::string::npos) << "the Q_S = 1 kernel: " << r.out;
-  EXPECT_EQ(r.out.find("prefill.bf16.hd64.g1.contig.nhd.sm90a"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("prefill.bf16.hd64.g1.contig.nhd.trtllmgen.sm90a"), std::string::npos) << r.out;
   r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
               "ops": [{"op": "fia", "block_sizes": [64], "decode": false}]})");
   EXPECT_EQ(r.code, 1) << r.all();  // Q_S > 1 pages are multiples of 128: the op's refusal, named

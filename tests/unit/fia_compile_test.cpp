@@ -48,6 +48,10 @@ std::vector<KernelSpec> variants() {
     out.push_back(prefill_spec(DType::kFloat16, 256, 256, M::kCustom, 128, f::kReturnLse | f::kPse, a));
     out.push_back(prefill_spec(DType::kBFloat16, 128, 128, M::kCustom, 16, f::kPse, a));
   }
+  // Head dims past 256: the value dims split over two CTAs.
+  out.push_back(prefill_spec(DType::kBFloat16, 512, 512, M::kCausal, 0, f::kReturnLse, "sm_90a"));
+  out.push_back(prefill_spec(DType::kFloat16, 384, 384, M::kCustom, 128, f::kReturnLse | f::kPse, "sm_90a"));
+  out.push_back(prefill_spec(DType::kBFloat16, 384, 384, M::kNone, 0, 0, "sm_80"));
   // The Hopper (trtllm-gen, wgmma) kernel: sm_90a only, head dims 64 to 256.
   for (KernelSpec s : {prefill_spec(DType::kBFloat16, 128, 128, M::kNone, 0, 0, "sm_90a"),
                        prefill_spec(DType::kFloat16, 128, 128, M::kCausal, 0, f::kReturnLse, "sm_90a"),
@@ -82,9 +86,15 @@ TEST(FiaCompile, NamesRoundTrip) {
 
 TEST(FiaCompile, CanImplementRefusesWhatTheTemplatesLack) {
   std::string why;
-  KernelSpec s = prefill_spec(DType::kBFloat16, 512, 512, spec::MaskMode::kNone, 0, 0, "sm_90a");
+  KernelSpec s = prefill_spec(DType::kBFloat16, 528, 528, spec::MaskMode::kNone, 0, 0, "sm_90a");
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
-  EXPECT_NE(why.find("512"), std::string::npos) << why;
+  EXPECT_NE(why.find("528"), std::string::npos) << why;
+  s = prefill_spec(DType::kBFloat16, 512, 512, spec::MaskMode::kNone, 0, 0, "sm_90a");
+  EXPECT_TRUE(ops::prefill_can_implement(s, s.arch, &why)) << why;  // two CTAs of 256 value dims
+  EXPECT_EQ(ops::prefill_tiling(s).dv_chunks, 2);
+  EXPECT_FALSE(ops::prefill_can_implement(s, Arch{120, false}, &why));  // 99 KB of shared memory
+  s.head_dim_vo = 272;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
   s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_80");
   EXPECT_FALSE(ops::prefill_can_implement(s, Arch{75, false}, &why));
   s = prefill_spec(DType::kFloat8E4M3, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_90a");

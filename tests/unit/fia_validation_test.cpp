@@ -73,13 +73,14 @@ const std::vector<Broken>& broken_cases() {
        },
        "num_key_value_heads"},
       {"head dim not a multiple of 16", [](FiaArgs& a) { a.query.shape[3] = 120; }, "query"},
-      {"head dim 512 (not served yet)",
+      {"value head dim past 256 not a multiple of 32",
        [](FiaArgs& a) {
-         a.query = bf16(0x10000, {2, 64, 8, 512});
-         a.key = bf16(0x100000, {2, 256, 2, 512});
-         a.value = bf16(0x200000, {2, 256, 2, 512});
+         a.query = bf16(0x10000, {2, 64, 8, 272});
+         a.key = bf16(0x100000, {2, 256, 2, 272});
+         a.value = bf16(0x200000, {2, 256, 2, 272});
+         a.attention_out = bf16(0x400000, {2, 64, 8, 272});
        },
-       "query", ErrorCode::kUnsupported},
+       "value"},
       {"head dim above 512", [](FiaArgs& a) { a.query.shape[3] = 528; }, "query"},
       {"key batch differs", [](FiaArgs& a) { a.key.shape[0] = a.value.shape[0] = 3; }, "key"},
       {"value shape differs", [](FiaArgs& a) { a.value.shape[1] = 255; }, "value"},
@@ -310,6 +311,24 @@ TEST(FiaValidation, BackendChoiceAndItsWorkTiles) {
       EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
       EXPECT_NE(std::string(e.what()).find("backend trtllm-gen"), std::string::npos) << e.what();
     }
+  }
+}
+
+// Head dims past 256 (the seed allows 512): the portable kernel, its value dims split
+// over two CTAs along z; the wgmma kernel cannot hold them.
+TEST(FiaValidation, HeadDimsPast256SplitTheValueDims) {
+  for (int D : {384, 512}) {
+    FiaArgs a = valid_fia();
+    a.query = bf16(0x10000, {testing::kFiaBatch, 64, testing::kFiaHeads, D});
+    a.key = bf16(0x100000, {testing::kFiaBatch, testing::kFiaKvSeq, testing::kFiaKvHeads, D});
+    a.value = bf16(0x200000, {testing::kFiaBatch, testing::kFiaKvSeq, testing::kFiaKvHeads, D});
+    a.attention_out = bf16(0x400000, {testing::kFiaBatch, 64, testing::kFiaHeads, D});
+    FiaPlan p = plan_fia(a, testing::kPlanArch);
+    EXPECT_EQ(p.spec.backend, spec::Backend::kXqa) << p.spec.name();
+    EXPECT_EQ(p.dv_chunks, 2);
+    EXPECT_EQ(p.spec.head_dim_qk, D);
+    a.backend = Backend::kTrtllmGen;
+    EXPECT_THROW(plan_fia(a, testing::kPlanArch), Error);
   }
 }
 

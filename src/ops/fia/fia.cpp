@@ -49,6 +49,7 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
     ops::Grid grid;
     grid.x = static_cast<unsigned>(tiles);
     grid.y = static_cast<unsigned>(plan.num_kv_heads);
+    grid.z = static_cast<unsigned>(plan.dv_chunks);
     ops::launch_kernel(k, grid, cs, false, p);
   }
 }

@@ -19,7 +19,6 @@ constexpr int64_t kMaxBatch = 65536;
 constexpr int64_t kMaxHeads = 256;
 constexpr int64_t kMaxGroup = 64;
 constexpr int64_t kMaxHeadDim = 512;       // the seed's limit
-constexpr int64_t kMaxServedHeadDim = 256;  // this kernel's (O stays in registers)
 constexpr int64_t kMaxSeq = 20971520;      // Q_S > 1: 20M
 constexpr int64_t kMaxSeqDecode = 262144;  // Q_S = 1
 constexpr int64_t kMaxTnd = 65536;
@@ -166,9 +165,6 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
                   fmt::format("D {}", D));
   if ((layout == FiaLayout::kBSH || layout == FiaLayout::kBSND) && !decode)
     ATTNJIT_REQUIRE(N * D < 65535, "query", "N * D < 65535 (BSH/BSND)", std::to_string(N * D));
-  if (D > kMaxServedHeadDim)
-    unsupported("query", fmt::format("head dim {}: the prefill kernel serves head dims up to {} yet", D,
-                                     kMaxServedHeadDim));
 
   // KV heads.
   ATTNJIT_REQUIRE(a.num_key_value_heads >= 0, "num_key_value_heads", ">= 0 (0: num_heads)",
@@ -284,7 +280,8 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
     require_inner_contiguous(*t, n);
     require_aligned(*t, n, 16);
   }
-  if (DV > kMaxServedHeadDim) unsupported("value", fmt::format("head dim {} is above {}", DV, kMaxServedHeadDim));
+  if (DV > 256)  // the portable kernel splits them in two halves of whole 16-element chunks
+    ATTNJIT_REQUIRE(DV % 32 == 0, "value", "a head dim past 256 that is a multiple of 32", std::to_string(DV));
 
   // Lengths.
   if (tnd) {
@@ -475,7 +472,9 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
-  plan.rows_per_cta = prefill_tiling(s).rows;
+  const PrefillTiling tiling = prefill_tiling(s);
+  plan.rows_per_cta = tiling.rows;
+  plan.dv_chunks = tiling.dv_chunks;
 
   // Params (the work list is filled per launch).
   PrefillParams& p = plan.params;

@@ -24,6 +24,7 @@ struct FiaPlan {
   int q_seq = 0, kv_seq = 0;  // the tensors' S (TND: 0)
   bool decode = false;        // Q_S == 1 (not TND)
   int rows_per_cta = kPrefillRows;  // the chosen kernel's (prefill_tiling): a work-list tile
+  int dv_chunks = 1;                // CTAs along z splitting the value dims (prefill_tiling)
   bool lse_placeholder = false;  // flag off, softmax_lse given: write 0 into it
 };
 

@@ -52,16 +52,21 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     t.stages = 2;
     while (t.stages < 4 && hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1) <= t.smem_limit)
       ++t.stages;
+    t.dv_chunk = s.head_dim_vo;
     t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages);
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(1) == 1;
     return t;
   }
+  // Past 256 value dims O no longer fits a warp's registers: two CTAs take half the
+  // value dims each, both scoring the whole q.k.
+  t.dv_chunks = s.head_dim_vo > 256 ? 2 : 1;
+  t.dv_chunk = s.head_dim_vo / t.dv_chunks;
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
   // both live in them) and where shared memory is 99 KB.
   t.kv_tile = widest > 128 ? 32 : 64;
-  if (smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile) > t.smem_limit) t.kv_tile = 32;
-  t.smem_bytes = smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile);
+  if (smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile) > t.smem_limit) t.kv_tile = 32;
+  t.smem_bytes = smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile);
   return t;
 }
 
@@ -90,9 +95,13 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
     return refuse([&] { return fmt::format("q dtype {}: the prefill templates take fp16 or bf16", dtype_name(s.q_dtype)); });
   if (s.kv_dtype != s.q_dtype || s.out_dtype != s.q_dtype)
     return refuse([] { return std::string("K, V and the output take q's dtype"); });
-  for (int hd : {s.head_dim_qk, s.head_dim_vo})
-    if (hd % 16 != 0 || hd < 16 || hd > 256)
-      return refuse([&] { return fmt::format("head dim {}: the prefill templates need a multiple of 16 in [16, 256]", hd); });
+  if (s.head_dim_qk % 16 != 0 || s.head_dim_qk < 16 || s.head_dim_qk > 512)
+    return refuse([&] { return fmt::format("head dim {}: the prefill templates need a multiple of 16 in [16, 512]",
+                                           s.head_dim_qk); });
+  const int hv = s.head_dim_vo;
+  if (hv < 16 || hv > 512 || hv % (hv > 256 ? 32 : 16) != 0)
+    return refuse([&] { return fmt::format("value head dim {}: the prefill templates need a multiple of 16 up to 256, "
+                                           "or of 32 up to 512 (split in two halves)", hv); });
   if (s.group_size != 1) return refuse([] { return std::string("group_size is a runtime value for prefill (1 in the spec)"); });
   if (s.page_size != 0 && (s.page_size % 16 != 0 || s.page_size < 16 || s.page_size > 512))
     return refuse([&] { return fmt::format("page_size {}: 0 (contiguous) or a multiple of 16 up to 512", s.page_size); });
@@ -124,7 +133,7 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
       t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}", device_type(s.q_dtype),
                              s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false")
                : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
-                             s.head_dim_vo, t.kv_tile);
+                             t.dv_chunk, t.kv_tile);
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"prefill/{header}\"\n"

@@ -14,6 +14,8 @@ struct PrefillTiling {
   int rows = 64;        // rows (token x group head) per CTA
   int threads = 128;
   int kv_tile = 64;     // KV tokens per main-loop step
+  int dv_chunks = 1;    // CTAs (blockIdx.z) that split the value dims: 2 past 256 (portable kernel)
+  int dv_chunk = 0;     // value dims per CTA (the kernel's kHdVo)
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
   int smem_bytes = 0;

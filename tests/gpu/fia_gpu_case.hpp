@@ -1,0 +1,366 @@
+// The FIA GPU tests' case, its float64 check and the backend loop, shared by
+// fia_gpu_test.cpp (prefill kernels) and fia_decode_gpu_test.cpp (Q_S = 1 on the
+// decode kernel). Outputs start as NaN; every element is checked.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "attnjit/error.hpp"
+#include "attnjit/fia.hpp"
+#include "common/attention_reference.hpp"
+#include "common/device_tensor.hpp"
+#include "common/fia_reference.hpp"
+#include "gpu_test_env.hpp"
+#include "ops/fia/fia_plan.hpp"
+
+
+namespace attnjit::fia_gpu {
+
+
+using testing::DeviceTensor;
+
+struct FiaCase {
+  DType dtype = DType::kBFloat16;
+  std::string layout = "BSND";
+  int batch = 2, heads = 4, kv_heads = 2, head_dim = 128, head_dim_v = 128;
+  int q_seq = 100, kv_seq = 150;
+  std::vector<int64_t> q_list, kv_list;  // actual_seq_lengths(_kv); TND: cumulative
+  int sparse = 0;
+  int64_t pre = 2147483647, next = 2147483647;
+  int mask = 0;        // 0 none; 1 full (modes 0/1; Q_S = 1 too); 2 the 2048x2048 (modes 2-4)
+  int mask_shape = 0;  // which of the seed's shapes (see make_mask)
+  int pse = 0;         // 0 none; 1 (B, N, ..); 2 (1, N, ..)
+  int block_size = 0;  // paged KV when > 0
+  bool paged_rank4 = false;
+  bool lse = false;
+  double scale = 0;  // 0: 1/sqrt(D)
+  Backend backend = Backend::kAuto;  // run_fia: auto runs every backend this GPU has
+  std::string kernel;    // non-empty: the launched kernel's name starts with it ("decode.", "prefill.")
+  bool capture = false;  // run once on a stream, then capture the call in a graph and replay it
+};
+
+inline std::string describe(const FiaCase& c) {
+  std::string s = std::string(dtype_name(c.dtype)) + " " + c.layout + " B" + std::to_string(c.batch) + " N" +
+                  std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " D" + std::to_string(c.head_dim) +
+                  "/" + std::to_string(c.head_dim_v) + " S" + std::to_string(c.q_seq) + "/" + std::to_string(c.kv_seq) +
+                  " sparse" + std::to_string(c.sparse) + " pre" + std::to_string(c.pre) + " next" +
+                  std::to_string(c.next) + " mask" + std::to_string(c.mask) + "." + std::to_string(c.mask_shape) +
+                  " pse" + std::to_string(c.pse) + " bs" + std::to_string(c.block_size) +
+                  (c.paged_rank4 ? "r4" : "") + (c.lse ? " lse" : "") +
+                  (c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kXqa ? " xqa" : "") + " q[";
+  for (auto v : c.q_list) s += std::to_string(v) + ",";
+  s += "] kv[";
+  for (auto v : c.kv_list) s += std::to_string(v) + ",";
+  return s + "]";
+}
+
+inline int64_t list_at(const std::vector<int64_t>& v, int b, int64_t d) { return v.empty() ? d : v.size() == 1 ? v[0] : v[size_t(b)]; }
+
+// Runs one case on c.backend; returns the relative L2 error (0 in prewarm mode).
+inline double run_fia_on(const FiaCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const bool tnd = c.layout == "TND", bnsd_in = c.layout == "BNSD" || c.layout == "BNSD_BSND";
+  const bool bnsd_out = c.layout == "BNSD", decode = !tnd && c.q_seq == 1;
+  const int B = c.batch, N = c.heads, KN = c.kv_heads, D = c.head_dim, DV = c.head_dim_v, G = N / KN;
+  const bool paged = c.block_size > 0;
+  // Actual lengths and token offsets.
+  std::vector<int> ql(B), kl(B), q0(B, 0), k0(B, 0);
+  for (int b = 0; b < B; ++b) {
+    if (tnd) {
+      q0[b] = b ? int(c.q_list[b - 1]) : 0;
+      k0[b] = b ? int(c.kv_list[b - 1]) : 0;
+      ql[b] = int(c.q_list[b]) - q0[b];
+      kl[b] = int(c.kv_list[b]) - k0[b];
+    } else {
+      ql[b] = decode ? 1 : int(list_at(c.q_list, b, c.q_seq));
+      kl[b] = int(list_at(c.kv_list, b, c.kv_seq));
+    }
+  }
+  const int T = tnd ? int(c.q_list.back()) : 0, Tkv = tnd ? int(c.kv_list.back()) : 0;
+  const int QS = c.q_seq;
+  // Paged KV: shuffled blocks, a spare column in the table.
+  const int bs = c.block_size;
+  int max_blocks = 0, num_blocks = 0;
+  std::vector<int> table;
+  if (paged) {
+    for (int b = 0; b < B; ++b) max_blocks = std::max(max_blocks, (kl[b] + bs - 1) / bs);
+    max_blocks += 1;
+    num_blocks = B * max_blocks;
+    std::vector<int> ids(num_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    table = ids;
+  }
+  int max_kv = 0;
+  for (int b = 0; b < B; ++b) max_kv = std::max(max_kv, kl[b]);
+  const int kv_cols = paged ? ((max_kv + bs - 1) / bs) * bs : c.kv_seq;
+
+  // Device-buffer indices of logical elements.
+  auto qidx = [&](int b, int s, int h, int d) -> size_t {
+    if (tnd) return (size_t(q0[b] + s) * N + h) * D + d;
+    if (bnsd_in) return ((size_t(b) * N + h) * QS + s) * D + d;
+    return ((size_t(b) * QS + s) * N + h) * D + d;
+  };
+  auto kvidx = [&](int b, int j, int hk, int d, int dim) -> size_t {
+    if (paged) {
+      const size_t blk = size_t(table[size_t(b) * max_blocks + j / bs]);
+      const int off = j % bs;
+      if (c.paged_rank4) return ((blk * KN + hk) * bs + off) * dim + d;
+      return (blk * bs + off) * size_t(KN) * dim + size_t(hk) * dim + d;
+    }
+    if (tnd) return (size_t(k0[b] + j) * KN + hk) * dim + d;
+    if (bnsd_in) return ((size_t(b) * KN + hk) * c.kv_seq + j) * dim + d;
+    return ((size_t(b) * c.kv_seq + j) * KN + hk) * dim + d;
+  };
+  auto oidx = [&](int b, int s, int h, int dv) -> size_t {
+    if (tnd) return (size_t(q0[b] + s) * N + h) * DV + dv;
+    if (bnsd_out) return ((size_t(b) * N + h) * QS + s) * DV + dv;
+    return ((size_t(b) * QS + s) * N + h) * DV + dv;
+  };
+  auto lidx = [&](int b, int s, int h) -> size_t {
+    return tnd ? size_t(q0[b] + s) * N + h : (size_t(b) * N + h) * QS + s;
+  };
+
+  std::vector<int64_t> qshape, kshape, vshape, oshape, lshape;
+  if (tnd) qshape = {T, N, D}, oshape = {T, N, DV}, lshape = {T, N, 1};
+  else if (c.layout == "BSH") qshape = {B, QS, N * D}, oshape = {B, QS, N * DV};
+  else if (c.layout == "BSND") qshape = {B, QS, N, D}, oshape = {B, QS, N, DV};
+  else qshape = {B, N, QS, D}, oshape = bnsd_out ? std::vector<int64_t>{B, N, QS, DV} : std::vector<int64_t>{B, QS, N, DV};
+  if (!tnd) lshape = {B, N, QS, 1};
+  if (paged) {
+    kshape = c.paged_rank4 ? std::vector<int64_t>{num_blocks, KN, bs, D} : std::vector<int64_t>{num_blocks, bs, KN * D};
+    vshape = c.paged_rank4 ? std::vector<int64_t>{num_blocks, KN, bs, DV} : std::vector<int64_t>{num_blocks, bs, KN * DV};
+  } else if (tnd) kshape = {Tkv, KN, D}, vshape = {Tkv, KN, DV};
+  else if (c.layout == "BSH") kshape = {B, c.kv_seq, KN * D}, vshape = {B, c.kv_seq, KN * DV};
+  else if (c.layout == "BSND") kshape = {B, c.kv_seq, KN, D}, vshape = {B, c.kv_seq, KN, DV};
+  else kshape = {B, KN, c.kv_seq, D}, vshape = {B, KN, c.kv_seq, DV};
+  auto numel = [](const std::vector<int64_t>& s) {
+    size_t n = 1;
+    for (auto x : s) n *= size_t(x);
+    return n;
+  };
+  auto qv = util::quantize(testing::random_values(numel(qshape), rng), c.dtype);
+  auto kv = util::quantize(testing::random_values(numel(kshape), rng), c.dtype);
+  auto vv = util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
+  DeviceTensor q(c.dtype, qshape), k(c.dtype, kshape), v(c.dtype, vshape), out(c.dtype, oshape);
+  q.upload_floats(qv);
+  k.upload_floats(kv);
+  v.upload_floats(vv);
+  out.poison();
+  DeviceTensor lse(DType::kFloat32, lshape);
+  lse.poison();
+
+  FiaArgs a;
+  a.query = q.view;
+  a.key = k.view;
+  a.value = v.view;
+  a.attention_out = out.view;
+  a.num_heads = N;
+  a.num_key_value_heads = KN == N && rng() % 2 ? 0 : KN;
+  a.input_layout = c.layout;
+  a.scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(D));
+  a.backend = c.backend;
+  a.actual_seq_lengths = c.q_list;
+  a.actual_seq_lengths_kv = c.kv_list;
+  a.sparse_mode = c.sparse;
+  a.pre_tokens = c.pre;
+  a.next_tokens = c.next;
+  a.softmax_lse_flag = c.lse;
+  if (c.lse) a.softmax_lse = lse.view;
+  DeviceTensor bt(DType::kInt32, {B, std::max(max_blocks, 1)});
+  if (paged) {
+    bt.upload_pod(table);
+    a.block_table = bt.view;
+    a.block_size = bs;
+  }
+  // Masks: 1 = masked out. Full masks are random with some fully masked rows.
+  const int mcols = (kv_cols + 31) / 32 * 32;  // the seed allows rounding up
+  std::vector<uint8_t> mask_host;
+  std::vector<int64_t> mshape;
+  int mask_b = 1, mask_rows = 1;
+  if (c.mask == 1 && decode) {
+    mask_b = B;
+    mshape = c.mask_shape % 3 == 0 ? std::vector<int64_t>{B, mcols}
+             : c.mask_shape % 3 == 1 ? std::vector<int64_t>{B, 1, mcols}
+                                      : std::vector<int64_t>{B, 1, 1, mcols};
+  } else if (c.mask == 1) {
+    mask_rows = QS;
+    switch (c.mask_shape % 5) {
+      case 0: mshape = {QS, mcols}; break;
+      case 1: mshape = {B, QS, mcols}, mask_b = B; break;
+      case 2: mshape = {1, QS, mcols}; break;
+      case 3: mshape = {B, 1, QS, mcols}, mask_b = B; break;
+      default: mshape = {1, 1, QS, mcols}; break;
+    }
+  } else if (c.mask == 2) {
+    mshape = c.mask_shape % 3 == 0 ? std::vector<int64_t>{2048, 2048}
+             : c.mask_shape % 3 == 1 ? std::vector<int64_t>{1, 2048, 2048}
+                                      : std::vector<int64_t>{1, 1, 2048, 2048};
+  }
+  DeviceTensor mask_t;
+  if (c.mask) {
+    mask_host.assign(numel(mshape), 0);
+    if (c.mask == 2) {
+      std::fill(mask_host.begin(), mask_host.end(), 1);  // never read: all-masked content would show
+    } else {
+      const int full_row = int(rng() % std::max(1, mask_rows));
+      for (size_t i = 0; i < mask_host.size(); ++i) mask_host[i] = rng() % 10 < 3;
+      for (int mb = 0; mb < mask_b; ++mb)  // one fully masked row per batch: 0 out, LSE +inf
+        for (int j = 0; j < mcols; ++j) mask_host[(size_t(mb) * mask_rows + full_row) * mcols + j] = 1;
+    }
+    mask_t.allocate(rng() % 2 ? DType::kUInt8 : DType::kInt8, mshape);
+    mask_t.upload_pod(mask_host);
+    a.atten_mask = mask_t.view;
+  }
+  // pse: (B or 1, N, Q_S', KV_S'), padded a little past the minimum.
+  const int pse_rows = decode ? 1 : QS + 3, pse_cols = kv_cols + 5;
+  std::vector<float> pse_host;
+  DeviceTensor pse_t;
+  if (c.pse) {
+    const int pb = c.pse == 1 ? B : 1;
+    pse_host = util::quantize(testing::random_values(size_t(pb) * N * pse_rows * pse_cols, rng, 2.0f), c.dtype);
+    // The kernel needs 16-byte rows only for Q/K/V; pse is read per element.
+    pse_t.allocate(c.dtype, {pb, N, pse_rows, pse_cols});
+    pse_t.upload_floats(pse_host);
+    a.pse_shift = pse_t.view;
+  }
+
+  if (!c.kernel.empty()) {
+    const char* arch = testing::gpu_test_prewarm_arch();
+    spec::Arch on;
+    if (arch) on = spec::Arch::parse(arch);
+    else {
+      const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
+      on = spec::arch_for_device(caps.sm_major, caps.sm_minor);
+    }
+    const std::string name = ops::fia_prewarm_spec(a, on).name();
+    EXPECT_EQ(name.rfind(c.kernel, 0), 0u) << describe(c) << ": launches " << name;
+  }
+  if (const char* arch = testing::gpu_test_prewarm_arch()) {
+    prewarm_fused_infer_attention_score(a, arch);
+    return 0.0;
+  }
+  if (c.capture) {
+    // The first call grows the stream's tables; the captured one must replay the
+    // lengths it was captured with (the decode path's memsets, the prefill Params).
+    CUstream st = driver::stream_create();
+    fused_infer_attention_score(a, st);
+    driver::stream_sync(st);
+    out.poison();
+    driver::begin_capture(st);
+    fused_infer_attention_score(a, st);
+    driver::CapturedGraph graph = driver::end_capture(st);
+    const auto untouched = out.download_floats();
+    EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](float x) { return std::isnan(x); }))
+        << describe(c) << ": capturing ran the kernel";
+    graph.launch(st);
+    driver::stream_sync(st);
+    driver::stream_destroy(st);
+  } else {
+    fused_infer_attention_score(a);
+  }
+  driver::ctx_sync();
+
+  testing::FiaRefProblem pr;
+  pr.batch = B;
+  pr.num_heads = N;
+  pr.num_kv_heads = KN;
+  pr.head_dim = D;
+  pr.head_dim_v = DV;
+  pr.q_lens = ql;
+  pr.kv_lens = kl;
+  pr.decode = decode;
+  pr.sparse_mode = c.sparse;
+  pr.pre_tokens = c.pre;
+  pr.next_tokens = c.next;
+  pr.scale = a.scale;
+  pr.q = [&](int b, int s, int h, int d) { return double(qv[qidx(b, s, h, d)]); };
+  pr.k = [&](int b, int j, int hk, int d) { return double(kv[kvidx(b, j, hk, d, D)]); };
+  pr.v = [&](int b, int j, int hk, int d) { return double(vv[kvidx(b, j, hk, d, DV)]); };
+  if (c.pse)
+    pr.pse = [&](int b, int h, int i, int j) {
+      const size_t pb = c.pse == 1 ? size_t(b) : 0;
+      return double(pse_host[((pb * N + h) * pse_rows + i) * pse_cols + j]);
+    };
+  if (c.mask == 1)
+    pr.masked = [&](int b, int i, int j) {
+      const size_t mb = mask_b == 1 ? 0 : size_t(b);
+      return mask_host[(mb * mask_rows + (decode ? 0 : i)) * mcols + j] != 0;
+    };
+  if (c.mask == 2) pr.masked = [](int, int, int) { return true; };  // modes 2-4 never consult it
+  const auto ref = testing::reference_fia(pr);
+
+  const auto got = out.download_floats();
+  const auto got_lse = c.lse ? lse.download_floats() : std::vector<float>{};
+  std::vector<double> g, r, gl, rl;
+  int bad_pad = 0, bad_inf = 0;
+  for (int b = 0; b < B; ++b) {
+    const int rows = tnd ? ql[b] : QS;
+    for (int s = 0; s < rows; ++s)
+      for (int h = 0; h < N; ++h) {
+        const bool real = s < ql[b];
+        for (int dv = 0; dv < DV; ++dv) {
+          const float x = got[oidx(b, s, h, dv)];
+          if (!real) {
+            bad_pad += x != 0.0f;  // rows past the actual length: exactly 0 (NaN counts too)
+            continue;
+          }
+          g.push_back(x);
+          r.push_back(ref.out[ref.out_index(b, s, h, dv, N, DV)]);
+        }
+        if (c.lse) {
+          const float x = got_lse[lidx(b, s, h)];
+          const double want = real ? ref.lse[ref.lse_index(b, s, h, N)] : INFINITY;
+          if (std::isinf(want)) {
+            bad_inf += !(std::isinf(x) && x > 0);
+          } else {
+            gl.push_back(x);
+            rl.push_back(want);
+          }
+        }
+      }
+  }
+  EXPECT_EQ(bad_pad, 0) << describe(c) << ": output elements past the actual length not 0";
+  EXPECT_EQ(bad_inf, 0) << describe(c) << ": LSE of rows that see no key (or lie past their length) not +inf";
+  const double tol = 1e-2;
+  std::string report;
+  const size_t outside = testing::count_outside_bound(g, r, 5 * tol * testing::rms(r), tol, &report);
+  EXPECT_EQ(outside, 0u) << describe(c) << ": " << outside << " of " << r.size() << " elements outside:\n" << report;
+  if (c.lse) {
+    std::string lr;
+    const size_t lo = testing::count_outside_bound(gl, rl, 2e-3, 1e-3, &lr);
+    EXPECT_EQ(lo, 0u) << describe(c) << ": " << lo << " of " << rl.size() << " LSE values outside:\n" << lr;
+  }
+  return r.empty() ? 0.0 : testing::rel_l2(g, r);
+}
+
+// Whether the GPU (or, in prewarm mode, the target arch) is sm_90a: the wgmma kernel's.
+inline bool hopper_here() {
+  if (const char* arch = testing::gpu_test_prewarm_arch()) return std::string(arch) == "sm_90a";
+  const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
+  return caps.sm_major == 9 && caps.sm_minor == 0;
+}
+
+// Runs the case on the portable kernel and, on sm_90a where its head dims allow,
+// on the wgmma (trtllm-gen) kernel; returns the larger error.
+inline double run_fia(FiaCase c, uint32_t seed) {
+  if (!c.kernel.empty()) return run_fia_on(c, seed);  // checks which kernel auto launches: auto only
+  c.backend = Backend::kXqa;
+  double err = run_fia_on(c, seed);
+  // The wgmma kernel's head dims; hd 256 with both a mask tensor and pse stays portable (can_implement).
+  const bool hopper_serves = c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
+                             c.head_dim_v <= 256 && !(c.head_dim_v > 192 && c.mask == 1 && c.pse);
+  if (hopper_here() && hopper_serves) {
+    c.backend = Backend::kTrtllmGen;
+    err = std::max(err, run_fia_on(c, seed));
+  }
+  return err;
+}
+
+}  // namespace attnjit::fia_gpu

@@ -54,7 +54,7 @@ def test_fia_prewarm_then_inspect():
     custom = fia_call(op="fused_infer_attention_score", sparse_mode=1, atten_mask=mask)
     assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.trtllmgen.sm90a"]
     # TND (192/128 head dims) from its name, through the op.
-    assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.sm90a")["op"] == "fia"
+    assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.trtllmgen.sm90a")["op"] == "fia"
 
 
 def test_inspect_rejects_mla_and_prefill_names_it_cannot_build():
@@ -79,7 +79,7 @@ def test_mla_workspace_bytes():
 @pytest.mark.parametrize("kw, arg", [
     (dict(kv_lora_rank=256), "kv_lora_rank"),
     (dict(query=S([2, 1, 16, 512], "bf16")), "query"),
-    (dict(kv_cache=S([8, 64, 576], "fp8_e4m3")), "kv_cache"),
+    (dict(kv_cache=S([8, 64, 576], "fp16")), "kv_cache"),  # neither the query's dtype nor fp8_e4m3
     (dict(block_tables=S([2, 4], "int64")), "block_tables"),
     (dict(seq_lens=S([3], "int32")), "seq_lens"),
     (dict(max_seq_len=257), "max_seq_len"),
@@ -155,13 +155,20 @@ def test_fia_argument_errors_name_the_argument(kw, arg):
     (dict(query_rope=S([1, 8, 64, 64], "fp16"), key_rope=S([1, 2, 512, 64], "fp16")), "query_rope"),
     (dict(input_layout="BNSD_NZ"), "input_layout"),
     (dict(query=S([1, 8, 64, 128], "int8")), "query"),
-    (dict(backend="trtllm-gen"), "backend"),
 ])
 def test_fia_refused_features_raise_the_ops_error(kw, arg):
     # Passed through to the C++ op, whose UnsupportedError names the argument.
     with pytest.raises(attnjit.UnsupportedError, match=f"argument '{arg}'") as e:
         attnjit.prewarm(fia_call(**kw), arch=ARCH)
     assert e.value.kind == "unsupported"
+
+
+def test_fia_backends_on_sm90a_and_elsewhere():
+    # auto on sm_90a: the wgmma (trtllm-gen) kernel; xqa on request; trtllm-gen off sm_90a is refused.
+    assert attnjit.prewarm(fia_call(backend="trtllm-gen"), arch=ARCH)[0].endswith(".trtllmgen.sm90a")
+    assert attnjit.prewarm(fia_call(backend="xqa"), arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.sm90a"]
+    with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):
+        attnjit.prewarm(fia_call(backend="trtllm-gen"), arch="sm_80")
 
 
 def test_fia_launch_errors_with_numpy():

@@ -472,9 +472,9 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
-  const PrefillTiling tiling = prefill_tiling(s);
-  plan.rows_per_cta = tiling.rows;
-  plan.dv_chunks = tiling.dv_chunks;
+  const PrefillGridShape grid = prefill_grid_shape(s);
+  plan.rows_per_cta = grid.rows;
+  plan.dv_chunks = grid.dv_chunks;
 
   // Params (the work list is filled per launch).
   PrefillParams& p = plan.params;

@@ -23,8 +23,8 @@ struct FiaPlan {
   int num_heads = 0, num_kv_heads = 0;
   int q_seq = 0, kv_seq = 0;  // the tensors' S (TND: 0)
   bool decode = false;        // Q_S == 1 (not TND)
-  int rows_per_cta = kPrefillRows;  // the chosen kernel's (prefill_tiling): a work-list tile
-  int dv_chunks = 1;                // CTAs along z splitting the value dims (prefill_tiling)
+  int rows_per_cta = kPrefillRows;  // the chosen kernel's (prefill_grid_shape): a work-list tile
+  int dv_chunks = 1;                // CTAs along z splitting the value dims (prefill_grid_shape)
   bool lse_placeholder = false;  // flag off, softmax_lse given: write 0 into it
 };
 

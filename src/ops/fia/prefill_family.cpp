@@ -35,16 +35,31 @@ int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages) {
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace
 
+PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
+  PrefillGridShape g;
+  if (is_hopper(s)) {
+    g.rows = 128;  // two consumer warpgroups of 64 rows
+    return g;
+  }
+  // Past 256 value dims O no longer fits a warp's registers: two CTAs take half the
+  // value dims each, both scoring the whole q.k.
+  g.dv_chunks = s.head_dim_vo > 256 ? 2 : 1;
+  return g;
+}
+
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   PrefillTiling t;
   t.smem_limit = render::max_smem_per_block(s.arch);
+  const PrefillGridShape g = prefill_grid_shape(s);
+  t.rows = g.rows;
+  t.dv_chunks = g.dv_chunks;
+  t.dv_chunk = s.head_dim_vo / t.dv_chunks;
   const int widest = std::max(s.head_dim_qk, s.head_dim_vo);
   if (is_hopper(s)) {
     // Two consumer warpgroups of 64 rows and a producer; S (kv_tile / 2 registers)
     // and O (head_dim_vo / 2) live in a consumer's registers, so 128-token tiles up
     // to head dim 128. As many stages as shared memory holds, at most 4.
     t.hopper = true;
-    t.rows = 128;
     t.threads = 384;
     // A mask tensor or pse keeps four more row pointers live: 64-token tiles there.
     const bool row_pointers = s.mask == spec::MaskMode::kCustom || s.has(spec::feature::kPse);
@@ -52,16 +67,11 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     t.stages = 2;
     while (t.stages < 4 && hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1) <= t.smem_limit)
       ++t.stages;
-    t.dv_chunk = s.head_dim_vo;
     t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages);
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(1) == 1;
     return t;
   }
-  // Past 256 value dims O no longer fits a warp's registers: two CTAs take half the
-  // value dims each, both scoring the whole q.k.
-  t.dv_chunks = s.head_dim_vo > 256 ? 2 : 1;
-  t.dv_chunk = s.head_dim_vo / t.dv_chunks;
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
   // both live in them) and where shared memory is 99 KB.
   t.kv_tile = widest > 128 ? 32 : 64;

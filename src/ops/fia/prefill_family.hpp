@@ -23,6 +23,15 @@ struct PrefillTiling {
 };
 PrefillTiling prefill_tiling(const spec::KernelSpec& s);
 
+// What a launch needs of the tiling: rows per CTA (the work-list tile) and CTAs along
+// z (value-dim halves). Pure arithmetic on the spec, unlike prefill_tiling, which
+// also reads the tuning knobs: the launch path calls this one.
+struct PrefillGridShape {
+  int rows = 64;
+  int dv_chunks = 1;
+};
+PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
+
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);
 const render::BackendTable& prefill_backend_table();

@@ -7,7 +7,10 @@
 #   STAGE_DIR/peers (scripts/peer_sweep.sh build) adds the FlashInfer XQA sweep.
 #   NCU=1 profiles one xqa launch per benchmark shape with Nsight Compute
 #   (--clock-control none: the clocks stay as found) into $OUT/ncu.log;
-#   NCU_ARGS picks the bench cases (default --xqa; ';' separates several profiles).
+#   NCU_ARGS picks the bench cases (default --xqa; ';' separates several profiles),
+#   NCU_KERNEL the kernel (default attnjit_decode), NCU_SKIP/NCU_COUNT the launches
+#   (default 10/4; NCU_SKIP may list one per case, ';'-separated). NCU_FULL=1 takes the full section set and also writes each
+#   profile's report and its per-instruction SASS table (stall samples) to $OUT.
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
 #   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once
@@ -67,13 +70,25 @@ fi
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   # One profile per ';'-separated NCU_ARGS entry; the SM-active spread shows tail imbalance.
   IFS=';' read -ra ncu_cases <<<"${NCU_ARGS:---xqa}"
+  sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy
+            --section WarpStateStats --section SchedulerStats)
+  [ "${NCU_FULL:-0}" = 1 ] && sections=(--set full --import-source no)
+  IFS=';' read -ra ncu_skips <<<"${NCU_SKIP:-10}"
+  n=0
   for case_args in "${ncu_cases[@]}"; do
+    skip=${ncu_skips[$n]:-${ncu_skips[-1]}}
+    n=$((n + 1))
     echo "== ncu: $case_args" | tee -a "$OUTDIR/ncu.log"
-    ncu --clock-control none --kernel-name attnjit_decode --launch-skip 10 --launch-count 4 \
-      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-      --section WarpStateStats --section SchedulerStats \
+    report=()
+    [ "${NCU_FULL:-0}" = 1 ] && report=(-f -o "$OUTDIR/ncu_$n")
+    ncu --clock-control none --kernel-name "${NCU_KERNEL:-attnjit_decode}" --launch-skip "$skip" \
+      --launch-count "${NCU_COUNT:-4}" "${sections[@]}" "${report[@]}" \
       --metrics sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max \
       "$STAGE/tools/bench/attnjit-bench" $case_args --iters 1 >"$OUTDIR/ncu_case.log" 2>&1 || true
+    if [ "${NCU_FULL:-0}" = 1 ] && [ -f "$OUTDIR/ncu_$n.ncu-rep" ]; then
+      ncu --import "$OUTDIR/ncu_$n.ncu-rep" --page details >"$OUTDIR/ncu_case.log" 2>&1 || true
+      ncu --import "$OUTDIR/ncu_$n.ncu-rep" --page source --csv --print-source sass >"$OUTDIR/ncu_${n}_sass.csv" 2>&1 || true
+    fi
     cat "$OUTDIR/ncu_case.log" >>"$OUTDIR/ncu.log"
     grep -E "^  attnjit|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|sm__cycles_active|gpc__cycles" \
       "$OUTDIR/ncu_case.log" | head -22
@@ -92,7 +107,7 @@ if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
     knobs=${setting%%|*} args=${SWEEP_ARGS:-}
     [[ "$setting" == *"|"* ]] && args=${setting#*|}
     echo "== sweep: ${knobs:-defaults} ($args)" >>"$OUTDIR/sweep.log"
-    env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^(xqa|single)" >>"$OUTDIR/sweep.log"
+    env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^(xqa|single|B[0-9])" >>"$OUTDIR/sweep.log"
   done
 fi
 # FlashInfer's own XQA kernels beside attnjit (binaries from scripts/peer_sweep.sh build).

@@ -181,6 +181,32 @@ TEST(FiaGpu, HeadDimsPast256) {
   }
 }
 
+// More work items (tiles x KV heads) than the H200 runs CTAs at once: the wgmma
+// kernel's persistent CTAs walk several items each, the stage ring and the
+// consumers' turns run on across items, and the next item's Q loads under the
+// current one. Padded rows (zero items), items whose band sees no key (mode 4
+// with a short KV) and ragged lengths sit among them.
+TEST(FiaGpu, PersistentCtasWalkManyItems) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  for (int n = 0; n < 3; ++n) {
+    FiaCase c;
+    c.layout = n == 1 ? "BSND" : "BNSD";
+    c.dtype = n == 2 ? DType::kFloat16 : DType::kBFloat16;
+    c.head_dim = c.head_dim_v = n == 2 ? 64 : 128;
+    c.batch = 4;
+    c.heads = 16;
+    c.kv_heads = 4;
+    c.q_seq = 1000;
+    c.kv_seq = 1200;
+    c.q_list = {1000, 517, 1000, 333};
+    c.kv_list = {1200, 600, 100, 1200};
+    if (n == 0) c.sparse = 3, c.mask = 2;
+    if (n == 1) c.sparse = 4, c.mask = 2, c.pre = 50, c.next = 0;  // batch 2: rows before 900 see nothing
+    c.lse = true;
+    EXPECT_LE(run_fia(c, 800 + n), 1e-2) << describe(c);
+  }
+}
+
 TEST(FiaGpu, LargeBatchSpansSeveralLaunches) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   FiaCase c;

@@ -39,12 +39,18 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   PrefillGridShape g;
   if (is_hopper(s)) {
     g.rows = 128;  // two consumer warpgroups of 64 rows
+    g.item_loop = true;
     return g;
   }
   // Past 256 value dims O no longer fits a warp's registers: two CTAs take half the
   // value dims each, both scoring the whole q.k.
   g.dv_chunks = s.head_dim_vo > 256 ? 2 : 1;
   return g;
+}
+
+bool persistent_grid() {
+  static const bool on = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 1, "0 or 1").value_or(1) == 1;
+  return on;
 }
 
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {

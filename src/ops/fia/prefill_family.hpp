@@ -29,8 +29,15 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s);
 struct PrefillGridShape {
   int rows = 64;
   int dv_chunks = 1;
+  // The kernel walks work items from blockIdx.x in steps of gridDim.x (the Hopper
+  // kernel): the grid is one-dimensional, and at most one wave when persistent_grid().
+  bool item_loop = false;
 };
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
+
+// Whether item-loop kernels launch one wave of CTAs that walk the items
+// (ATTNJIT_PREFILL_PERSISTENT, default 1, read once) or one CTA per item.
+bool persistent_grid();
 
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);

@@ -17,12 +17,13 @@
 
 namespace attnjit {
 
-template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, int kMask_, int kPageSize_,
-          bool kPse_, bool kLse_>
+template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, bool kWaitFence_, int kMask_,
+          int kPageSize_, bool kPse_, bool kLse_>
 struct PrefillHopperTraits {
   typedef T_ T;
   static constexpr int kHdQk = kHdQk_, kHdVo = kHdVo_, kKvTile = kKvTile_, kStages = kStages_, kMask = kMask_;
   static constexpr bool kPingPong = kPingPong_;  // the consumers take turns issuing their GEMMs
+  static constexpr bool kWaitFence = kWaitFence_;  // the P V wait stays below the exponentials (schedule_after)
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kPse = kPse_, kLse = kLse_;
   static constexpr int kConsumers = 2;  // warpgroups of 64 rows
@@ -85,10 +86,13 @@ struct PrefillHopper {
     }
   }
 
-  // Work item i is (tile i / kv_heads, KV head i % kv_heads) of the launch's list.
+  // Work item i is (tile i % tiles, KV head i / tiles) of the launch's list: the
+  // CTAs running at once share one head's K/V (and a batch's or two), which stays
+  // in L2. (Heads fastest spread a wave over every head's K/V: 128 MB at B4 S8K,
+  // past L2, and 9% slower.)
   static __device__ __forceinline__ int num_items(const PrefillParams& p) { return p.tiles * p.kv_heads; }
   static __device__ __forceinline__ PrefillWork work_of(const PrefillParams& p, int item) {
-    return C::template find_work<kTile>(p, item / p.kv_heads, item % p.kv_heads, 0);
+    return C::template find_work<kTile>(p, item % p.tiles, item / p.tiles, 0);
   }
 
   // The producer: K and V of every tile of the CTA's items, in order, into the ring
@@ -282,7 +286,7 @@ struct PrefillHopper {
         wgmma_fence_operands(s);
         if (kEarlyQ && it == w.n_tiles - 1) prefetch_q();
         softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
-        schedule_after(l[0] + l[1]);  // the row sums: every exponential runs under PV(it - 1)
+        if constexpr (Tr::kWaitFence) schedule_after(l[0] + l[1]);  // row sums: the exponentials run under PV(it - 1)
         wgmma_wait<0>();
         wgmma_fence_operands(o);
         __syncwarp();

@@ -76,6 +76,7 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages);
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(1) == 1;
+    t.wait_fence = util::env_knob("ATTNJIT_PREFILL_WAIT_FENCE", 0, 1, "0 or 1").value_or(1) == 1;
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
@@ -144,10 +145,11 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
   u.launch.min_blocks_per_sm = 1;
   u.entry = "attnjit_prefill";
   u.smem_symbol = "attnjit_smem_bytes";
-  // The Hopper traits take the stage count and ping-pong after the tile.
+  // The Hopper traits take the stage count, ping-pong and the wait fence after the tile.
   const std::string traits =
-      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}", device_type(s.q_dtype),
-                             s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false")
+      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}, {}", device_type(s.q_dtype),
+                             s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false",
+                             t.wait_fence ? "true" : "false")
                : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
                              t.dv_chunk, t.kv_tile);
   u.source = fmt::format(

@@ -18,6 +18,7 @@ struct PrefillTiling {
   int dv_chunk = 0;     // value dims per CTA (the kernel's kHdVo)
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
+  bool wait_fence = false;  // Hopper: the P V wait stays below the softmax (ATTNJIT_PREFILL_WAIT_FENCE)
   int smem_bytes = 0;
   int smem_limit = 0;
 };

@@ -426,6 +426,39 @@ struct GqaDecode {
     return true;
   }
 
+  // Whether every query row sees every key of the tile at tok0, so the per-key
+  // test can be skipped (a warp-uniform answer). Window kernels ask it: past the
+  // window's first tile the test only costs instructions, which fp8 tiles feel
+  // (H200: xqa fp8, 32K window on 128K, 1.12x -> 1.03x the plain 32K's time;
+  // single_decode fp8 1.08x -> 0.99x). The latest row (at seq_len - 1) starts
+  // its window last, and the drafts (causal or custom mask) at seq_len - q_len.
+  __device__ static bool seen_whole(const DecodeParams& p, const Work& w, int tok0) {
+    if (tok0 + kTile > w.tok_hi) return false;
+    if (Tr::kMask != mask_mode::kNone && tok0 + kTile > w.seq_len - w.q_len) return false;
+    return !has(feat::kWindow) || p.window_left < 0 || tok0 >= w.seq_len - 1 - p.window_left;
+  }
+
+  // Scale, soft cap and ALiBi over one S tile (16 rows x kTile keys), then, with
+  // kTestKeys, the mask (visible); mx takes each of the thread's two rows' maxima.
+  template <bool kTestKeys>
+  __device__ static __forceinline__ void scale_tile(const DecodeParams& p, const Work& w, float (&s)[kTile / 8][4],
+                                                    int tok0, int g, int tq, const float (&slope)[2],
+                                                    const int (&q_pos)[2], float (&mx)[2]) {
+#pragma unroll
+    for (int nt = 0; nt < kTile / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
+        float x = s[nt][e] * w.score_scale;
+        if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
+        x *= kLog2e;
+        if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
+        if (kTestKeys) x = visible(p, w, row, tok) ? x : kNegInf;
+        s[nt][e] = x;
+        mx[h] = fmaxf(mx[h], x);
+      }
+  }
+
   __device__ static void warp_loop(const DecodeParams& p, const Work& w, const MT* q_s,
                                    const float* freq_s, unsigned char* loop_s, int warp, int lane,
                                    float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
@@ -495,19 +528,8 @@ struct GqaDecode {
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
       float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-      for (int nt = 0; nt < Tile::kN; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
-          float x = s[nt][e] * w.score_scale;
-          if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
-          x *= kLog2e;
-          if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
-          x = visible(p, w, row, tok) ? x : kNegInf;
-          s[nt][e] = x;
-          mx[h] = fmaxf(mx[h], x);
-        }
+      if (has(feat::kWindow) && seen_whole(p, w, tok0)) scale_tile<false>(p, w, s, tok0, g, tq, slope, q_pos, mx);
+      else scale_tile<true>(p, w, s, tok0, g, tq, slope, q_pos, mx);
       float ref[2], alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -553,19 +575,8 @@ struct GqaDecode {
                                         int g, int tq, const float (&slope)[2], const int (&q_pos)[2],
                                         float (&o)[kNo][4], float (&m)[2], float (&l)[2]) {
     float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
-        float x = s[nt][e] * w.score_scale;
-        if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
-        x *= kLog2e;
-        if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
-        x = visible(p, w, row, tok) ? x : kNegInf;
-        s[nt][e] = x;
-        mx[h] = fmaxf(mx[h], x);
-      }
+    if (has(feat::kWindow) && seen_whole(p, w, tok0)) scale_tile<false>(p, w, s, tok0, g, tq, slope, q_pos, mx);
+    else scale_tile<true>(p, w, s, tok0, g, tq, slope, q_pos, mx);
     float ref[2], alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -71,15 +71,14 @@ struct DecodeCtaRing {
   }
 
   // The first kS - 1 tiles, one commit group each. setup() read the pages of the
-  // first Tr::kStages - 1 in CTA order when no window moved the start.
+  // first Tr::kStages - 1 in CTA order from tok_lo (again where a window moved it).
   __device__ static void prologue(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles) {
-    const bool prefetched = w.tok_lo == w.split * p.tokens_per_split;
 #pragma unroll
     for (int s = 0; s < kS - 1; ++s) {
       const int tok0 = w.tok_lo + s * kTile;
       if (s < n_tiles)
         issue_tile(p, w, ring + s * Tr::kStageBytes, tok0,
-                   prefetched && s < Tr::kStages - 1 ? w.first_page[s < Tr::kStages - 1 ? s : 0]
+                   Tr::kPaged && s < Tr::kStages - 1 ? w.first_page[s < Tr::kStages - 1 ? s : 0]
                                                      : Base::page_of(p, w, tok0));
       cp_async_commit();
     }

@@ -70,6 +70,38 @@ struct DecodeParams {
 // Query rows per CTA of a split-M kernel (decode_split_m.cuh): one 16-row MMA M tile per warp.
 constexpr int kDecodeSplitMRows = 64;
 
+// Where a request's KV walk starts: 0, or with a window the first tile holding a
+// key some query row sees (row t sits at seq_len - q_len + t and sees keys from its
+// position - window_left on), rounded down to a whole tile so that no tile straddles
+// a page. Positions stay logical: only the range walked shrinks. The kernel's setup
+// and the host's plan tests (tests/unit/decode_plan_test.cpp) both call this.
+ATTNJIT_HOST_DEVICE inline int decode_kv_begin(int seq_len, int q_len, int window_left, int tile) {
+  if (window_left < 0) return 0;
+  const int begin = seq_len - q_len - window_left;
+  return begin > 0 ? begin - begin % tile : 0;
+}
+
+// One split CTA's share [lo, hi) of a request's walk [kv_begin, seq_len): splits of
+// tokens_per_split from kv_begin, the request's last split (at most num_splits)
+// taking what is left. The host plans over the visible span (window_left + q_len),
+// so the start's rounding to a tile leaves that last split at most a tile longer.
+struct DecodeSplitRange {
+  int n_splits;  // splits this request uses; CTAs at or past it have nothing to do
+  int lo, hi;
+};
+ATTNJIT_HOST_DEVICE inline DecodeSplitRange decode_split_range(int kv_begin, int seq_len, int split, int num_splits,
+                                                               int tokens_per_split) {
+  const int n_tok = seq_len > kv_begin ? seq_len - kv_begin : 0;
+  int n = (n_tok + tokens_per_split - 1) / tokens_per_split;
+  n = n < 1 ? 1 : (n > num_splits ? num_splits : n);
+  DecodeSplitRange r;
+  r.n_splits = n;
+  r.lo = kv_begin + split * tokens_per_split;
+  const int end = r.lo + tokens_per_split;
+  r.hi = split == n - 1 || end > seq_len ? seq_len : end;
+  return r;
+}
+
 // Workspace floats per (batch, kv head, 16-row block, split): 16 rows x (head_dim + 2).
 // A split-M CTA (64 rows) writes the partials of its four 16-row blocks.
 ATTNJIT_HOST_DEVICE inline int decode_partial_floats(int head_dim) { return 16 * (head_dim + 2); }

@@ -259,6 +259,49 @@ TEST(SingleDecodeGpu, WindowOnLongSequences) {
   }
 }
 
+// Issue 9 item 1: window_left costs what the window holds. The kernel starts at
+// the first visible tile and the splits are planned over window_left + 1 keys, so
+// a start that is not a whole tile (kv_len - 1 - window_left not a multiple of 16
+// or 32) hands the last split up to a tile more: these lengths cover both, with
+// positions kept logical for RoPE and ALiBi, a 32K window on 128K, a window as wide
+// as the sequence and wider, one KV head and two, both tile paths, head_dim 512.
+TEST(SingleDecodeGpu, WindowCostsOnlyTheWindow) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::vector<SingleCase> cases;
+  auto add = [&](int len, int window_left, auto&& edit) {
+    SingleCase c;
+    c.kv_len = len;
+    c.window_left = window_left;
+    c.num_kv_heads = 1;
+    c.lse = true;
+    edit(c);
+    cases.push_back(c);
+  };
+  auto none = [](SingleCase&) {};
+  add(131072, 4095, none);                                                       // whole tiles: plain L4096's plan
+  add(131072 + 5, 4095, none);                                                   // the last split takes 5 keys more
+  add(131072 + 21, 4095, [](SingleCase& c) { c.kv_dtype = DType::kFloat8E4M3; });  // 32-token tiles
+  add(131072 + 1, 32767, [](SingleCase& c) { c.num_kv_heads = 2; });            // 32K window on 128K
+  add(65536 + 9, 1000, [](SingleCase& c) { c.pos = PosEncodingMode::kRopeLlama; });
+  add(65536 + 9, 1000, [](SingleCase& c) {
+    c.pos = PosEncodingMode::kAlibi;
+    c.layout = KvLayout::kHND;
+  });
+  add(40000 + 3, 4095, [](SingleCase& c) { c.tensor_cores = false; });
+  add(4096, 4095, none);   // the window is the whole sequence
+  add(4096, 4096, none);   // and wider
+  add(3000, 1 << 20, [](SingleCase& c) { c.soft_cap = 10.f; });
+  add(50000 + 11, 2047, [](SingleCase& c) {  // split-D past head_dim 256
+    c.head_dim = 512;
+    c.group = 16;
+  });
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_single(c, 19000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
 // Issue 9 item 4: head_dim 512 (and 384) in single_decode: the split-D kernel over
 // contiguous KV with every single_decode feature it keeps (RoPE, which widens fp8
 // and rotates K in shared memory between two extra barriers; ALiBi; soft cap;

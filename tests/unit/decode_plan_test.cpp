@@ -214,62 +214,7 @@ TEST(Workspace, XqaWorkspaceCoversEverySmallerCall) {
   }
 }
 
-// Issue 9: with a window the splits follow what the window holds. The kernel
-// (gqa_decode.cuh setup) starts at kv_begin = seq_len - q_len - window_left rounded
-// down to the tile and needs ceil((seq_len - kv_begin) / tokens_per_split) splits;
-// the plan must have that many for every seq_len up to max_seq_len (else the last
-// split walks the rest alone), and a window on a long sequence plans as a plain
-// sequence of the visible span.
-TEST(WindowPlan, SplitsFollowTheVisibleSpan) {
-  for (int tile : {16, 32})
-    for (int q_len : {1, 2, 4})
-      for (int window_left : {0, 1, 127, 4095, 32767}) {
-        const int max_len = 131072;
-        DecodeShape win{4, 8, 8, q_len, 128, max_len};
-        win.window_left = window_left;
-        const int visible = decode_visible_len(win, tile);
-        EXPECT_EQ(visible, std::min(max_len, window_left + q_len + tile - 1));
-        const DecodeShape plain{4, 8, 8, q_len, 128, visible};
-        const SplitPlan a = plan_splits(win, 132 * 2, tile), b = plan_splits(plain, 132 * 2, tile);
-        EXPECT_EQ(a.splits, b.splits);
-        EXPECT_EQ(a.tokens_per_split, b.tokens_per_split);
-        EXPECT_EQ(a.tokens_per_split % tile, 0);
-        for (int seq_len = 1; seq_len <= max_len; seq_len = seq_len * 3 + 7)
-          for (int ql = 1; ql <= q_len; ++ql) {
-            int kv_begin = std::max(0, seq_len - ql - window_left);
-            kv_begin -= kv_begin % tile;
-            const int need = static_cast<int>(ceil_div(seq_len - kv_begin, a.tokens_per_split));
-            ASSERT_LE(need, a.splits) << "seq_len " << seq_len << " q_len " << ql << " window " << window_left;
-          }
-      }
-}
-
-TEST(WindowPlan, WindowWiderThanTheSequenceIsNoWindow) {
-  DecodeShape win{2, 8, 4, 3, 128, 4096};
-  win.window_left = 1 << 30;
-  const DecodeShape plain{2, 8, 4, 3, 128, 4096};
-  EXPECT_EQ(decode_visible_len(win, 32), 4096);
-  EXPECT_EQ(plan_splits(win, 264, 32).splits, plan_splits(plain, 264, 32).splits);
-  win.window_left = -1;
-  EXPECT_EQ(decode_visible_len(win, 32), 4096);
-}
-
-// A window of 4096 on 128K plans many busy splits (the GPU fills), not the handful a
-// 128K plan leaves non-empty: before issue 9 at most ceil(4096 / (131072 / splits)) + 1 ran.
-TEST(WindowPlan, LongSequenceWindowFillsTheGpu) {
-  DecodeShape win{4, 8, 8, 1, 128, 131072};
-  win.window_left = 4095;
-  const SplitPlan a = plan_splits(win, 132 * 2, 32);
-  const int kv_begin = 131072 - 1 - 4095;  // already a whole tile
-  const int busy = static_cast<int>(ceil_div(131072 - kv_begin, a.tokens_per_split));
-  EXPECT_GE(a.splits, 4);
-  EXPECT_GE(busy, a.splits - 1);  // no more than the rounding's one split idle
-  // The old plan, over the whole sequence: the window fell in at most 3 splits.
-  const DecodeShape whole{4, 8, 8, 1, 128, 131072};
-  const int old_busy = static_cast<int>(ceil_div(4096, plan_splits(whole, 132 * 2, 32).tokens_per_split) + 1);
-  EXPECT_LE(old_busy, 3);
-  EXPECT_GT(busy, old_busy) << a.splits << " splits of " << a.tokens_per_split;
-}
+// Windowed plans (issue 9 item 1): decode_window_plan_test.cpp.
 
 // xqa's caller-owned workspace and semaphores are checked against the split the
 // launch chose, naming the argument (the issue: "too small a workspace").

@@ -130,40 +130,71 @@ std::vector<Result> bench_xqa(DType kv_dtype, const Options& o) {
 }
 
 std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o) {
-  const int kWindow = 4096, kBatch = 4;
+  const int kBatch = 4;
   std::vector<Result> out;
   std::mt19937 rng(43);
-  out.push_back(time_xqa(kBatch, kWindow, 0, kv_dtype, o, rng));  // the plain sequence of length W
-  for (int L : {8192, 32768, 131072}) out.push_back(time_xqa(kBatch, L, kWindow, kv_dtype, o, rng));
+  // Each group: the plain sequence the window holds (W + q_seq_len - 1 keys), then the windows.
+  auto group = [&](int window, std::initializer_list<int> lens, int QL = 1) {
+    const Result plain = time_xqa(kBatch, window + QL - 1, 0, kv_dtype, o, rng, 128, QL);
+    out.push_back(plain);
+    for (int L : lens) {
+      out.push_back(time_xqa(kBatch, L, window, kv_dtype, o, rng, 128, QL));
+      out.back().plain_ms = plain.ms;
+    }
+  };
+  group(4096, {8192, 32768, 131072});
+  group(32768, {131072});
+  group(4096, {32768}, 3);  // speculative decoding: the union of three rows' windows
   return out;
 }
 
 namespace {
 
+// window_left >= 0: a sliding window; the sets then share one K and one V buffer,
+// each set's sequence shifted by the window, so that every call reads other bytes
+// (sets x L tokens each would not fit at L 128K).
 Result time_single_decode(int H, int KH, int L, DType kv_dtype, bool tensor_cores, const Options& o,
-                          std::mt19937& rng) {
+                          std::mt19937& rng, int window_left = -1) {
   const int D = 128;
-  const double kv_bytes = 2.0 * L * KH * D * dtype_size(kv_dtype);
+  const int read_len = window_left >= 0 ? std::min(L, window_left + 1) : L;
+  const double kv_bytes = 2.0 * read_len * KH * D * dtype_size(kv_dtype);
   const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
+  const int shift = window_left >= 0 ? read_len : 0;
+  const int64_t tokens = window_left >= 0 ? int64_t(L) + int64_t(sets - 1) * shift : L;
   struct Set {
-    DeviceTensor q, k, v, out;
+    DeviceTensor q, out;
+    TensorView k, v;
   };
+  std::vector<DeviceTensor> ks, vs;
+  const int buffers = window_left >= 0 ? 1 : sets;
+  for (int i = 0; i < buffers; ++i) {
+    ks.emplace_back(kv_dtype, std::vector<int64_t>{tokens, KH, D});
+    vs.emplace_back(kv_dtype, std::vector<int64_t>{tokens, KH, D});
+    ks.back().upload(random_bytes(size_t(tokens) * KH * D, kv_dtype, rng));
+    vs.back().upload(random_bytes(size_t(tokens) * KH * D, kv_dtype, rng));
+  }
   std::vector<Set> s(sets);
-  for (auto& x : s) {
+  for (int i = 0; i < sets; ++i) {
+    auto& x = s[i];
     x.q = DeviceTensor(DType::kBFloat16, {H, D});
     x.out = DeviceTensor(DType::kBFloat16, {H, D});
-    x.k = DeviceTensor(kv_dtype, {L, KH, D});
-    x.v = DeviceTensor(kv_dtype, {L, KH, D});
     x.q.upload(random_bytes(size_t(H) * D, DType::kBFloat16, rng));
-    x.k.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
-    x.v.upload(random_bytes(size_t(L) * KH * D, kv_dtype, rng));
+    const int buf = window_left >= 0 ? 0 : i;
+    const size_t offset = size_t(i) * shift * KH * D * dtype_size(kv_dtype);
+    x.k = ks[buf].view;
+    x.v = vs[buf].view;
+    x.k.shape[0] = x.v.shape[0] = L;
+    x.k.data = static_cast<char*>(x.k.data) + offset;
+    x.v.data = static_cast<char*>(x.v.data) + offset;
   }
   SingleDecodeOptions opt;
   opt.use_tensor_cores = tensor_cores;
-  auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k.view, s[i].v.view, s[i].out.view, opt); };
+  opt.window_left = window_left;
+  auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k, s[i].v, s[i].out.view, opt); };
   Result r;
   r.op = tensor_cores ? "single_decode" : "single_decode(cc)";
   r.shape = H / KH == 4 ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
+  if (window_left >= 0) r.shape += fmt::format(" w{}", window_left + 1);
   r.dtype = std::string("kv ") + dtype_name(kv_dtype);
   r.ms = time_median(sets, o, call);
   r.bytes = kv_bytes + 2.0 * H * D * 2;
@@ -176,6 +207,22 @@ std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const
   std::vector<Result> out;
   std::mt19937 rng(7);
   for (int L : {4096, 32768, 131072}) out.push_back(time_single_decode(32, 8, L, kv_dtype, tensor_cores, o, rng));
+  return out;
+}
+
+std::vector<Result> bench_single_decode_window(DType kv_dtype, const Options& o) {
+  std::vector<Result> out;
+  std::mt19937 rng(44);
+  auto group = [&](int window, std::initializer_list<int> lens) {
+    const Result plain = time_single_decode(32, 8, window, kv_dtype, true, o, rng);
+    out.push_back(plain);
+    for (int L : lens) {
+      out.push_back(time_single_decode(32, 8, L, kv_dtype, true, o, rng, window - 1));
+      out.back().plain_ms = plain.ms;
+    }
+  };
+  group(4096, {32768, 131072});
+  group(32768, {131072});
   return out;
 }
 

@@ -72,11 +72,16 @@ int max_splits(const DecodeShape& s, int sm_count) {
                             kMaxSplits})));
 }
 
-int decode_visible_len(const DecodeShape& s, int granule) {
+int decode_visible_len(const DecodeShape& s) {
   if (s.window_left < 0) return s.max_seq_len;
-  // templates/decode/gqa_decode.cuh (setup): kv_begin = seq_len - q_len - window_left,
-  // rounded down to a warp tile (the granule), so a request walks at most this.
-  const int64_t span = int64_t(s.window_left) + std::max(s.q_seq_len, 1) + std::max(granule, 1) - 1;
+  // The union of the query rows' windows: row t (of q_seq_len) sees keys
+  // [seq_len - q_seq_len + t - window_left, seq_len - q_seq_len + t]. The kernel
+  // rounds its start down to a tile (decode_kv_begin); the up to granule - 1 keys
+  // that adds fall to the last split (decode_split_range), so a window plans
+  // exactly as a plain sequence of this length (planning over them as well made
+  // every split longer: a 4096 window with 32-token tiles, 4 sequences on 264
+  // slots, planned 8 splits of 544 tokens against the plain sequence's 8 of 512).
+  const int64_t span = int64_t(s.window_left) + std::max(s.q_seq_len, 1);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s.max_seq_len, span)));
 }
 
@@ -85,7 +90,7 @@ SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
   // Splits follow the visible span, not the sequence: with a window the kernel
   // partitions [kv_begin, seq_len), so planning over max_seq_len would leave
   // most CTAs empty and the few busy ones long.
-  const int len = decode_visible_len(s, granule);
+  const int len = decode_visible_len(s);
   if (forced_splits() > 0) {
     plan.splits = forced_splits();
   } else {

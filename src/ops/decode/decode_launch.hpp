@@ -21,7 +21,7 @@ struct DecodeShape {
   int head_dim = 128;
   int max_seq_len = 1;
   // Keys left of each query row it sees (-1: all). The kernel walks only
-  // [first visible tile, seq_len), so splits are planned over that span.
+  // [first visible tile, seq_len), so splits are planned over the visible span.
   int window_left = -1;
   // Query rows per CTA: 16, or kDecodeSplitMRows where the kernel has split-M
   // (decode_rows_per_cta in decode_generator.hpp decides).
@@ -54,10 +54,11 @@ struct SplitPlan {
   int tokens_per_split = 1;
 };
 SplitPlan plan_splits(const DecodeShape& s, int slots, int granule);
-// The most KV tokens one request's CTAs walk: max_seq_len, or with a window the
-// union of its rows' windows (window_left + q_seq_len) plus the granule-1 tokens
-// the kernel's start rounds down by, whichever is less. Pure: tested on the CPU.
-int decode_visible_len(const DecodeShape& s, int granule);
+// The KV tokens a request's splits are planned over: max_seq_len, or with a window
+// the union of its rows' windows (window_left + q_seq_len), whichever is less. The
+// kernel's start rounds down to a tile; the last split takes those extra keys
+// (decode_split_range in decode/decode_params.cuh). Pure: tested on the CPU.
+int decode_visible_len(const DecodeShape& s);
 
 size_t decode_workspace_bytes(const DecodeShape& s, int splits);
 size_t decode_semaphore_count(const DecodeShape& s);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "fia_gpu_case.hpp"
+#include "ops/fia/prefill_family.hpp"
 
 namespace attnjit {
 namespace {
@@ -188,6 +189,8 @@ TEST(FiaGpu, HeadDimsPast256) {
 // with a short KV) and ragged lengths sit among them.
 TEST(FiaGpu, PersistentCtasWalkManyItems) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  const bool was = ops::persistent_grid();
+  ops::set_persistent_grid(true);  // (the default launches one CTA per item)
   for (int n = 0; n < 3; ++n) {
     FiaCase c;
     c.layout = n == 1 ? "BSND" : "BNSD";
@@ -205,6 +208,7 @@ TEST(FiaGpu, PersistentCtasWalkManyItems) {
     c.lse = true;
     EXPECT_LE(run_fia(c, 800 + n), 1e-2) << describe(c);
   }
+  ops::set_persistent_grid(was);
 }
 
 TEST(FiaGpu, LargeBatchSpansSeveralLaunches) {

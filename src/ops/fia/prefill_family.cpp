@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <iterator>
 
 #include "attnjit/error.hpp"
@@ -48,10 +49,23 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   return g;
 }
 
-bool persistent_grid() {
-  static const bool on = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 1, "0 or 1").value_or(1) == 1;
-  return on;
+namespace {
+std::atomic<int> g_persistent_grid{-1};  // -1: not read yet
 }
+
+bool persistent_grid() {
+  // Off by default: measured on the H200, a one-wave grid with items dealt out
+  // statically matched one CTA per item without a mask and lost 6-10% under a
+  // causal band (CTAs drift apart over items of unequal length, and the wave's
+  // K/V no longer shares L2); the hardware's own CTA scheduling keeps both.
+  int on = g_persistent_grid.load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 1, "0 or 1").value_or(0);
+    g_persistent_grid.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+void set_persistent_grid(bool on) { g_persistent_grid.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   PrefillTiling t;

@@ -37,8 +37,9 @@ struct PrefillGridShape {
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 
 // Whether item-loop kernels launch one wave of CTAs that walk the items
-// (ATTNJIT_PREFILL_PERSISTENT, default 1, read once) or one CTA per item.
+// (ATTNJIT_PREFILL_PERSISTENT=1, read once) or one CTA per item (the default).
 bool persistent_grid();
+void set_persistent_grid(bool on);  // overrides the variable (tests compare both grids)
 
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);

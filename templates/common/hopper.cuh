@@ -62,14 +62,6 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N> __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-// Ends ptxas's scheduling block once `v` (>= 0 or NaN) is computed: a branch it
-// cannot prove never taken. ptxas hoists a wgmma wait to the top of its basic
-// block, above register work it does not depend on; after this fence the wait
-// stays below whatever computes v. (Without it, a warpgroup's exponentials ran
-// after the wait for its own P V, not under it.)
-__device__ __forceinline__ void schedule_after(float v) {
-  if (__any_sync(0xffffffffu, v < 0.f)) __nanosleep(1);
-}
 // Keeps the compiler from moving reads or writes of accumulators across an
 // in-flight wgmma (the asm operands are its only view of the dependency).
 template <int N> __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
@@ -87,36 +79,22 @@ __device__ __forceinline__ int swizzled_offset(int row, int col) {  // bytes; co
   return (col / 64) * (kRows * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4);
 }
 
-// The wgmma shared-memory matrix descriptor, kept as its two 32-bit words: the low
-// word holds the start address and the leading byte offset, the high word the
-// stride byte offset and the layout (1 = 128-byte swizzle); offsets in 16-byte
-// units. Shared addresses stay below 256 KB, so a byte offset added to the start
-// (at()) never carries out of its 14-bit field: a tile's k steps are one 32-bit add
-// of a constant to a base built once, not a descriptor rebuilt per wgmma.
-struct SmemDesc {
-  u32 lo, hi;
-  __device__ __forceinline__ u64 at(u32 byte_offset) const {
-    u64 d;
-    asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo + (byte_offset >> 4)), "r"(hi));
-    return d;
-  }
-};
-__device__ __forceinline__ SmemDesc smem_desc(u32 addr, u32 lead_bytes, u32 stride_bytes) {
-  return {((addr & 0x3FFFF) >> 4) | ((lead_bytes >> 4) << 16), (stride_bytes >> 4) | (1u << 30)};
+// The wgmma shared-memory matrix descriptor: start, leading and stride byte
+// offsets (16-byte units), layout 1 = 128-byte swizzle.
+__device__ __forceinline__ u64 smem_desc(u32 addr, u32 lead_bytes, u32 stride_bytes) {
+  return u64((addr & 0x3FFFF) >> 4) | (u64(lead_bytes >> 4) << 16) | (u64(stride_bytes >> 4) << 32) | (1ull << 62);
 }
 // K-major operand (rows = M or N, the contraction dim contiguous): 8-row groups
-// 1024 bytes apart. The k step k0 (a multiple of 16) of a tile of kRows rows sits
-// k_major_step bytes in.
-__device__ __forceinline__ SmemDesc desc_k_major(u32 tile) { return smem_desc(tile, 16, 1024); }
+// 1024 bytes apart; the 16-element k step k0 (a multiple of 16) of a tile of kRows rows.
 template <int kRows>
-__device__ __forceinline__ constexpr u32 k_major_step(int k0) {
-  return (k0 / 64) * (kRows * 128) + (k0 % 64) * 2;
+__device__ __forceinline__ u64 desc_k_major(u32 tile, int k0) {
+  return smem_desc(tile + (k0 / 64) * (kRows * 128) + (k0 % 64) * 2, 16, 1024);
 }
 // MN-major operand (rows = the contraction dim, N contiguous in 64-wide column
-// blocks kRows * 128 bytes apart); the k step starting at row k0 is k0 * 128 bytes in.
+// blocks kRows * 128 bytes apart): the k step starting at row k0.
 template <int kRows>
-__device__ __forceinline__ SmemDesc desc_mn_major(u32 tile) {
-  return smem_desc(tile, kRows * 128, 1024);
+__device__ __forceinline__ u64 desc_mn_major(u32 tile, int k0) {
+  return smem_desc(tile + k0 * 128, kRows * 128, 1024);
 }
 
 }  // namespace attnjit

@@ -30,12 +30,12 @@ struct PrefillCommon {
   typedef typename Tr::T T;
   static constexpr int kRows = Tr::kRows, kDv = Tr::kHdVo;
 
-  // The work of (tile, KV head, value-dim chunk).
   template <int kTile>
-  static __device__ __forceinline__ PrefillWork find_work(const PrefillParams& p, int tile, int hk, int dv_chunk) {
+  static __device__ __forceinline__ PrefillWork find_work(const PrefillParams& p) {
     PrefillWork w;
-    w.hk = hk;
-    w.dv0 = dv_chunk * kDv;
+    const int tile = blockIdx.x;
+    w.hk = blockIdx.y;
+    w.dv0 = blockIdx.z * kDv;
     int bi = 0;
     while (bi + 1 < p.num_batches && p.batches[bi + 1].tile_begin <= tile) ++bi;
     w.e = p.batches[bi];

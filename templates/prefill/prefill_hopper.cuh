@@ -5,10 +5,8 @@
 // rows each (the CTA's 128 rows of (token, group head) pairs): S = Q K^T with both
 // operands in shared memory, the online softmax in registers, O += P V with P
 // from registers and V read MN-major (transposed) by the wgmma itself; each
-// releases a stage through its "empty" mbarrier. The CTA is persistent: it walks
-// work items blockIdx.x, + gridDim.x, ... with the ring running on across them, and
-// each consumer loads the next item's Q under the current item's last tiles. The
-// work list, masks, pse, paging and LSE are the portable kernel's (prefill_common.cuh).
+// releases a stage through its "empty" mbarrier. The work list, masks, pse, paging
+// and LSE are the portable kernel's (prefill_common.cuh).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -17,13 +15,12 @@
 
 namespace attnjit {
 
-template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, bool kWaitFence_, int kMask_,
-          int kPageSize_, bool kPse_, bool kLse_>
+template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, int kMask_, int kPageSize_,
+          bool kPse_, bool kLse_>
 struct PrefillHopperTraits {
   typedef T_ T;
   static constexpr int kHdQk = kHdQk_, kHdVo = kHdVo_, kKvTile = kKvTile_, kStages = kStages_, kMask = kMask_;
   static constexpr bool kPingPong = kPingPong_;  // the consumers take turns issuing their GEMMs
-  static constexpr bool kWaitFence = kWaitFence_;  // the P V wait stays below the exponentials (schedule_after)
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kPse = kPse_, kLse = kLse_;
   static constexpr int kConsumers = 2;  // warpgroups of 64 rows
@@ -46,7 +43,6 @@ struct PrefillHopper {
   typedef PrefillCommon<Tr> C;
   static constexpr int kTile = Tr::kKvTile, kD = Tr::kHdQk, kDv = Tr::kHdVo, kStages = Tr::kStages;
   static constexpr int kConsumerWarps = Tr::kConsumers * 4;
-  static constexpr bool kEarlyQ = kDv <= 128;  // where the next item's Q load is issued (consume)
 
   struct Smem {
     u32 q, k, v;  // shared-space addresses: consumer c's Q at q + c * kQBytes; stage st at k/v + st * k/vStage
@@ -86,57 +82,40 @@ struct PrefillHopper {
     }
   }
 
-  // Work item i is (tile i % tiles, KV head i / tiles) of the launch's list: the
-  // CTAs running at once share one head's K/V (and a batch's or two), which stays
-  // in L2. (Heads fastest spread a wave over every head's K/V: 128 MB at B4 S8K,
-  // past L2, and 9% slower.)
-  static __device__ __forceinline__ int num_items(const PrefillParams& p) { return p.tiles * p.kv_heads; }
-  static __device__ __forceinline__ PrefillWork work_of(const PrefillParams& p, int item) {
-    return C::template find_work<kTile>(p, item % p.tiles, item / p.tiles, 0);
-  }
-
-  // The producer: K and V of every tile of the CTA's items, in order, into the ring
-  // (tile g of the CTA to stage g % kStages) once the consumers released the stage.
-  // Each thread's arrival on the stage's "full" barrier fires when its copies land,
-  // so the producer never waits for data, only for free stages.
-  static __device__ void produce(const PrefillParams& p, const Smem& sm, int tid) {
-    int st = 0, use = 0;  // the next stage and how many times the ring went round
-    for (int item = blockIdx.x; item < num_items(p); item += gridDim.x) {
-      const PrefillWork w = work_of(p, item);
-      if (w.zero) continue;
-      for (int it = 0; it < w.n_tiles; ++it) {
-        const int j0 = w.kv_first + it * kTile;
-        mbar_wait(&sm.empty[st], (use & 1) ^ 1);
-        load_rows<kD>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h,
-                      sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
-        load_rows<kDv>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h,
-                       sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
-        cp_async_mbar_arrive(&sm.full[st]);
-        if (++st == kStages) st = 0, ++use;
-      }
+  // The producer: K and V of tile `it` into stage it % kStages once its consumers
+  // released it. Each thread's arrival on the stage's "full" barrier fires when its
+  // copies land, so the producer never waits for data, only for free stages.
+  static __device__ void produce(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int tid) {
+    for (int it = 0; it < w.n_tiles; ++it) {
+      const int st = it % kStages, j0 = w.kv_first + it * kTile;
+      mbar_wait(&sm.empty[st], ((it / kStages) & 1) ^ 1);
+      load_rows<kD>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h,
+                    sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
+      load_rows<kDv>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h,
+                     sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
+      cp_async_mbar_arrive(&sm.full[st]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
   }
 
-  // Waits for the CTA's tile g; the fence makes the producer's cp.async bytes (the
+  // Waits for tile it's stage; the fence makes the producer's cp.async bytes (the
   // generic proxy) visible to this thread's wgmma reads (the async proxy).
-  static __device__ __forceinline__ void wait_full(const Smem& sm, int g) {
-    mbar_wait(&sm.full[g % kStages], (g / kStages) & 1);
+  static __device__ __forceinline__ void wait_full(const Smem& sm, int it) {
+    mbar_wait(&sm.full[it % kStages], (it / kStages) & 1);
     fence_proxy_async_shared();
   }
 
-  // S = Q K^T (64 x kTile) of stage st's K, both operands in shared memory (issued, not waited for).
-  static __device__ __forceinline__ void issue_qk(float (&s)[kTile / 2], const SmemDesc& dq, const SmemDesc& dk, int st) {
+  // S = Q K^T (64 x kTile) of the stage's K, both operands in shared memory (issued, not waited for).
+  static __device__ __forceinline__ void issue_qk(float (&s)[kTile / 2], u32 sq, u32 sk) {
 #pragma unroll
     for (int k0 = 0; k0 < kD; k0 += 16)
-      Wgmma<T, kTile>::ss(s, dq.at(k_major_step<64>(k0)), dk.at(st * Tr::kKStage + k_major_step<kTile>(k0)), k0 > 0);
+      Wgmma<T, kTile>::ss(s, desc_k_major<64>(sq, k0), desc_k_major<kTile>(sk, k0), k0 > 0);
     wgmma_commit();
   }
-  // O += P V, V MN-major from stage st (issued, not waited for).
-  static __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&pa)[kTile / 16][4],
-                                                  const SmemDesc& dv, int st) {
+  // O += P V, V MN-major from the stage (issued, not waited for).
+  static __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&pa)[kTile / 16][4], u32 sv) {
 #pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], dv.at(st * Tr::kVStage + kk * 16 * 128), 1);
+    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_mn_major<kTile>(sv, kk * 16), 1);
     wgmma_commit();
   }
 
@@ -190,10 +169,14 @@ struct PrefillHopper {
     for (int i = 0; i < kTile / 2; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
 
-  // Consumer c's Q tile of work w (zero rows past r_end), swizzled as the wgmma
-  // reads it: cp.async into its buffer, one commit group.
-  static __device__ __forceinline__ void load_q(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c,
-                                                int tid) {
+  // A consumer warpgroup: its 64 rows over every visible tile. The P V of tile
+  // it - 1 runs on the tensor cores while the softmax of tile it runs here: each
+  // iteration issues S(it) and then PV(it - 1), waits for S(it) only, does the
+  // softmax, then waits for PV(it - 1) before O is rescaled and P repacked.
+  static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    const u32 sq = sm.q + c * Tr::kQBytes;
+    // Q (zero rows past r_end), swizzled as the wgmma reads it.
     constexpr int kQChunks = kD / 8;
     for (int i = tid; i < 64 * kQChunks; i += 128) {
       const int r = i / kQChunks, col = (i % kQChunks) * 8, row = w.r0 + c * 64 + r;
@@ -202,124 +185,86 @@ struct PrefillHopper {
       cp_async_16(sm.base + c * Tr::kQBytes + swizzled_offset<64>(r, col), src, ok ? 16u : 0u);
     }
     cp_async_commit();
-  }
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    named_barrier_sync(1 + c, 128);
 
-  // A consumer warpgroup: its 64 rows of each of the CTA's items, over every
-  // visible tile. The P V of tile it - 1 runs on the tensor cores while the softmax
-  // of tile it runs here: each iteration issues S(it) and then PV(it - 1), waits
-  // for S(it) only, does the softmax, then waits for PV(it - 1) before O is
-  // rescaled and P repacked.
-  static __device__ void consume(const PrefillParams& p, const Smem& sm, int c, int tid) {
-    const int warp = tid / 32, lane = tid % 32;
-    const SmemDesc dq = desc_k_major(sm.q + c * Tr::kQBytes), dk = desc_k_major(sm.k);
-    const SmemDesc dv = desc_mn_major<kTile>(sm.v);
+    const typename C::Rows R = C::rows_of(p, w, c * 4 + warp, lane);
+    float o[kDv / 2];
+#pragma unroll
+    for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f}, alpha[2];
+    float s[kTile / 2];
+    u32 pa[kTile / 16][4];
+
     // Ping-pong: the consumers take turns issuing their GEMMs (named barriers 3 and
-    // 4), so that one's softmax runs under the other's GEMMs. Both walk the same
-    // items, so their turns pair up across items: consumer 1 hands consumer 0 the
-    // first turn here, and consumer 0 takes back the last hand-over at the end.
+    // 4), so that one's softmax runs under the other's GEMMs. Consumer 0 goes first;
+    // consumer 1's last turn hands nothing back.
     auto turn_begin = [&] {
       if constexpr (Tr::kPingPong) named_barrier_sync(3 + c, 256);
     };
-    auto turn_end = [&] {
-      if constexpr (Tr::kPingPong) named_barrier_arrive(3 + (c ^ 1), 256);
+    auto turn_end = [&](bool last) {
+      if constexpr (Tr::kPingPong)
+        if (!(c == 1 && last)) named_barrier_arrive(3 + (c ^ 1), 256);
     };
     if constexpr (Tr::kPingPong)
-      if (c == 1) named_barrier_arrive(3, 256);
+      if (c == 1 && w.n_tiles > 0) named_barrier_arrive(3, 256);
 
-    int g = 0;        // the CTA's tiles before this item (the producer's count)
-    bool q_ahead = false;  // the previous item loaded this item's Q into the buffer
-    for (int item = blockIdx.x; item < num_items(p); item += gridDim.x) {
-      const PrefillWork w = work_of(p, item);
-      if (w.zero) {  // (no Q was loaded for it)
-        C::zero_rows(p, w, c * 128 + tid, 256);
-        continue;
-      }
-      if (!q_ahead) load_q(p, w, sm, c, tid);
-      q_ahead = false;
-      cp_async_wait<0>();
-      fence_proxy_async_shared();
-      named_barrier_sync(1 + c, 128);
-      // Once this item's last S = Q K^T is done, the buffer takes the next item's Q:
-      // under the last softmax, or, where O's registers leave no room for the next
-      // item's lookup there (value dims past 128), under the last P V.
-      auto prefetch_q = [&] {
-        const int next = item + gridDim.x;
-        if (next >= num_items(p)) return;
-        const PrefillWork wn = work_of(p, next);
-        if (wn.zero) return;
-        named_barrier_sync(1 + c, 128);  // every warp is past its wait for that S
-        load_q(p, wn, sm, c, tid);
-        q_ahead = true;
-      };
-
-      const typename C::Rows R = C::rows_of(p, w, c * 4 + warp, lane);
-      float o[kDv / 2];
-#pragma unroll
-      for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
-      float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f}, alpha[2];
-      float s[kTile / 2];
-      u32 pa[kTile / 16][4];
-
-      if (w.n_tiles == 0) {
-        prefetch_q();
-      } else {
-        wait_full(sm, g);
-        turn_begin();
-        wgmma_fence();
-        issue_qk(s, dq, dk, g % kStages);
-        turn_end();
-        wgmma_wait<0>();
-        wgmma_fence_operands(s);
-        if (kEarlyQ && w.n_tiles == 1) prefetch_q();
-        softmax(p, R, lane, w.kv_first, s, m, l, alpha);
-        pack_p(s, pa);
-      }
-      for (int it = 1; it < w.n_tiles; ++it) {
-        const int st = (g + it) % kStages, prev = (g + it - 1) % kStages;
-        wait_full(sm, g + it);
-        turn_begin();
-        wgmma_fence();
-        issue_qk(s, dq, dk, st);
-        issue_pv(o, pa, dv, prev);
-        turn_end();
-        wgmma_wait<1>();  // S(it); PV(it - 1) may still run
-        wgmma_fence_operands(s);
-        if (kEarlyQ && it == w.n_tiles - 1) prefetch_q();
-        softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
-        if constexpr (Tr::kWaitFence) schedule_after(l[0] + l[1]);  // row sums: the exponentials run under PV(it - 1)
-        wgmma_wait<0>();
-        wgmma_fence_operands(o);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&sm.empty[prev]);
-        // Once the row maxima settle, alpha is 1 across the warp: skip the rescale.
-        if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) {
-#pragma unroll
-          for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
-        }
-        pack_p(s, pa);
-      }
-      if (w.n_tiles > 0) {
-        const int last = (g + w.n_tiles - 1) % kStages;
-        turn_begin();
-        wgmma_fence();
-        issue_pv(o, pa, dv, last);
-        turn_end();
-        if (!kEarlyQ) prefetch_q();
-        wgmma_wait<0>();
-        wgmma_fence_operands(o);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&sm.empty[last]);
-      }
-      g += w.n_tiles;
-
-      for (int hf = 0; hf < 2; ++hf)
-        C::write_row(p, w, R, hf, lane, m[hf], l[hf], [&](int n, int e) { return o[4 * n + e]; });
+    if (w.n_tiles > 0) {
+      wait_full(sm, 0);
+      turn_begin();
+      wgmma_fence();
+      issue_qk(s, sq, sm.k);
+      turn_end(false);
+      wgmma_wait<0>();
+      wgmma_fence_operands(s);
+      softmax(p, R, lane, w.kv_first, s, m, l, alpha);
+      pack_p(s, pa);
     }
-    if constexpr (Tr::kPingPong)
-      if (c == 0) named_barrier_sync(3, 256);
+    for (int it = 1; it < w.n_tiles; ++it) {
+      const int st = it % kStages, prev = (it - 1) % kStages;
+      wait_full(sm, it);
+      turn_begin();
+      wgmma_fence();
+      issue_qk(s, sq, sm.k + st * Tr::kKStage);
+      issue_pv(o, pa, sm.v + prev * Tr::kVStage);
+      turn_end(false);
+      wgmma_wait<1>();  // S(it); PV(it - 1) may still run
+      wgmma_fence_operands(s);
+      softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.empty[prev]);
+      // Once the row maxima settle, alpha is 1 across the warp: skip the rescale.
+      if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) {
+#pragma unroll
+        for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
+      }
+      pack_p(s, pa);
+    }
+    if (w.n_tiles > 0) {
+      const int last = (w.n_tiles - 1) % kStages;
+      turn_begin();
+      wgmma_fence();
+      issue_pv(o, pa, sm.v + last * Tr::kVStage);
+      turn_end(true);
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.empty[last]);
+    }
+
+    for (int hf = 0; hf < 2; ++hf)
+      C::write_row(p, w, R, hf, lane, m[hf], l[hf], [&](int n, int e) { return o[4 * n + e]; });
   }
 
   static __device__ void run(const PrefillParams& p, unsigned char* smem_raw) {
+    const PrefillWork w = C::template find_work<kTile>(p);
+    if (w.zero) {
+      C::zero_rows(p, w, threadIdx.x, Tr::kThreads);
+      return;
+    }
     Smem sm;
     sm.base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     sm.q = smem_addr(sm.base);
@@ -334,15 +279,13 @@ struct PrefillHopper {
       }
     }
     __syncthreads();
-    // Broadcast from lane 0, the warpgroup index is warp-uniform to the compiler:
-    // the consumer's descriptors then live in uniform registers.
-    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0), tid = threadIdx.x % 128;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (wg == 0) {
       regs_decrease<Tr::kProducerRegs>();
-      produce(p, sm, tid);
+      produce(p, w, sm, tid);
     } else {
       regs_increase<Tr::kConsumerRegs>();
-      consume(p, sm, wg - 1, tid);
+      consume(p, w, sm, wg - 1, tid);
     }
   }
 };

@@ -53,7 +53,7 @@ struct Prefill {
   }
 
   static __device__ void run(const PrefillParams& p, unsigned char* smem) {
-    const PrefillWork w = C::template find_work<kTile>(p, blockIdx.x, blockIdx.y, blockIdx.z);
+    const PrefillWork w = C::template find_work<kTile>(p);
     if (w.zero) {
       C::zero_rows(p, w, threadIdx.x, kThreads);
       return;

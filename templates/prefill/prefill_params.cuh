@@ -56,8 +56,6 @@ struct PrefillParams {
   long long block_table_stride_b;
 
   int group;          // query heads per KV head
-  int kv_heads;       // KV heads: a launch's work items are tiles x kv_heads
-  int tiles;          // work-list tiles of this launch (the last batch's tile_begin + its tiles)
   int num_batches;    // entries of `batches` used by this launch
   int first_batch;    // global batch index of batches[0]
   int q_seq;          // rows past q_len up to q_seq * group are zero-filled

@@ -7,7 +7,6 @@
 #include <random>
 
 #include "fia_gpu_case.hpp"
-#include "ops/fia/prefill_family.hpp"
 
 namespace attnjit {
 namespace {
@@ -182,15 +181,11 @@ TEST(FiaGpu, HeadDimsPast256) {
   }
 }
 
-// More work items (tiles x KV heads) than the H200 runs CTAs at once: the wgmma
-// kernel's persistent CTAs walk several items each, the stage ring and the
-// consumers' turns run on across items, and the next item's Q loads under the
-// current one. Padded rows (zero items), items whose band sees no key (mode 4
-// with a short KV) and ragged lengths sit among them.
-TEST(FiaGpu, PersistentCtasWalkManyItems) {
+// More CTAs (tiles x KV heads) than the H200 runs at once, on both kernels:
+// padded rows (zero tiles), tiles whose band sees no key (mode 4 with a short KV),
+// causal tile skipping and ragged lengths among them.
+TEST(FiaGpu, ManyTilesWithZeroAndEmptyOnes) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  const bool was = ops::persistent_grid();
-  ops::set_persistent_grid(true);  // (the default launches one CTA per item)
   for (int n = 0; n < 3; ++n) {
     FiaCase c;
     c.layout = n == 1 ? "BSND" : "BNSD";
@@ -208,7 +203,6 @@ TEST(FiaGpu, PersistentCtasWalkManyItems) {
     c.lse = true;
     EXPECT_LE(run_fia(c, 800 + n), 1e-2) << describe(c);
   }
-  ops::set_persistent_grid(was);
 }
 
 TEST(FiaGpu, LargeBatchSpansSeveralLaunches) {

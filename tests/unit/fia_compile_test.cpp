@@ -140,30 +140,6 @@ TEST(FiaCompile, PingPongKnobReachesTheTraits) {
   }
 }
 
-// ATTNJIT_PREFILL_WAIT_FENCE (default on) reaches the Traits after ping-pong.
-TEST(FiaCompile, WaitFenceKnobReachesTheTraits) {
-  KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_90a");
-  s.backend = spec::Backend::kTrtllmGen;
-  EXPECT_NE(render::render(s).source.find(", 3, true, true,"), std::string::npos);
-  testing::EnvGuard off("ATTNJIT_PREFILL_WAIT_FENCE", "0");
-  EXPECT_NE(render::render(s).source.find(", 3, true, false,"), std::string::npos);
-}
-
-// The Hopper kernel walks items from a one-dimensional grid: one CTA per item by
-// default, a persistent wave when asked; the portable kernel keeps its 3-D grid.
-TEST(FiaCompile, OnlyTheHopperKernelLoopsOverItems) {
-  KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_90a");
-  EXPECT_FALSE(ops::prefill_grid_shape(s).item_loop);
-  s.backend = spec::Backend::kTrtllmGen;
-  EXPECT_TRUE(ops::prefill_grid_shape(s).item_loop);
-  const bool was = ops::persistent_grid();
-  ops::set_persistent_grid(true);
-  EXPECT_TRUE(ops::persistent_grid());
-  ops::set_persistent_grid(false);
-  EXPECT_FALSE(ops::persistent_grid());
-  ops::set_persistent_grid(was);
-}
-
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {
   const std::vector<KernelSpec> specs = variants();
   std::vector<compile::CompileResult> results(specs.size());

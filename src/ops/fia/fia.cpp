@@ -12,7 +12,6 @@
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
 #include "ops/fia/fia_plan.hpp"
-#include "ops/fia/prefill_family.hpp"
 #include "runtime/kernel_registry.hpp"
 
 namespace attnjit {
@@ -48,15 +47,9 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
     const int tiles = ops::fia_fill_work(plan, args, first, count, p);
     if (tiles == 0) continue;
     ops::Grid grid;
-    if (plan.item_loop) {  // items tile x KV head; a persistent grid is one wave of CTAs walking them
-      const long long items = static_cast<long long>(tiles) * plan.num_kv_heads;
-      const long long wave = static_cast<long long>(std::max(1, k.num_sms)) * std::max(1, k.blocks_per_sm);
-      grid.x = static_cast<unsigned>(ops::persistent_grid() ? std::min(items, wave) : items);
-    } else {
-      grid.x = static_cast<unsigned>(tiles);
-      grid.y = static_cast<unsigned>(plan.num_kv_heads);
-      grid.z = static_cast<unsigned>(plan.dv_chunks);
-    }
+    grid.x = static_cast<unsigned>(tiles);
+    grid.y = static_cast<unsigned>(plan.num_kv_heads);
+    grid.z = static_cast<unsigned>(plan.dv_chunks);
     ops::launch_kernel(k, grid, cs, false, p);
   }
 }

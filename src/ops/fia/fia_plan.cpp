@@ -475,7 +475,6 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const PrefillGridShape grid = prefill_grid_shape(s);
   plan.rows_per_cta = grid.rows;
   plan.dv_chunks = grid.dv_chunks;
-  plan.item_loop = grid.item_loop;
 
   // Params (the work list is filled per launch).
   PrefillParams& p = plan.params;
@@ -501,7 +500,6 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   }
   p.block_table_stride_b = paged ? a.block_table.stride[0] : 0;
   p.group = int(G);
-  p.kv_heads = int(KN);
   p.q_seq = tnd ? 0 : int(QS);
   p.block_size = paged ? int(a.block_size) : 0;
   p.band_lo = int(band_lo);
@@ -547,7 +545,6 @@ int fia_fill_work(const FiaPlan& plan, const FiaArgs& a, int first, int count, P
   }
   p.num_batches = count;
   p.first_batch = first;
-  p.tiles = tiles;
   return tiles;
 }
 

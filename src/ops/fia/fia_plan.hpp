@@ -25,7 +25,6 @@ struct FiaPlan {
   bool decode = false;        // Q_S == 1 (not TND)
   int rows_per_cta = kPrefillRows;  // the chosen kernel's (prefill_grid_shape): a work-list tile
   int dv_chunks = 1;                // CTAs along z splitting the value dims (prefill_grid_shape)
-  bool item_loop = false;           // the kernel walks items tile x KV head from blockIdx.x (prefill_grid_shape)
   bool lse_placeholder = false;  // flag off, softmax_lse given: write 0 into it
 };
 
@@ -41,8 +40,7 @@ struct FiaLengths {
 FiaLengths fia_lengths(const FiaPlan& plan, const FiaArgs& a, int b);
 
 // Fills the work list of the launch covering batches [first, first + count) (count
-// <= kPrefillMaxBatches) into p; returns its tiles (the work items per KV head, and
-// gridDim.x of a one-CTA-per-tile launch). Pure and allocation-free.
+// <= kPrefillMaxBatches) into p; returns its CTAs (gridDim.x). Pure and allocation-free.
 int fia_fill_work(const FiaPlan& plan, const FiaArgs& a, int first, int count, PrefillParams& p);
 
 // The spec a call with these arguments launches on `arch`, from shapes alone.

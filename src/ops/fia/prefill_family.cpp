@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <iterator>
 
 #include "attnjit/error.hpp"
@@ -40,7 +39,6 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   PrefillGridShape g;
   if (is_hopper(s)) {
     g.rows = 128;  // two consumer warpgroups of 64 rows
-    g.item_loop = true;
     return g;
   }
   // Past 256 value dims O no longer fits a warp's registers: two CTAs take half the
@@ -48,24 +46,6 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   g.dv_chunks = s.head_dim_vo > 256 ? 2 : 1;
   return g;
 }
-
-namespace {
-std::atomic<int> g_persistent_grid{-1};  // -1: not read yet
-}
-
-bool persistent_grid() {
-  // Off by default: measured on the H200, a one-wave grid with items dealt out
-  // statically matched one CTA per item without a mask and lost 6-10% under a
-  // causal band (CTAs drift apart over items of unequal length, and the wave's
-  // K/V no longer shares L2); the hardware's own CTA scheduling keeps both.
-  int on = g_persistent_grid.load(std::memory_order_relaxed);
-  if (on < 0) {
-    on = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 1, "0 or 1").value_or(0);
-    g_persistent_grid.store(on, std::memory_order_relaxed);
-  }
-  return on == 1;
-}
-void set_persistent_grid(bool on) { g_persistent_grid.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   PrefillTiling t;
@@ -90,7 +70,6 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages);
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(1) == 1;
-    t.wait_fence = util::env_knob("ATTNJIT_PREFILL_WAIT_FENCE", 0, 1, "0 or 1").value_or(1) == 1;
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
@@ -159,11 +138,10 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
   u.launch.min_blocks_per_sm = 1;
   u.entry = "attnjit_prefill";
   u.smem_symbol = "attnjit_smem_bytes";
-  // The Hopper traits take the stage count, ping-pong and the wait fence after the tile.
+  // The Hopper traits take the stage count and ping-pong after the tile.
   const std::string traits =
-      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}, {}", device_type(s.q_dtype),
-                             s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false",
-                             t.wait_fence ? "true" : "false")
+      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}", device_type(s.q_dtype),
+                             s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false")
                : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
                              t.dv_chunk, t.kv_tile);
   u.source = fmt::format(

@@ -18,7 +18,6 @@ struct PrefillTiling {
   int dv_chunk = 0;     // value dims per CTA (the kernel's kHdVo)
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
-  bool wait_fence = false;  // Hopper: the P V wait stays below the softmax (ATTNJIT_PREFILL_WAIT_FENCE)
   int smem_bytes = 0;
   int smem_limit = 0;
 };
@@ -30,16 +29,8 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s);
 struct PrefillGridShape {
   int rows = 64;
   int dv_chunks = 1;
-  // The kernel walks work items from blockIdx.x in steps of gridDim.x (the Hopper
-  // kernel): the grid is one-dimensional, and at most one wave when persistent_grid().
-  bool item_loop = false;
 };
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
-
-// Whether item-loop kernels launch one wave of CTAs that walk the items
-// (ATTNJIT_PREFILL_PERSISTENT=1, read once) or one CTA per item (the default).
-bool persistent_grid();
-void set_persistent_grid(bool on);  // overrides the variable (tests compare both grids)
 
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);

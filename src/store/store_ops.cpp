@@ -191,16 +191,20 @@ void SqliteStore::flush_pending_locked() {
   db_->set_busy_timeout(options_.busy_timeout_ms);
 }
 
+// The counters (stats, and each row's hits and last use) are advisory: every update
+// reads a NULL one (a damaged row; the NOT NULL constraints keep writers from making
+// one) as 0, so a damaged row heals on the next write instead of failing every put
+// with a constraint error.
 void SqliteStore::apply_pending_locked() {
   if (pending_.hits != 0 || pending_.misses != 0) {
     Stmt s = db_->prepare(
-        "UPDATE main.stats SET hits = hits + ?1, misses = misses + ?2 WHERE id = 1");
+        "UPDATE main.stats SET hits = ifnull(hits, 0) + ?1, misses = ifnull(misses, 0) + ?2 WHERE id = 1");
     s.bind_int(1, pending_.hits).bind_int(2, pending_.misses);
     s.run();
   }
   if (pending_.touches.empty()) return;
   Stmt s = db_->prepare(
-      "UPDATE main.entries SET hits = hits + ?1, last_used_us = max(last_used_us, ?2) "
+      "UPDATE main.entries SET hits = ifnull(hits, 0) + ?1, last_used_us = max(ifnull(last_used_us, 0), ?2) "
       "WHERE key = ?3");
   for (const auto& [key, touch] : pending_.touches) {
     s.bind_int(1, touch.first).bind_int(2, touch.second).bind_text(3, key);
@@ -247,7 +251,8 @@ bool SqliteStore::put_locked(const Entry& entry) {
   }
   if (inserted) {
     Stmt s = db_->prepare(
-        "UPDATE main.stats SET puts = puts + 1, compile_ms_total = compile_ms_total + ?1 "
+        "UPDATE main.stats SET puts = ifnull(puts, 0) + 1, "
+        "compile_ms_total = ifnull(compile_ms_total, 0) + ?1 "
         "WHERE id = 1");
     s.bind_double(1, entry.compile_ms);
     s.run();
@@ -284,7 +289,7 @@ int64_t SqliteStore::evict_locked(int64_t cap, const std::string* keep_key) {
     del.run();
     del.reset();
   }
-  Stmt s = db_->prepare("UPDATE main.stats SET evictions = evictions + ?1 WHERE id = 1");
+  Stmt s = db_->prepare("UPDATE main.stats SET evictions = ifnull(evictions, 0) + ?1 WHERE id = 1");
   s.bind_int(1, static_cast<int64_t>(victims.size()));
   s.run();
   if (!victims.empty()) {

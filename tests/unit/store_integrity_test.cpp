@@ -1,5 +1,5 @@
-// Tests of src/store/: what a reader trusts (checksummed metadata, sizes from the blobs), the
-// schema 001 -> 002 upgrade, and export never replacing a live database.
+// Tests of src/store/: what a reader trusts (checksummed metadata, sizes from the blobs,
+// damaged counters), the schema 001 -> 002 upgrade, and export never replacing a live database.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -87,6 +87,59 @@ TEST(StoreIntegrityTest, HugeBytesValuesBreakNeitherPutNorStats) {
   EXPECT_EQ(st.total_bytes, 3 * (2000 + 64)) << "sizes come from the blobs";
   EXPECT_NO_THROW(store->gc(int64_t(1) << 40));
   EXPECT_EQ(store->list().size(), 3u);
+}
+
+std::string raw_text(const std::string& db, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(raw, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sql;
+  std::string v = sqlite3_step(s) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0)) : "";
+  sqlite3_finalize(s);
+  sqlite3_close(raw);
+  return v;
+}
+
+std::string sql_quote(const std::string& text) {
+  std::string q = "'";
+  for (char ch : text) q += ch == '\'' ? std::string("''") : std::string(1, ch);
+  return q + "'";
+}
+
+// NULL counters (stats, a row's hits and last use) in a damaged file: the NOT NULL
+// constraints keep SQLite writers from making them, so the damage is made by
+// lifting the constraints, writing NULLs and putting the schema back. Found by
+// fuzz_store_open: every put then failed with a constraint error. The counters are
+// advisory, so the next write heals them.
+TEST(StoreIntegrityTest, NullCountersInADamagedFileDoNotBlockPuts) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  auto store = open_store(tmp.path(), /*max_bytes=*/5000);
+  ASSERT_TRUE(store->put(make_entry("a", 2000)));
+  ASSERT_TRUE(store->put(make_entry("b", 2000)));
+  const std::string stats_sql = raw_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'stats'");
+  const std::string entries_sql = raw_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'entries'");
+  ASSERT_NE(stats_sql.find("NOT NULL"), std::string::npos);
+  raw_exec(db, "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, 'NOT NULL', '') "
+               "WHERE name IN ('stats', 'entries')");
+  raw_exec(db, "UPDATE stats SET hits = NULL, misses = NULL, puts = NULL, evictions = NULL, "
+               "compile_ms_total = NULL; UPDATE entries SET hits = NULL, last_used_us = NULL WHERE key = 'a'");
+  raw_exec(db, "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = " + sql_quote(stats_sql) +
+                   " WHERE name = 'stats'; UPDATE sqlite_schema SET sql = " + sql_quote(entries_sql) +
+                   " WHERE name = 'entries'");
+  // (typeof: with NOT NULL back in the schema, SQLite folds `IS NULL` to false.)
+  ASSERT_EQ(raw_text(db, "SELECT typeof(compile_ms_total) FROM stats"), "null");
+
+  ASSERT_TRUE(store->get("a").has_value());     // a hit to record on a row whose hits are NULL
+  EXPECT_TRUE(store->put(make_entry("c", 2000)));  // 3 x 2064 bytes > 5000: evicts, counts
+  EXPECT_TRUE(store->contains("c"));
+  StoreStats st;
+  ASSERT_NO_THROW(st = store->stats());
+  EXPECT_EQ(st.puts, 1) << "the damaged counter restarted from 0";
+  EXPECT_EQ(st.evictions, 1);
+  EXPECT_EQ(raw_text(db, "SELECT typeof(puts) || typeof(evictions) || typeof(compile_ms_total) FROM stats"),
+            "integerintegerreal")
+      << "the write healed the row";
 }
 
 TEST(StoreIntegrityTest, EvictionSizesRowsByTheirBlobs) {

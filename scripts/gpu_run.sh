@@ -9,8 +9,9 @@
 #   (--clock-control none: the clocks stay as found) into $OUT/ncu.log;
 #   NCU_ARGS picks the bench cases (default --xqa; ';' separates several profiles),
 #   NCU_KERNEL the kernel (default attnjit_decode), NCU_SKIP/NCU_COUNT the launches
-#   (default 10/4; NCU_SKIP may list one per case, ';'-separated). NCU_FULL=1 takes the full section set and also writes each
-#   profile's report and its per-instruction SASS table (stall samples) to $OUT.
+#   (default 10/4; NCU_SKIP may list one per case, ';'-separated). NCU_FULL=1 takes
+#   the full section set and also writes each profile's report and its
+#   per-instruction SASS table (stall samples) to $OUT.
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
 #   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once

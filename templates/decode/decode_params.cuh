@@ -74,7 +74,7 @@ constexpr int kDecodeSplitMRows = 64;
 // key some query row sees (row t sits at seq_len - q_len + t and sees keys from its
 // position - window_left on), rounded down to a whole tile so that no tile straddles
 // a page. Positions stay logical: only the range walked shrinks. The kernel's setup
-// and the host's plan tests (tests/unit/decode_plan_test.cpp) both call this.
+// and the host's plan tests (tests/unit/decode_window_plan_test.cpp) both call this.
 ATTNJIT_HOST_DEVICE inline int decode_kv_begin(int seq_len, int q_len, int window_left, int tile) {
   if (window_left < 0) return 0;
   const int begin = seq_len - q_len - window_left;

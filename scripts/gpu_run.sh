@@ -4,6 +4,8 @@
 # (with start-up costs) and the PyTorch SDPA peers; short table last.
 # Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
 #   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 SKIP_PEER_SWEEP=1 skip a part.
+#   SANITIZER_FILTER sets the compute-sanitizer subset (a gtest filter).
+#   BENCH_ARGS="--fia" runs only that benchmark (into bench_fia.log) instead of the usual set.
 #   STAGE_DIR/peers (scripts/peer_sweep.sh build) adds the FlashInfer XQA sweep.
 #   NCU=1 profiles one xqa launch per benchmark shape with Nsight Compute
 #   (--clock-control none: the clocks stay as found) into $OUT/ncu.log;
@@ -50,7 +52,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   fi
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
-  subset='XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*:MlaGpu.Basic:FiaGpu.BasicBsndCausalGqa'
+  subset=${SANITIZER_FILTER:-'XqaGpu.Basic:SingleDecodeGpu.ProofKernel*:RuntimeGpu.Capture*:MlaGpu.Basic:FiaGpu.BasicBsndCausalGqa'}
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$STAGE/tests/attnjit_gpu_tests" \
       --gtest_filter="$subset" >"$OUTDIR/sanitizer_$tool.log" 2>&1 || status=1
@@ -62,7 +64,9 @@ if [ "${SKIP_PEERS:-0}" != 1 ] && command -v python3 >/dev/null; then
   # cuDNN and FA2 prefill beside attnjit-bench --fia (issues 11 and 13).
   PYTHONUNBUFFERED=1 python3 scripts/peer_sdpa_prefill.py >"$OUTDIR/peers_prefill.log" 2>&1 || true
 fi
-if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
+if [ -n "${BENCH_ARGS:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
+  "$STAGE/tools/bench/attnjit-bench" $BENCH_ARGS >"$OUTDIR/bench_fia.log" 2>&1 || status=1  # only these cases
+elif [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --mla >>"$OUTDIR/bench.log" 2>&1 || status=1  # issue 10: MLA decode

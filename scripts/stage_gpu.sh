@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Copies what the GPU machine needs from a build dir into gpu-stage/ (small
 # enough to carry): the library, the GPU tests, the benchmark, the CLI and,
-# with PREWARM=1, a cubin store holding the GPU tests' kernels.
+# with PREWARM=1, a cubin store holding the GPU tests' kernels (PREWARM_SUITES="a.*;b.*"
+# limits it to those gtest filters; PREWARM_SPECS adds kernels by name).
 set -euo pipefail
 BUILD=${1:-build}
 rm -rf gpu-stage && mkdir -p gpu-stage/tests gpu-stage/tools/bench
@@ -19,7 +20,9 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # One process per suite, side by side (the store takes concurrent writers).
   prewarm() {
     local pids=()
-    for suite in 'SingleDecodeGpu.*:RuntimeGpu.*' 'XqaGpu.*:Driver*' 'FiaGpu.*' 'MlaGpu*'; do
+    local suites=('SingleDecodeGpu.*:RuntimeGpu.*' 'XqaGpu.*:Driver*' 'FiaGpu.*' 'MlaGpu*')
+    [ -n "${PREWARM_SUITES:-}" ] && IFS=';' read -ra suites <<<"$PREWARM_SUITES"
+    for suite in "${suites[@]}"; do
       env "$@" ATTNJIT_GPU_TEST_PREWARM=${PREWARM_ARCH:-sm_90a} ATTNJIT_CACHE_DIR="$PWD/gpu-stage/cache" \
         "$BUILD/tests/attnjit_gpu_tests" --gtest_filter="$suite" >/dev/null &
       pids+=($!)
@@ -29,6 +32,10 @@ if [ "${PREWARM:-0}" = 1 ]; then
   prewarm
   # EXPERIMENT="KNOB=V ...": also the kernels gpu_run.sh's experiment pass uses.
   if [ -n "${EXPERIMENT:-}" ]; then prewarm $EXPERIMENT; fi
+  # PREWARM_SPECS="name name ...": kernels the benchmark launches that no GPU test does.
+  if [ -n "${PREWARM_SPECS:-}" ]; then
+    "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
+  fi
   "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
   # Fold the WAL into the file so that one file carries everything.
   command -v sqlite3 >/dev/null && sqlite3 gpu-stage/cache/cubins.sqlite3 "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null

@@ -1,5 +1,5 @@
-// Hopper (sm_90a) building blocks for warp-specialized kernels: mbarriers, proxy
-// fences, register reallocation, named barriers, the wgmma fence/commit/wait and
+// Hopper (sm_90a) building blocks for warp-specialized kernels: mbarriers, TMA
+// tensor loads, proxy fences, register reallocation, named barriers, the wgmma fence/commit/wait and
 // the shared-memory matrix descriptors of 128-byte-swizzled tiles.
 #pragma once
 
@@ -32,6 +32,25 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
 // (the barrier's count includes this arrival: .noinc). The thread does not wait.
 __device__ __forceinline__ void cp_async_mbar_arrive(u64* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// ---- TMA (cp.async.bulk.tensor) ----
+// One arrival that also expects `bytes` of TMA writes before the phase completes.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// A box of a 4-D tensor map (a CUtensorMap in the __grid_constant__ Params) at
+// coordinates c0..c3 (innermost first) into shared memory at `dst`; its bytes
+// complete on `bar`.
+__device__ __forceinline__ void tma_load_4d(u32 dst, const void* map, u64* bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
 }
 
 // Generic-proxy shared-memory writes (st.shared, cp.async) become visible to the

@@ -55,13 +55,13 @@ struct PrefillHopper {
   // zero (V must be: P is 0 there, but 0 * NaN is not). Where the row's 16-byte
   // chunks divide the 128 threads, each thread keeps one column and steps over
   // rows, so a contiguous row costs one multiply-add of address arithmetic.
-  template <int kCols>
+  template <int kCols, int kP = 128>  // kP threads copy
   static __device__ __forceinline__ void load_rows(const PrefillParams& p, const PrefillWork& w, const void* base,
                                                    long long sb, long long ss, long long sh, unsigned char* dst,
                                                    int j0, int tid) {
     constexpr int kChunks = kCols / 8;
-    if constexpr (128 % kChunks == 0) {
-      constexpr int kStep = 128 / kChunks;
+    if constexpr (kP % kChunks == 0) {
+      constexpr int kStep = kP / kChunks;
       const int col = (tid % kChunks) * 8, r0 = tid / kChunks;
       const T* first = C::kv_row(p, base, sb, ss, sh, w, 0) + col;  // contiguous: token 0 of the sequence
 #pragma unroll 2  // more in flight at once costs the producer's 56 registers
@@ -73,7 +73,7 @@ struct PrefillHopper {
         cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
       }
     } else {
-      for (int i = tid; i < kTile * kChunks; i += 128) {
+      for (int i = tid; i < kTile * kChunks; i += kP) {
         const int r = i / kChunks, col = (i % kChunks) * 8, j = j0 + r;
         const bool ok = j < w.e.kv_len;
         const T* src = ok ? C::kv_row(p, base, sb, ss, sh, w, j) + col : static_cast<const T*>(base);
@@ -96,6 +96,45 @@ struct PrefillHopper {
       cp_async_mbar_arrive(&sm.full[st]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
+  }
+
+  // The producer with TMA (contiguous K/V): one lane of one warp issues each tile
+  // as kD / 64 + kDv / 64 boxes of 64 dims, whose bytes complete the stage's
+  // "full" barrier (count 1: the expect_tx arrival). A tile whose rows run past
+  // kv_len into rows of the tensor (not past its end, which TMA reads as 0) is
+  // gathered by the warp's cp.async instead, zero-filled, as V must be.
+  // (cp.async's own arrival, raising the count, trips synccheck on a count-1 barrier.)
+  static __device__ void produce_tma(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int lane) {
+    constexpr u32 kTxBytes = u32(kTile) * (kD + kDv) * 2;
+    const bool tail_is_zero = w.e.kv_tok0 + w.e.kv_len >= p.kv_map_tokens;
+    // Map dimension d's coordinate for token s (selects: an indexed array would live in local memory).
+    // TND (batch stride 0) has one batch in the map: the token coordinate carries kv_tok0.
+    const int b = p.k_stride_b != 0 ? w.b : 0;
+    auto coord = [&](int d, int s) { return p.map_dim_h == d ? w.hk : p.map_dim_b == d ? b : s; };
+    for (int it = 0; it < w.n_tiles; ++it) {
+      const int st = it % kStages, j0 = w.kv_first + it * kTile;
+      mbar_wait(&sm.empty[st], ((it / kStages) & 1) ^ 1);
+      const u32 k_dst = sm.k + st * Tr::kKStage, v_dst = sm.v + st * Tr::kVStage;
+      if (j0 + kTile <= w.e.kv_len || tail_is_zero) {
+        if (lane == 0) {
+          mbar_arrive_expect_tx(&sm.full[st], kTxBytes);
+          const int tok = w.e.kv_tok0 + j0, c1 = coord(1, tok), c2 = coord(2, tok), c3 = coord(3, tok);
+#pragma unroll
+          for (int d = 0; d < kD / 64; ++d)
+            tma_load_4d(k_dst + d * kTile * 128, &p.k_map, &sm.full[st], d * 64, c1, c2, c3);
+#pragma unroll
+          for (int d = 0; d < kDv / 64; ++d)
+            tma_load_4d(v_dst + d * kTile * 128, &p.v_map, &sm.full[st], d * 64, c1, c2, c3);
+        }
+      } else {
+        load_rows<kD, 32>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h, sm.base + (k_dst - sm.q), j0, lane);
+        load_rows<kDv, 32>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h, sm.base + (v_dst - sm.q), j0, lane);
+        // At most once per item: wait for the warp's copies, then the one arrival.
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&sm.full[st]);
+      }
+    }
   }
 
   // Waits for tile it's stage; the fence makes the producer's cp.async bytes (the
@@ -274,7 +313,7 @@ struct PrefillHopper {
     sm.empty = sm.full + kStages;
     if (threadIdx.x == 0) {
       for (int st = 0; st < kStages; ++st) {
-        mbar_init(&sm.full[st], 128);
+        mbar_init(&sm.full[st], p.kv_tma ? 1 : 128);
         mbar_init(&sm.empty[st], kConsumerWarps);
       }
     }
@@ -282,7 +321,8 @@ struct PrefillHopper {
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (wg == 0) {
       regs_decrease<Tr::kProducerRegs>();
-      produce(p, w, sm, tid);
+      if (!p.kv_tma) produce(p, w, sm, tid);
+      else if (tid < 32) produce_tma(p, w, sm, tid);
     } else {
       regs_increase<Tr::kConsumerRegs>();
       consume(p, w, sm, wg - 1, tid);

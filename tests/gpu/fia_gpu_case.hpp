@@ -150,8 +150,22 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   auto vv = util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
   DeviceTensor q(c.dtype, qshape), k(c.dtype, kshape), v(c.dtype, vshape), out(c.dtype, oshape);
   q.upload_floats(qv);
-  k.upload_floats(kv);
-  v.upload_floats(vv);
+  if (!paged && !tnd) {
+    // K/V rows past a batch's actual length hold NaN on the device: a kernel must
+    // neither score them nor let 0 * NaN into P V (the reference never reads them).
+    auto k_dev = kv, v_dev = vv;
+    for (int b = 0; b < B; ++b)
+      for (int j = kl[b]; j < c.kv_seq; ++j)
+        for (int hk = 0; hk < KN; ++hk) {
+          for (int d = 0; d < D; ++d) k_dev[kvidx(b, j, hk, d, D)] = NAN;
+          for (int d = 0; d < DV; ++d) v_dev[kvidx(b, j, hk, d, DV)] = NAN;
+        }
+    k.upload_floats(k_dev);
+    v.upload_floats(v_dev);
+  } else {
+    k.upload_floats(kv);
+    v.upload_floats(vv);
+  }
   out.poison();
   DeviceTensor lse(DType::kFloat32, lshape);
   lse.poison();

@@ -12,6 +12,7 @@
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
 #include "ops/fia/fia_plan.hpp"
+#include "ops/fia/prefill_tma.hpp"
 #include "runtime/kernel_registry.hpp"
 
 namespace attnjit {
@@ -42,6 +43,7 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
     driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0u, 1, cs);
   if (decode) return ops::launch_fia_decode(rt, *decode, device, cs);  // Q_S = 1: split-KV decode kernel
   PrefillParams& p = plan.params;
+  ops::prefill_set_kv_maps(plan, args, p);
   for (int first = 0; first < plan.batch; first += kPrefillMaxBatches) {
     const int count = std::min(kPrefillMaxBatches, plan.batch - first);
     const int tiles = ops::fia_fill_work(plan, args, first, count, p);

@@ -1,0 +1,70 @@
+// Tests of the wgmma prefill kernel's TMA maps (src/ops/fia/prefill_tma.cpp): the
+// dimension order each layout gets, and the tensors TMA cannot take. Pure: no driver.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "driver/tensor_map.hpp"
+#include "ops/fia/prefill_tma.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+const void* const kBase = reinterpret_cast<const void*>(uintptr_t{0x7f0000000000});
+constexpr int kTile = 128;
+
+TEST(PrefillTma, BsndGoesHeadTokenBatch) {
+  // (B 3, S 1000, N 8, D 128), packed.
+  const auto m = plan_kv_map(kBase, DType::kBFloat16, 128, 8, 1000, 3, 1000LL * 8 * 128, 8 * 128, 128, kTile);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->dim_of[0], 1);  // head
+  EXPECT_EQ(m->dim_of[1], 2);  // token
+  EXPECT_EQ(m->dim_of[2], 3);  // batch
+  EXPECT_EQ(m->desc.dims[0], 128u);
+  EXPECT_EQ(m->desc.dims[2], 1000u);
+  EXPECT_EQ(m->desc.box[0], 64u);
+  EXPECT_EQ(m->desc.box[1], 1u);
+  EXPECT_EQ(m->desc.box[2], uint32_t(kTile));
+  EXPECT_EQ(m->desc.box[3], 1u);
+  EXPECT_EQ(m->desc.strides[1], 8u * 128 * 2);
+  EXPECT_EQ(m->desc.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+  EXPECT_NO_THROW(driver::check_tensor_map(m->desc));
+}
+
+TEST(PrefillTma, BnsdGoesTokenHeadBatch) {
+  // (B 2, N 4, S 512, D 64).
+  const auto m = plan_kv_map(kBase, DType::kFloat16, 64, 4, 512, 2, 4LL * 512 * 64, 64, 512 * 64, 64);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->dim_of[1], 1);
+  EXPECT_EQ(m->dim_of[0], 2);
+  EXPECT_EQ(m->dim_of[2], 3);
+  EXPECT_EQ(m->desc.box[1], 64u);
+  EXPECT_EQ(m->desc.dims[1], 512u);
+  EXPECT_EQ(m->desc.dtype, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  EXPECT_NO_THROW(driver::check_tensor_map(m->desc));
+}
+
+TEST(PrefillTma, TndHasOneBatchWhoseStrideIsNeverStepped) {
+  // (T 777, N 16, D 192): the batch stride is 0 and its extent 1.
+  const auto m = plan_kv_map(kBase, DType::kBFloat16, 192, 16, 777, 1, 0, 16 * 192, 192, kTile);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->desc.dims[size_t(m->dim_of[2])], 1u);
+  EXPECT_EQ(m->desc.dims[size_t(m->dim_of[1])], 777u);
+  EXPECT_NO_THROW(driver::check_tensor_map(m->desc));
+}
+
+TEST(PrefillTma, RefusesWhatTmaCannotTake) {
+  // A head stride of 100 elements: 200 bytes, not a multiple of 16.
+  EXPECT_FALSE(plan_kv_map(kBase, DType::kBFloat16, 64, 4, 100, 2, 100LL * 400, 400, 100, kTile).has_value());
+  // A base off 16 bytes.
+  const void* odd = reinterpret_cast<const void*>(uintptr_t{0x7f0000000008});
+  EXPECT_FALSE(plan_kv_map(odd, DType::kBFloat16, 128, 8, 100, 2, 100LL * 1024, 1024, 128, kTile).has_value());
+  // Tokens overlapping across heads: the token stride spans less than the heads below it.
+  EXPECT_FALSE(plan_kv_map(kBase, DType::kBFloat16, 128, 8, 100, 2, 100LL * 1024, 512, 128, kTile).has_value());
+  // Head dims that are not whole 64-element boxes, and 8-bit data.
+  EXPECT_FALSE(plan_kv_map(kBase, DType::kBFloat16, 96, 8, 100, 2, 100LL * 768, 768, 96, kTile).has_value());
+  EXPECT_FALSE(plan_kv_map(kBase, DType::kFloat8E4M3, 128, 8, 100, 2, 100LL * 1024, 1024, 128, kTile).has_value());
+}
+
+}  // namespace
+}  // namespace attnjit::ops

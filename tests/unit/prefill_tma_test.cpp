@@ -4,6 +4,9 @@
 
 #include <cstdint>
 
+#include "attnjit/error.hpp"
+#include "common/env_guard.hpp"
+#include "common/op_args.hpp"
 #include "driver/tensor_map.hpp"
 #include "ops/fia/prefill_tma.hpp"
 
@@ -64,6 +67,32 @@ TEST(PrefillTma, RefusesWhatTmaCannotTake) {
   // Head dims that are not whole 64-element boxes, and 8-bit data.
   EXPECT_FALSE(plan_kv_map(kBase, DType::kBFloat16, 96, 8, 100, 2, 100LL * 768, 768, 96, kTile).has_value());
   EXPECT_FALSE(plan_kv_map(kBase, DType::kFloat8E4M3, 128, 8, 100, 2, 100LL * 1024, 1024, 128, kTile).has_value());
+}
+
+// The launch-side switch: which plans get maps (no driver is reached on these paths).
+TEST(PrefillTma, OnlyTheWgmmaKernelOnContiguousKvTakesMaps) {
+  testing::EnvGuard on("ATTNJIT_PREFILL_TMA", nullptr);
+  FiaArgs a = testing::valid_fia();
+  a.backend = Backend::kXqa;
+  FiaPlan plan = plan_fia(a, spec::Arch::parse("sm_90a"));
+  plan.params.kv_tma = 7;
+  prefill_set_kv_maps(plan, a, plan.params);
+  EXPECT_EQ(plan.params.kv_tma, 0);  // the portable kernel has no TMA path
+
+  a.backend = Backend::kTrtllmGen;
+  plan = plan_fia(a, spec::Arch::parse("sm_90a"));
+  testing::EnvGuard off("ATTNJIT_PREFILL_TMA", "0");
+  plan.params.kv_tma = 7;
+  prefill_set_kv_maps(plan, a, plan.params);
+  EXPECT_EQ(plan.params.kv_tma, 0);  // switched off: cp.async gathers
+
+  testing::EnvGuard bad("ATTNJIT_PREFILL_TMA", "yes");
+  try {
+    prefill_set_kv_maps(plan, a, plan.params);
+    FAIL() << "an invalid switch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_TMA"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -30,12 +30,17 @@ struct PrefillCommon {
   typedef typename Tr::T T;
   static constexpr int kRows = Tr::kRows, kDv = Tr::kHdVo;
 
+  // The CTA's own work: tile blockIdx.x of KV head blockIdx.y (value-dim chunk blockIdx.z).
   template <int kTile>
   static __device__ __forceinline__ PrefillWork find_work(const PrefillParams& p) {
+    return find_work<kTile>(p, blockIdx.x, blockIdx.y, blockIdx.z);
+  }
+  // Work-list tile `tile` of KV head hk (a persistent CTA walks several).
+  template <int kTile>
+  static __device__ __forceinline__ PrefillWork find_work(const PrefillParams& p, int tile, int hk, int z) {
     PrefillWork w;
-    const int tile = blockIdx.x;
-    w.hk = blockIdx.y;
-    w.dv0 = blockIdx.z * kDv;
+    w.hk = hk;
+    w.dv0 = z * kDv;
     int bi = 0;
     while (bi + 1 < p.num_batches && p.batches[bi + 1].tile_begin <= tile) ++bi;
     w.e = p.batches[bi];

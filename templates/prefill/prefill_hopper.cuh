@@ -85,17 +85,17 @@ struct PrefillHopper {
   // The producer: K and V of tile `it` into stage it % kStages once its consumers
   // released it. Each thread's arrival on the stage's "full" barrier fires when its
   // copies land, so the producer never waits for data, only for free stages.
-  static __device__ void produce(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int tid) {
+  // g: the CTA's tiles before this item (the ring runs on across items).
+  static __device__ void produce(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int tid, int g) {
     for (int it = 0; it < w.n_tiles; ++it) {
-      const int st = it % kStages, j0 = w.kv_first + it * kTile;
-      mbar_wait(&sm.empty[st], ((it / kStages) & 1) ^ 1);
+      const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile;
+      mbar_wait(&sm.empty[st], (((g + it) / kStages) & 1) ^ 1);
       load_rows<kD>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h,
                     sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
       load_rows<kDv>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h,
                      sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
       cp_async_mbar_arrive(&sm.full[st]);
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
   }
 
   // The producer with TMA (contiguous K/V): one lane of one warp issues each tile
@@ -104,7 +104,7 @@ struct PrefillHopper {
   // kv_len into rows of the tensor (not past its end, which TMA reads as 0) is
   // gathered by the warp's cp.async instead, zero-filled, as V must be.
   // (cp.async's own arrival, raising the count, trips synccheck on a count-1 barrier.)
-  static __device__ void produce_tma(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int lane) {
+  static __device__ void produce_tma(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int lane, int g) {
     constexpr u32 kTxBytes = u32(kTile) * (kD + kDv) * 2;
     const bool tail_is_zero = w.e.kv_tok0 + w.e.kv_len >= p.kv_map_tokens;
     // Map dimension d's coordinate for token s (selects: an indexed array would live in local memory).
@@ -112,8 +112,8 @@ struct PrefillHopper {
     const int b = p.k_stride_b != 0 ? w.b : 0;
     auto coord = [&](int d, int s) { return p.map_dim_h == d ? w.hk : p.map_dim_b == d ? b : s; };
     for (int it = 0; it < w.n_tiles; ++it) {
-      const int st = it % kStages, j0 = w.kv_first + it * kTile;
-      mbar_wait(&sm.empty[st], ((it / kStages) & 1) ^ 1);
+      const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile;
+      mbar_wait(&sm.empty[st], (((g + it) / kStages) & 1) ^ 1);
       const u32 k_dst = sm.k + st * Tr::kKStage, v_dst = sm.v + st * Tr::kVStage;
       if (j0 + kTile <= w.e.kv_len || tail_is_zero) {
         if (lane == 0) {
@@ -137,10 +137,10 @@ struct PrefillHopper {
     }
   }
 
-  // Waits for tile it's stage; the fence makes the producer's cp.async bytes (the
+  // Waits for the CTA's tile g; the fence makes the producer's cp.async bytes (the
   // generic proxy) visible to this thread's wgmma reads (the async proxy).
-  static __device__ __forceinline__ void wait_full(const Smem& sm, int it) {
-    mbar_wait(&sm.full[it % kStages], (it / kStages) & 1);
+  static __device__ __forceinline__ void wait_full(const Smem& sm, int g) {
+    mbar_wait(&sm.full[g % kStages], (g / kStages) & 1);
     fence_proxy_async_shared();
   }
 
@@ -208,11 +208,12 @@ struct PrefillHopper {
     for (int i = 0; i < kTile / 2; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
 
-  // A consumer warpgroup: its 64 rows over every visible tile. The P V of tile
-  // it - 1 runs on the tensor cores while the softmax of tile it runs here: each
-  // iteration issues S(it) and then PV(it - 1), waits for S(it) only, does the
-  // softmax, then waits for PV(it - 1) before O is rescaled and P repacked.
-  static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid) {
+  // A consumer warpgroup: its 64 rows of item w over every visible tile; g is the
+  // CTA's tiles before the item. The P V of tile it - 1 runs on the tensor cores
+  // while the softmax of tile it runs here: each iteration issues S(it) and then
+  // PV(it - 1), waits for S(it) only, does the softmax, then waits for PV(it - 1)
+  // before O is rescaled and P repacked.
+  static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid, int g) {
     const int warp = tid / 32, lane = tid % 32;
     const u32 sq = sm.q + c * Tr::kQBytes;
     // Q (zero rows past r_end), swizzled as the wgmma reads it.
@@ -237,37 +238,34 @@ struct PrefillHopper {
     u32 pa[kTile / 16][4];
 
     // Ping-pong: the consumers take turns issuing their GEMMs (named barriers 3 and
-    // 4), so that one's softmax runs under the other's GEMMs. Consumer 0 goes first;
-    // consumer 1's last turn hands nothing back.
+    // 4), so that one's softmax runs under the other's GEMMs. Both walk the same
+    // tiles, so the turns pair up across items (run() starts and ends the exchange).
     auto turn_begin = [&] {
       if constexpr (Tr::kPingPong) named_barrier_sync(3 + c, 256);
     };
-    auto turn_end = [&](bool last) {
-      if constexpr (Tr::kPingPong)
-        if (!(c == 1 && last)) named_barrier_arrive(3 + (c ^ 1), 256);
+    auto turn_end = [&] {
+      if constexpr (Tr::kPingPong) named_barrier_arrive(3 + (c ^ 1), 256);
     };
-    if constexpr (Tr::kPingPong)
-      if (c == 1 && w.n_tiles > 0) named_barrier_arrive(3, 256);
 
     if (w.n_tiles > 0) {
-      wait_full(sm, 0);
+      wait_full(sm, g);
       turn_begin();
       wgmma_fence();
-      issue_qk(s, sq, sm.k);
-      turn_end(false);
+      issue_qk(s, sq, sm.k + (g % kStages) * Tr::kKStage);
+      turn_end();
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       softmax(p, R, lane, w.kv_first, s, m, l, alpha);
       pack_p(s, pa);
     }
     for (int it = 1; it < w.n_tiles; ++it) {
-      const int st = it % kStages, prev = (it - 1) % kStages;
-      wait_full(sm, it);
+      const int st = (g + it) % kStages, prev = (g + it - 1) % kStages;
+      wait_full(sm, g + it);
       turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + st * Tr::kKStage);
       issue_pv(o, pa, sm.v + prev * Tr::kVStage);
-      turn_end(false);
+      turn_end();
       wgmma_wait<1>();  // S(it); PV(it - 1) may still run
       wgmma_fence_operands(s);
       softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
@@ -283,11 +281,11 @@ struct PrefillHopper {
       pack_p(s, pa);
     }
     if (w.n_tiles > 0) {
-      const int last = (w.n_tiles - 1) % kStages;
+      const int last = (g + w.n_tiles - 1) % kStages;
       turn_begin();
       wgmma_fence();
       issue_pv(o, pa, sm.v + last * Tr::kVStage);
-      turn_end(true);
+      turn_end();
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       __syncwarp();
@@ -298,12 +296,15 @@ struct PrefillHopper {
       C::write_row(p, w, R, hf, lane, m[hf], l[hf], [&](int n, int e) { return o[4 * n + e]; });
   }
 
+  // Work item i of the launch: tile i % tiles of KV head i / tiles.
+  static __device__ __forceinline__ PrefillWork item_work(const PrefillParams& p, int item) {
+    return C::template find_work<kTile>(p, item % p.tiles, item / p.tiles, 0);
+  }
+
+  // The CTA walks items blockIdx.x, + gridDim.x, ... (the host sizes the grid: one
+  // item each, or a persistent wave), its stage ring and ping-pong running on.
   static __device__ void run(const PrefillParams& p, unsigned char* smem_raw) {
-    const PrefillWork w = C::template find_work<kTile>(p);
-    if (w.zero) {
-      C::zero_rows(p, w, threadIdx.x, Tr::kThreads);
-      return;
-    }
+    const int items = p.tiles * p.kv_heads;
     Smem sm;
     sm.base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     sm.q = smem_addr(sm.base);
@@ -319,14 +320,40 @@ struct PrefillHopper {
     }
     __syncthreads();
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    int g = 0;  // the CTA's tiles so far
     if (wg == 0) {
       regs_decrease<Tr::kProducerRegs>();
-      if (!p.kv_tma) produce(p, w, sm, tid);
-      else if (tid < 32) produce_tma(p, w, sm, tid);
-    } else {
-      regs_increase<Tr::kConsumerRegs>();
-      consume(p, w, sm, wg - 1, tid);
+      if (p.kv_tma && tid >= 32) return;  // one warp issues TMA
+      for (int item = blockIdx.x; item < items; item += gridDim.x) {
+        const PrefillWork w = item_work(p, item);
+        if (w.zero) continue;
+        if (p.kv_tma) produce_tma(p, w, sm, tid, g);
+        else produce(p, w, sm, tid, g);
+        g += w.n_tiles;
+      }
+      asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
+      return;
     }
+    regs_increase<Tr::kConsumerRegs>();
+    const int c = wg - 1;
+    // Consumer 1 hands consumer 0 the first turn; consumer 0 takes back the last hand-over.
+    if constexpr (Tr::kPingPong)
+      if (c == 1) named_barrier_arrive(3, 256);
+    bool first = true;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const PrefillWork w = item_work(p, item);
+      if (w.zero) {
+        C::zero_rows(p, w, c * 128 + tid, 256);
+        continue;
+      }
+      // Every warp's last S = Q K^T of the previous item is done before Q is replaced.
+      if (!first) named_barrier_sync(1 + c, 128);
+      first = false;
+      consume(p, w, sm, c, tid, g);
+      g += w.n_tiles;
+    }
+    if constexpr (Tr::kPingPong)
+      if (c == 0) named_barrier_sync(3, 256);
   }
 };
 

@@ -77,6 +77,9 @@ struct PrefillParams {
   int kv_tma;         // 1: K/V tiles through k_map/v_map; 0: cp.async gathers (paged, or strides TMA cannot take)
   int kv_map_tokens;  // the maps' token extent: rows past it read as 0
   int map_dim_h, map_dim_s, map_dim_b;  // the map dimension (1-3) of the head, token and batch coordinates
+  // The wgmma kernel's work items: tile t of KV head hk is item hk * tiles + t; CTA
+  // blockIdx.x takes items blockIdx.x, + gridDim.x, ... (one each when the grid covers them).
+  int tiles, kv_heads;
   PrefillBatch batches[kPrefillMaxBatches];
 };
 

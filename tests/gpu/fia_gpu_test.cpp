@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "common/env_guard.hpp"
 #include "fia_gpu_case.hpp"
 
 namespace attnjit {
@@ -13,6 +14,7 @@ namespace {
 
 using fia_gpu::FiaCase;
 using fia_gpu::describe;
+using fia_gpu::random_fia_case;
 using fia_gpu::run_fia;
 
 TEST(FiaGpu, BasicBsndCausalGqa) {
@@ -44,41 +46,8 @@ TEST(FiaGpu, DecodeGroupHeadsInRows) {
 TEST(FiaGpu, RandomizedSweep) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(4242);
-  const char* layouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND"};
-  const int dims[] = {64, 128, 192, 256};
-  const int groups[] = {1, 2, 4, 8, 16};
   for (int n = 0; n < 48; ++n) {
-    FiaCase c;
-    c.dtype = rng() % 2 ? DType::kFloat16 : DType::kBFloat16;
-    c.layout = layouts[rng() % 4];
-    c.head_dim = c.head_dim_v = dims[rng() % 4];
-    const int g = groups[rng() % 5];
-    c.kv_heads = 1 + int(rng() % 2);
-    c.heads = c.kv_heads * g;
-    c.batch = 1 + int(rng() % 3);
-    const bool dec = c.layout != "BNSD_BSND" && rng() % 4 == 0;
-    c.q_seq = dec ? 1 : 1 + int(rng() % 200) + (c.layout == "BNSD_BSND");
-    if (c.q_seq == 1 && c.layout == "BNSD_BSND") c.q_seq = 2;
-    const bool is_dec = c.q_seq == 1;
-    c.kv_seq = 1 + int(rng() % 400);
-    if (rng() % 2) {  // ragged lengths: one value or >= B values
-      if (rng() % 3 == 0) c.q_list = {int64_t(1 + rng() % c.q_seq)};
-      else
-        for (int b = 0; b < c.batch + int(rng() % 2); ++b) c.q_list.push_back(int64_t(rng() % (c.q_seq + 1)));
-      for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(int64_t(rng() % (c.kv_seq + 1)));
-    }
-    c.sparse = int(rng() % 5);
-    c.pre = int64_t(rng() % 300) - 50;
-    c.next = int64_t(rng() % 300) - 50;
-    if (rng() % 4 == 0) c.pre = 2147483647;
-    if (c.sparse >= 2) c.mask = 2;
-    else if (c.sparse == 1 || rng() % 2) c.mask = 1;
-    if (is_dec && rng() % 2) c.mask = 1;
-    if (is_dec && c.mask == 2) c.mask = rng() % 2;  // Q_S = 1: a (B, KV_S) mask or none
-    c.mask_shape = int(rng() % 5);
-    c.pse = rng() % 3 == 0 ? 1 + int(rng() % 2) : 0;
-    c.lse = rng() % 2;
-    if (rng() % 4 == 0) c.scale = 1.0;  // the seed's default
+    const FiaCase c = random_fia_case(rng);
     double err = run_fia(c, 9000 + n);
     EXPECT_LE(err, 1e-2) << describe(c);
   }
@@ -184,24 +153,48 @@ TEST(FiaGpu, HeadDimsPast256) {
 // More CTAs (tiles x KV heads) than the H200 runs at once, on both kernels:
 // padded rows (zero tiles), tiles whose band sees no key (mode 4 with a short KV),
 // causal tile skipping and ragged lengths among them.
+FiaCase many_tiles_case(int n) {
+  FiaCase c;
+  c.layout = n == 1 ? "BSND" : "BNSD";
+  c.dtype = n == 2 ? DType::kFloat16 : DType::kBFloat16;
+  c.head_dim = c.head_dim_v = n == 2 ? 64 : 128;
+  c.batch = 4;
+  c.heads = 16;
+  c.kv_heads = 4;
+  c.q_seq = 1000;
+  c.kv_seq = 1200;
+  c.q_list = {1000, 517, 1000, 333};
+  c.kv_list = {1200, 600, 100, 1200};
+  if (n == 0) c.sparse = 3, c.mask = 2;
+  if (n == 1) c.sparse = 4, c.mask = 2, c.pre = 50, c.next = 0;  // batch 2: rows before 900 see nothing
+  c.lse = true;
+  return c;
+}
+
 TEST(FiaGpu, ManyTilesWithZeroAndEmptyOnes) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   for (int n = 0; n < 3; ++n) {
-    FiaCase c;
-    c.layout = n == 1 ? "BSND" : "BNSD";
-    c.dtype = n == 2 ? DType::kFloat16 : DType::kBFloat16;
-    c.head_dim = c.head_dim_v = n == 2 ? 64 : 128;
-    c.batch = 4;
-    c.heads = 16;
-    c.kv_heads = 4;
-    c.q_seq = 1000;
-    c.kv_seq = 1200;
-    c.q_list = {1000, 517, 1000, 333};
-    c.kv_list = {1200, 600, 100, 1200};
-    if (n == 0) c.sparse = 3, c.mask = 2;
-    if (n == 1) c.sparse = 4, c.mask = 2, c.pre = 50, c.next = 0;  // batch 2: rows before 900 see nothing
-    c.lse = true;
+    const FiaCase c = many_tiles_case(n);
     EXPECT_LE(run_fia(c, 800 + n), 1e-2) << describe(c);
+  }
+}
+
+// The wgmma kernel's CTAs walk several work items each (ATTNJIT_PREFILL_CTAS caps the
+// grid): the stage ring, the ping-pong turns and Q reloads run on across items of
+// every kind (zero tiles, tiles that see no key, ragged, causal, masks, pse, LSE).
+TEST(FiaGpu, FewCtasWalkEveryItem) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  for (const char* ctas : {"1", "3"}) {
+    testing::EnvGuard cap("ATTNJIT_PREFILL_CTAS", ctas);
+    std::mt19937 rng(777);
+    for (int n = 0; n < 12; ++n) {
+      const FiaCase c = random_fia_case(rng);
+      EXPECT_LE(run_fia(c, 7000 + n), 1e-2) << describe(c) << " with " << ctas << " CTAs";
+    }
+    for (int n = 0; n < 3; ++n) {
+      const FiaCase c = many_tiles_case(n);
+      EXPECT_LE(run_fia(c, 800 + n), 1e-2) << describe(c) << " with " << ctas << " CTAs";
+    }
   }
 }
 

@@ -1,5 +1,6 @@
-// Tests of the wgmma prefill kernel's TMA maps (src/ops/fia/prefill_tma.cpp): the
-// dimension order each layout gets, and the tensors TMA cannot take. Pure: no driver.
+// Tests of the wgmma prefill kernel's launch side: its TMA maps (src/ops/fia/prefill_tma.cpp:
+// the dimension order each layout gets, the tensors TMA cannot take) and its grid
+// (prefill_grid in prefill_family.cpp). Pure: no driver.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include "common/env_guard.hpp"
 #include "common/op_args.hpp"
 #include "driver/tensor_map.hpp"
+#include "ops/fia/prefill_family.hpp"
 #include "ops/fia/prefill_tma.hpp"
 
 namespace attnjit::ops {
@@ -93,6 +95,39 @@ TEST(PrefillTma, OnlyTheWgmmaKernelOnContiguousKvTakesMaps) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_TMA"), std::string::npos) << e.what();
   }
+}
+
+TEST(PrefillGrid, OneWaveWithoutABandOneCtaPerItemUnderOne) {
+  testing::EnvGuard persistent("ATTNJIT_PREFILL_PERSISTENT", nullptr);
+  testing::EnvGuard cap("ATTNJIT_PREFILL_CTAS", nullptr);
+  FiaArgs a = testing::valid_fia(1024);
+  a.backend = Backend::kTrtllmGen;
+  const spec::Arch sm90a = spec::Arch::parse("sm_90a");
+  FiaPlan plan = plan_fia(a, sm90a);
+  const int tiles = 1000, items = tiles * testing::kFiaKvHeads;
+  Grid g = prefill_grid(plan, tiles, 132);
+  EXPECT_EQ(g.x, 132u);  // no mask: one wave
+  EXPECT_EQ(g.y * g.z, 1u);
+  EXPECT_EQ(prefill_grid(plan, 10, 132).x, 20u);  // fewer items than SMs: one each
+
+  a.sparse_mode = 3;
+  a.atten_mask = TensorView::contiguous(testing::fake(0x900000), DType::kUInt8, {2048, 2048});
+  plan = plan_fia(a, sm90a);
+  EXPECT_EQ(prefill_grid(plan, tiles, 132).x, unsigned(items));  // a band: a CTA per item
+  {
+    testing::EnvGuard on("ATTNJIT_PREFILL_PERSISTENT", "1");
+    EXPECT_EQ(prefill_grid(plan, tiles, 132).x, 131u);  // an odd wave under a band
+    testing::EnvGuard three("ATTNJIT_PREFILL_CTAS", "3");
+    EXPECT_EQ(prefill_grid(plan, tiles, 132).x, 3u);
+  }
+  testing::EnvGuard bad("ATTNJIT_PREFILL_PERSISTENT", "2");
+  EXPECT_THROW(prefill_grid(plan, tiles, 132), Error);
+
+  a.backend = Backend::kXqa;  // the portable kernel: tiles x KV heads x value chunks
+  plan = plan_fia(a, sm90a);
+  g = prefill_grid(plan, tiles, 132);
+  EXPECT_EQ(g.x, unsigned(tiles));
+  EXPECT_EQ(g.y, unsigned(testing::kFiaKvHeads));
 }
 
 }  // namespace

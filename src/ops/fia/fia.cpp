@@ -12,6 +12,7 @@
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
 #include "ops/fia/fia_plan.hpp"
+#include "ops/fia/prefill_family.hpp"
 #include "ops/fia/prefill_tma.hpp"
 #include "runtime/kernel_registry.hpp"
 
@@ -48,11 +49,9 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
     const int count = std::min(kPrefillMaxBatches, plan.batch - first);
     const int tiles = ops::fia_fill_work(plan, args, first, count, p);
     if (tiles == 0) continue;
-    ops::Grid grid;
-    grid.x = static_cast<unsigned>(tiles);
-    grid.y = static_cast<unsigned>(plan.num_kv_heads);
-    grid.z = static_cast<unsigned>(plan.dv_chunks);
-    ops::launch_kernel(k, grid, cs, false, p);
+    p.tiles = tiles;
+    p.kv_heads = plan.num_kv_heads;
+    ops::launch_kernel(k, ops::prefill_grid(plan, tiles, info.sm_count), cs, false, p);
   }
 }
 

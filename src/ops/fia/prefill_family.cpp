@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 
 #include "attnjit/error.hpp"
@@ -44,6 +45,29 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   // Past 256 value dims O no longer fits a warp's registers: two CTAs take half the
   // value dims each, both scoring the whole q.k.
   g.dv_chunks = s.head_dim_vo > 256 ? 2 : 1;
+  return g;
+}
+
+Grid prefill_grid(const FiaPlan& plan, int tiles, int sm_count) {
+  Grid g;
+  if (!is_hopper(plan.spec)) {
+    g.x = static_cast<unsigned>(tiles);
+    g.y = static_cast<unsigned>(plan.num_kv_heads);
+    g.z = static_cast<unsigned>(plan.dv_chunks);
+    return g;
+  }
+  const long long items = 1LL * tiles * plan.num_kv_heads;
+  long long ctas = items;
+  // Measured (PERFORMANCE.md, eighth session): one wave wins without a band (+5% at
+  // B16·S2K and D64) and loses under one (-5% at B4·S8K causal, -16% at D256 causal:
+  // static striding leaves CTAs unequal work there), so bands default to a CTA per item.
+  const bool band = plan.spec.mask != spec::MaskMode::kNone;
+  if (util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1 && sm_count > 0)
+    ctas = std::min<long long>(items, band && sm_count > 1 ? (sm_count - 1) | 1 : sm_count);
+  // A cap for tests: few CTAs walk many items each.
+  if (const auto cap = util::env_knob("ATTNJIT_PREFILL_CTAS", 1, 1 << 30, "a CTA count from 1"))
+    ctas = std::min<long long>(ctas, *cap);
+  g.x = static_cast<unsigned>(ctas);
   return g;
 }
 

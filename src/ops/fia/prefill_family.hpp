@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ops/common/launch.hpp"
 #include "ops/fia/fia_plan.hpp"
 #include "render/family.hpp"
 #include "spec/kernel_spec.hpp"
@@ -31,6 +32,14 @@ struct PrefillGridShape {
   int dv_chunks = 1;
 };
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
+
+// The launch grid over `tiles` work-list tiles. The portable kernel: (tiles, KV heads,
+// value-dim chunks). The wgmma kernel walks items (tile x KV head) from a 1-D grid:
+// one wave of sm_count CTAs (ATTNJIT_PREFILL_PERSISTENT=1, the default without a
+// mask; under a band an odd count, so that CTA c's items c, c + grid, ... cycle
+// through each batch's heavy-first tiles), or one CTA per item (=0, the default under
+// a band or mask). ATTNJIT_PREFILL_CTAS caps the grid (tests).
+Grid prefill_grid(const FiaPlan& plan, int tiles, int sm_count);
 
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);

@@ -8,6 +8,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/fia/fia_mla.hpp"
 #include "ops/fia/prefill_family.hpp"
 #include "runtime/backend.hpp"
 
@@ -85,6 +86,9 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   plan.layout = layout;
   const bool tnd = layout == FiaLayout::kTND;
   require_backend(a.backend);
+  // MLA (query_rope/key_rope): its own rules first; plan_fia_mla (fia_mla.cpp) checks the rest.
+  const bool mla = fia_uses_mla(a);
+  if (mla) check_fia_mla_early(a);
 
   // Features of the separate issue (quantised paths, shared prefix, left padding, MLA).
   const char* quant = "the quantised FIA paths (int8 Q/K/V, antiquant, post-quant) are not supported yet";
@@ -102,9 +106,6 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   refuse_present(a.key_shared_prefix, "key_shared_prefix", "the shared prefix is not supported yet");
   refuse_present(a.value_shared_prefix, "value_shared_prefix", "the shared prefix is not supported yet");
   refuse_present(a.actual_shared_prefix_len, "actual_shared_prefix_len", "the shared prefix is not supported yet");
-  ATTNJIT_REQUIRE(present(a.query_rope) == present(a.key_rope), present(a.query_rope) ? "key_rope" : "query_rope",
-                  "query_rope and key_rope together", "only one of them");
-  refuse_present(a.query_rope, "query_rope", "MLA inside FIA (query_rope/key_rope) is not supported yet");
   // Scalar modes: their ranges are checked even though only 0 is served.
   ATTNJIT_REQUIRE(a.antiquant_mode == 0 || a.antiquant_mode == 1, "antiquant_mode", "0 or 1",
                   std::to_string(a.antiquant_mode));
@@ -163,7 +164,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   ATTNJIT_REQUIRE(QS <= (decode ? kMaxSeqDecode : kMaxSeq), "query", fmt::format("S <= {}", kMaxSeq), std::to_string(QS));
   ATTNJIT_REQUIRE(D % 16 == 0 && D <= kMaxHeadDim, "query", "head dim a multiple of 16, at most 512 (fp16/bf16)",
                   fmt::format("D {}", D));
-  if ((layout == FiaLayout::kBSH || layout == FiaLayout::kBSND) && !decode)
+  if ((layout == FiaLayout::kBSH || layout == FiaLayout::kBSND) && !decode && !mla)  // MLA: the seed's N 128, D 512
     ATTNJIT_REQUIRE(N * D < 65535, "query", "N * D < 65535 (BSH/BSND)", std::to_string(N * D));
 
   // KV heads.
@@ -200,7 +201,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
     ATTNJIT_REQUIRE(a.block_table.stride[1] == 1, "block_table", "stride 1 in dim 1",
                     std::to_string(a.block_table.stride[1]));
     const int64_t bs = a.block_size;
-    if (decode)
+    if (decode || mla)  // MLA at Q_S 2-16 takes 16 or 128 (check_fia_mla_early)
       ATTNJIT_REQUIRE(bs >= 16 && bs <= 512 && bs % 16 == 0, "block_size", "a multiple of 16 in [16, 512] (Q_S = 1)",
                       std::to_string(bs));
     else

@@ -101,15 +101,16 @@ inline FiaArgs valid_fia(int q_seq = 64) {
   return a;
 }
 
-// fused_infer_attention_score with query_rope/key_rope (MLA): bf16, batch 2, 32 heads, key
+// fused_infer_attention_score with query_rope/key_rope (MLA): bf16, batch 2, 32 heads (or heads), key
 // N 1, D 512 + rope 64, Q_S q_seq (1: sparse 0; > 1: sparse 3 with the 2048x2048 mask),
 // paged KV (blocks of block_size, 4 per sequence, rank 3), value = key, LSE on.
 constexpr int kFiaMlaHeads = 32, kFiaMlaBlocks = 4;
 
-inline FiaArgs valid_fia_mla(int q_seq = 1, const std::string& layout = "BSND", int block_size = 128) {
+inline FiaArgs valid_fia_mla(int q_seq = 1, const std::string& layout = "BSND", int block_size = 128,
+                             int heads = kFiaMlaHeads) {
   FiaArgs a;
   const DType dt = DType::kBFloat16;
-  const int64_t B = kFiaBatch, N = kFiaMlaHeads, S = q_seq;
+  const int64_t B = kFiaBatch, N = heads, S = q_seq;
   a.input_layout = layout;
   a.num_heads = N;
   a.num_key_value_heads = 1;

@@ -42,51 +42,53 @@ TEST(FiaMla, FeatureBitMatchesTheKernels) { EXPECT_EQ(mla_const::kFeatSplitRope,
 TEST(FiaMla, PlansEveryLayoutQsAndBlockSize) {
   for (const char* layout : {"BSH", "BSND", "BNSD"})
     for (int qs : {1, 2, 7, 16})
-      for (int bs : {16, 128}) {
-        SCOPED_TRACE(std::string(layout) + " Q_S " + std::to_string(qs) + " block " + std::to_string(bs));
-        const FiaArgs a = valid_fia_mla(qs, layout, bs);
-        const FiaMlaPlan m = plan_of(a);
-        EXPECT_EQ(m.spec.name(), "mla.bf16.hd576x512.g1.p" + std::to_string(bs) + ".nhd.causal.lse.splitrope.sm90a");
-        const MlaParams& p = m.params;
-        const int64_t N = testing::kFiaMlaHeads;
-        // Element strides of row (b, t, h) in each layout, for the nope and the rope tensors.
-        if (std::string(layout) == "BNSD") {
-          EXPECT_EQ(p.q_stride_b, N * qs * 512);
-          EXPECT_EQ(p.q_stride_h, qs * 512);
-          EXPECT_EQ(p.q_stride_t, 512);
-          EXPECT_EQ(p.qr_stride_b, N * qs * 64);
-          EXPECT_EQ(p.qr_stride_h, qs * 64);
-          EXPECT_EQ(p.qr_stride_t, 64);
-          EXPECT_EQ(p.o_stride_h, qs * 512);
-        } else {
-          EXPECT_EQ(p.q_stride_b, qs * N * 512);
-          EXPECT_EQ(p.q_stride_t, N * 512);
-          EXPECT_EQ(p.q_stride_h, 512);
-          EXPECT_EQ(p.qr_stride_b, qs * N * 64);
-          EXPECT_EQ(p.qr_stride_t, N * 64);
-          EXPECT_EQ(p.qr_stride_h, 64);
-          EXPECT_EQ(p.o_stride_t, N * 512);
+      for (int bs : {16, 128})
+        for (int heads : {32, 64, 128}) {  // 128 / 1 is past FIA's group limit of 64: MLA's own rule
+          SCOPED_TRACE(std::string(layout) + " Q_S " + std::to_string(qs) + " block " + std::to_string(bs) + " N " +
+                       std::to_string(heads));
+          const FiaArgs a = valid_fia_mla(qs, layout, bs, heads);
+          const FiaMlaPlan m = plan_of(a);
+          EXPECT_EQ(m.spec.name(), "mla.bf16.hd576x512.g1.p" + std::to_string(bs) + ".nhd.causal.lse.splitrope.sm90a");
+          const MlaParams& p = m.params;
+          const int64_t N = heads;
+          // Element strides of row (b, t, h) in each layout, for the nope and the rope tensors.
+          if (std::string(layout) == "BNSD") {
+            EXPECT_EQ(p.q_stride_b, N * qs * 512);
+            EXPECT_EQ(p.q_stride_h, qs * 512);
+            EXPECT_EQ(p.q_stride_t, 512);
+            EXPECT_EQ(p.qr_stride_b, N * qs * 64);
+            EXPECT_EQ(p.qr_stride_h, qs * 64);
+            EXPECT_EQ(p.qr_stride_t, 64);
+            EXPECT_EQ(p.o_stride_h, qs * 512);
+          } else {
+            EXPECT_EQ(p.q_stride_b, qs * N * 512);
+            EXPECT_EQ(p.q_stride_t, N * 512);
+            EXPECT_EQ(p.q_stride_h, 512);
+            EXPECT_EQ(p.qr_stride_b, qs * N * 64);
+            EXPECT_EQ(p.qr_stride_t, N * 64);
+            EXPECT_EQ(p.qr_stride_h, 64);
+            EXPECT_EQ(p.o_stride_t, N * 512);
+          }
+          EXPECT_EQ(p.kv_stride_page, bs * 512);
+          EXPECT_EQ(p.kv_stride_tok, 512);
+          EXPECT_EQ(p.kvr_stride_page, bs * 64);
+          EXPECT_EQ(p.kvr_stride_tok, 64);
+          // FIA's LSE is (B, N, Q_S, 1).
+          EXPECT_EQ(p.lse_stride_b, N * qs);
+          EXPECT_EQ(p.lse_stride_h, qs);
+          EXPECT_EQ(p.lse_stride_t, 1);
+          EXPECT_EQ(p.num_heads, N);
+          EXPECT_EQ(p.q_len, qs);
+          EXPECT_EQ(p.rows_per_group, qs * N);
+          EXPECT_EQ(p.row_blocks, (qs * N + 15) / 16);
+          EXPECT_EQ(p.pages_per_seq, testing::kFiaMlaBlocks);
+          EXPECT_FLOAT_EQ(p.bmm1_scale, 0.0417f);
+          EXPECT_FLOAT_EQ(p.bmm2_scale, 1.0f);
+          EXPECT_EQ(p.lse_base2, 0);
+          EXPECT_EQ(m.shape.range, bs * testing::kFiaMlaBlocks);
+          // Ragged KV lengths: the table holds [kv lengths | query lengths].
+          EXPECT_EQ(m.lens, (std::vector<int>{bs * testing::kFiaMlaBlocks, 5, qs, qs}));
         }
-        EXPECT_EQ(p.kv_stride_page, bs * 512);
-        EXPECT_EQ(p.kv_stride_tok, 512);
-        EXPECT_EQ(p.kvr_stride_page, bs * 64);
-        EXPECT_EQ(p.kvr_stride_tok, 64);
-        // FIA's LSE is (B, N, Q_S, 1).
-        EXPECT_EQ(p.lse_stride_b, N * qs);
-        EXPECT_EQ(p.lse_stride_h, qs);
-        EXPECT_EQ(p.lse_stride_t, 1);
-        EXPECT_EQ(p.num_heads, N);
-        EXPECT_EQ(p.q_len, qs);
-        EXPECT_EQ(p.rows_per_group, qs * N);
-        EXPECT_EQ(p.row_blocks, (qs * N + 15) / 16);
-        EXPECT_EQ(p.pages_per_seq, testing::kFiaMlaBlocks);
-        EXPECT_FLOAT_EQ(p.bmm1_scale, 0.0417f);
-        EXPECT_FLOAT_EQ(p.bmm2_scale, 1.0f);
-        EXPECT_EQ(p.lse_base2, 0);
-        EXPECT_EQ(m.shape.range, bs * testing::kFiaMlaBlocks);
-        // Ragged KV lengths: the table holds [kv lengths | query lengths].
-        EXPECT_EQ(m.lens, (std::vector<int>{bs * testing::kFiaMlaBlocks, 5, qs, qs}));
-      }
 }
 
 TEST(FiaMla, RankFourKeyAndUniformLengths) {

@@ -309,7 +309,8 @@ TEST(OpFuzz, FiaMlaPlansOrNamesTheArgument) {
   static const char* kLayouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NZ", "BSH_NZ", ""};
   for (int i = 0; i < kCases; ++i) {
     static const int kQs[] = {1, 2, 16};
-    FiaArgs a = testing::valid_fia_mla(kQs[mu.below(3)], kLayouts[mu.below(3)], mu.coin() ? 16 : 128);
+    static const int kHeads[] = {32, 64, 128};
+    FiaArgs a = testing::valid_fia_mla(kQs[mu.below(3)], kLayouts[mu.below(3)], mu.coin() ? 16 : 128, kHeads[mu.below(3)]);
     const int edits = 1 + mu.below(3);
     for (int e = 0; e < edits; ++e) {
       switch (mu.below(22)) {

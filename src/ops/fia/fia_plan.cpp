@@ -173,7 +173,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const int64_t KN = a.num_key_value_heads == 0 ? N : a.num_key_value_heads;
   ATTNJIT_REQUIRE(N % KN == 0, "num_key_value_heads", fmt::format("a divisor of num_heads ({})", N),
                   std::to_string(KN));
-  ATTNJIT_REQUIRE(N / KN <= kMaxGroup, "num_key_value_heads", "num_heads / num_key_value_heads <= 64",
+  ATTNJIT_REQUIRE(N / KN <= kMaxGroup || mla, "num_key_value_heads", "num_heads / num_key_value_heads <= 64",  // MLA: 128 / 1
                   std::to_string(N / KN));
   const int64_t G = N / KN;
   if (tnd) {

@@ -18,6 +18,7 @@
 #include "common/temp_dir.hpp"
 #include "ops/fia/fia_mla.hpp"
 #include "ops/mla/mla_family.hpp"
+#include "render/family.hpp"
 
 namespace attnjit::ops {
 namespace {
@@ -315,6 +316,13 @@ TEST(FiaMla, KernelRefusesWhatTheKernelCannotServe) {
   s.mask = spec::MaskMode::kCausal;
   s.kv_dtype = DType::kFloat8E4M3;
   EXPECT_FALSE(mla_can_implement(s, s.arch, &why));
+  // The decode family has no splitrope kernel (bit 8 was unknown to it before the mla family took it).
+  spec::KernelSpec d = spec::KernelSpec::from_name("decode.bf16.hd128.g4.p16.nhd.sm90a");
+  const render::Family* decode = render::find_family(spec::OpFamily::kDecode);
+  ASSERT_NE(decode, nullptr);
+  EXPECT_TRUE(decode->can_implement(d, d.arch, &why)) << why;
+  d.features = spec::feature::kSplitRope;
+  EXPECT_FALSE(decode->can_implement(d, d.arch, &why));
 }
 
 // The op's prewarm names the mla kernel and NVRTC compiles it, for Q_S 1 and > 1 alike.

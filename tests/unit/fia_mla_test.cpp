@@ -325,6 +325,17 @@ TEST(FiaMla, KernelRefusesWhatTheKernelCannotServe) {
   EXPECT_FALSE(decode->can_implement(d, d.arch, &why));
 }
 
+// On archs of 99 KB of shared memory the prefill kernel cannot take D 512, the mla one can:
+// an MLA call never asks the prefill family (it did, and was refused there).
+TEST(FiaMla, PlansWhereThePrefillKernelCannotServeD512) {
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
+    for (int qs : {1, 16}) {
+      SCOPED_TRACE(std::string(arch) + " Q_S " + std::to_string(qs));
+      const spec::Arch on = spec::Arch::parse(arch);
+      EXPECT_EQ(plan_of(valid_fia_mla(qs, "BSND", 128, 128), on).spec.family, spec::OpFamily::kMla);
+    }
+}
+
 // The op's prewarm names the mla kernel and NVRTC compiles it, for Q_S 1 and > 1 alike.
 TEST(FiaMla, PrewarmCompilesTheMlaKernel) {
   testing::TempDir dir("fia-mla-prewarm");

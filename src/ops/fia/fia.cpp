@@ -21,7 +21,7 @@ namespace attnjit {
 spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
   ShapesOnlyScope shapes_only;
   const FiaPlan plan = plan_fia(a, arch);
-  if (auto m = plan_fia_mla(plan, a, arch)) return m->spec;       // query_rope/key_rope on the mla kernel
+  if (auto m = plan_fia_mla(plan, a, arch)) return m->spec;     // query_rope/key_rope on the mla kernel
   if (auto d = plan_fia_decode(plan, a, arch)) return d->spec;  // Q_S = 1 on the decode kernel
   return plan.spec;
 }

@@ -472,10 +472,12 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.pos_encoding = spec::PosEncoding::kNone;
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
-  runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
-  const PrefillGridShape grid = prefill_grid_shape(s);
-  plan.rows_per_cta = grid.rows;
-  plan.dv_chunks = grid.dv_chunks;
+  if (!mla) {  // MLA runs the mla family's kernel (plan_fia_mla picks its backend), never a prefill one
+    runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
+    const PrefillGridShape grid = prefill_grid_shape(s);
+    plan.rows_per_cta = grid.rows;
+    plan.dv_chunks = grid.dv_chunks;
+  }
 
   // Params (the work list is filled per launch).
   PrefillParams& p = plan.params;

@@ -31,10 +31,13 @@ struct FiaArgs {
   TensorView dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2;
   TensorView antiquant_scale, antiquant_offset;
   TensorView block_table;  // optional int32 [B, max_blocks]: paged KV
-  // Left padding, separate KV antiquant, shared prefix and MLA rope: not supported yet.
+  // Left padding, separate KV antiquant and shared prefix: not supported yet.
   TensorView query_padding_size, kv_padding_size;
   TensorView key_antiquant_scale, key_antiquant_offset, value_antiquant_scale, value_antiquant_offset;
   TensorView key_shared_prefix, value_shared_prefix, actual_shared_prefix_len;
+  // MLA inside FIA: query_rope (query's layout and dtype, D 64) with query D 512, N 32/64/128,
+  // Q_S 1-16; key_rope (blocknum, [1,] block_size, 64) with key (.., 512), num_key_value_heads 1,
+  // value the key tensor itself, paged (block_size 16 or 128). key_rope_antiquant_scale: reserved.
   TensorView query_rope, key_rope, key_rope_antiquant_scale;
   int64_t num_heads = 1;
   double scale = 1.0;

@@ -32,7 +32,8 @@ constexpr uint32_t kScalePointers = 1u << 4;  // q/kv scales read from device me
 constexpr uint32_t kCudaCores = 1u << 5;      // FFMA path instead of mma.sync
 constexpr uint32_t kRaggedQ = 1u << 6;        // spec-decode with cumulative q lengths
 constexpr uint32_t kPse = 1u << 7;            // FIA pse_shift added to the scaled scores
-constexpr uint32_t kAll = (1u << 8) - 1;
+constexpr uint32_t kSplitRope = 1u << 8;      // mla: FIA's query_rope/key_rope (nope and rope tensors apart)
+constexpr uint32_t kAll = (1u << 9) - 1;
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -42,7 +43,7 @@ struct Name {
 inline constexpr Name kNames[] = {
     {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
     {kScalePointers, "scaleptr"}, {kCudaCores, "cudacore"}, {kRaggedQ, "raggedq"},
-    {kPse, "pse"},
+    {kPse, "pse"},           {kSplitRope, "splitrope"},
 };
 }  // namespace feature
 

@@ -67,6 +67,10 @@ struct MlaDecode {
   // Warp w copies token rows w*8 .. w*8+7 of the tile at j0, from the entries lookup_tile gave.
   __device__ static void load_tile(const MlaParams& p, int entry, int j0, unsigned char* stage, int* ok, int warp,
                                    int lane) {
+    if constexpr (Tr::kSplitRope) {
+      load_tile_split(p, entry, j0, stage, ok, warp, lane);
+      return;
+    }
     const long long off = lane < 8 ? token_offset(p, entry, j0 + warp * 8 + lane) : -1;
     if (lane < 8) ok[warp * 8 + lane] = off >= 0 ? 1 : 0;
     const unsigned char* base = static_cast<const unsigned char*>(p.kv);
@@ -78,6 +82,36 @@ struct MlaDecode {
       const unsigned bytes = o >= 0 ? 16u : 0u;  // zero-fill: V rows meet P = 0, never garbage
 #pragma unroll
       for (int c = lane; c < kChunksPerRow; c += 32) cp_async_16(dst + c * 16, src + c * 16, bytes);
+    }
+  }
+
+  // load_tile for FIA's split tensors: a row's first 512 dims from kv (the key), its
+  // rope dims from kv_rope (key_rope), into the same 576-wide shared-memory row.
+  __device__ static void load_tile_split(const MlaParams& p, int entry, int j0, unsigned char* stage, int* ok,
+                                         int warp, int lane) {
+    constexpr int kNopeChunks = mla_const::kNopeDims * kKvBytes / 16;
+    long long off = -1, roff = -1;
+    if (lane < 8 && entry >= 0) {
+      const long long slot = (j0 + warp * 8 + lane) % Tr::kPageSize;
+      off = entry * p.kv_stride_page + slot * p.kv_stride_tok;
+      roff = entry * p.kvr_stride_page + slot * p.kvr_stride_tok;
+    }
+    if (lane < 8) ok[warp * 8 + lane] = off >= 0 ? 1 : 0;
+    const unsigned char* base = static_cast<const unsigned char*>(p.kv);
+    const unsigned char* rbase = static_cast<const unsigned char*>(p.kv_rope);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const long long o = __shfl_sync(0xffffffffu, off, i);
+      const long long ro = __shfl_sync(0xffffffffu, roff, i);
+      unsigned char* dst = stage + (warp * 8 + i) * Tr::kKvRowBytes;
+      const unsigned bytes = o >= 0 ? 16u : 0u;  // zero-fill: V rows meet P = 0, never garbage
+#pragma unroll
+      for (int c = lane; c < kChunksPerRow; c += 32) {
+        const unsigned char* src = o < 0                ? base
+                                   : c < kNopeChunks   ? base + o * kKvBytes + c * 16
+                                                       : rbase + ro * kKvBytes + (c - kNopeChunks) * 16;
+        cp_async_16(dst + c * 16, src, bytes);
+      }
     }
   }
 
@@ -95,10 +129,21 @@ struct MlaDecode {
     unsigned* flag_s = reinterpret_cast<unsigned*>(ok_s + Tr::kStages * T);
 
     pdl_wait_prior_grid();
-    w.seq_len = __ldg(p.seq_lens + w.b);
+    int q_len = p.q_len;  // this request's (FIA: its actual query length)
+    if constexpr (Tr::kSplitRope) {
+      w.seq_len = p.seq_lens ? __ldg(p.seq_lens + w.b) : p.kv_len;
+      if (p.q_lens) q_len = __ldg(p.q_lens + w.b);
+    } else {
+      w.seq_len = __ldg(p.seq_lens + w.b);
+    }
     const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
     w.lo = w.split * p.tokens_per_split;
     w.hi = min(range, w.lo + p.tokens_per_split);
+    if constexpr (Tr::kSplitRope) {
+      // Keys at or past the CTA's largest row limit are masked for all its rows: not loaded.
+      const int cta_limit = fia_mla_cta_limit(w.seq_len, q_len, w.rb * R, R, p.rows_per_group, p.num_heads);
+      w.hi = min(w.hi, max(cta_limit, w.lo));
+    }
     // Sparse CTAs serve one query token (each has its own indices); dense ones any rows.
     const int t_sparse = Tr::kSparse ? w.group : 0;
 
@@ -118,8 +163,10 @@ struct MlaDecode {
       const int f = w.group * p.rows_per_group + lr;
       row_ok[i] = lr < p.rows_per_group;
       const int t = f / p.num_heads;
-      // Query t of q_len sees positions < seq_len - q_len + t + 1 (causal among the request's queries).
-      limit[i] = Tr::kSparse ? 0x7fffffff : w.seq_len - p.q_len + t + 1;
+      // Query t of q_len sees positions < seq_len - q_len + t + 1 (causal among the request's queries;
+      // FIA's sparse_mode 3, j <= i + kv_len - q_len); FIA's rows past q_len see nothing.
+      if constexpr (Tr::kSplitRope) limit[i] = fia_mla_row_limit(w.seq_len, q_len, t);
+      else limit[i] = Tr::kSparse ? 0x7fffffff : w.seq_len - p.q_len + t + 1;
     }
 
     const float bmm1 = p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale;
@@ -276,7 +323,13 @@ struct MlaDecode {
     }
     if (has(mla_const::kFeatLse) && lse_writer && p.lse) {
       float lse2 = l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
-      p.lse[((long long)w.b * p.q_len + t) * p.num_heads + h] = p.lse_base2 ? lse2 : lse2 * 0.6931471805599453f;
+      if constexpr (Tr::kSplitRope) {
+        // FIA: natural log, +inf for a row that sees no key (or lies past its length).
+        p.lse[w.b * p.lse_stride_b + t * p.lse_stride_t + h * p.lse_stride_h] =
+            l_tot > 0.f ? lse2 * 0.6931471805599453f : __int_as_float(0x7f800000);
+      } else {
+        p.lse[((long long)w.b * p.q_len + t) * p.num_heads + h] = p.lse_base2 ? lse2 : lse2 * 0.6931471805599453f;
+      }
     }
   }
 

@@ -19,6 +19,10 @@ constexpr int kWarps = 4;
 constexpr int kMaxSplits = 256;
 // Feature bits the kernel reads; equal to spec::feature (a CPU test checks).
 constexpr unsigned kFeatSinks = 1u << 2, kFeatLse = 1u << 3, kFeatScalePtr = 1u << 4;
+// FIA's MLA (query_rope/key_rope): nope and rope dims in separate tensors, per-batch query
+// lengths, FIA's LSE (natural log, strided, +inf for a row that sees nothing).
+constexpr unsigned kFeatSplitRope = 1u << 8;
+constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 }  // namespace mla_const
 
 struct MlaParams {
@@ -54,7 +58,33 @@ struct MlaParams {
   float bmm1_scale;
   float bmm2_scale;
   int lse_base2;               // 1: LSE in base 2, 0: natural log
+
+  // kFeatSplitRope only (FIA): q and kv above hold the 512 nope dims, these the 64 rope dims.
+  const void* q_rope;          // row (b, t, h) at q_rope + b*qr_stride_b + t*qr_stride_t + h*qr_stride_h
+  const void* kv_rope;         // token (page, slot) at kv_rope + page*kvr_stride_page + slot*kvr_stride_tok
+  const int* q_lens;           // optional [batch] actual query lengths (rows t >= it see nothing); null: q_len
+  long long qr_stride_b, qr_stride_t, qr_stride_h;
+  long long kvr_stride_page, kvr_stride_tok;
+  long long lse_stride_b, lse_stride_t, lse_stride_h;  // lse at b, t (query token), h: FIA's (B, N, Q_S, 1)
+  int kv_len;                  // seq_lens null: every batch's KV length
 };
+
+// kFeatSplitRope (FIA): keys j < fia_mla_row_limit(...) are visible to query token t of a
+// request with kv_len keys and q_len actual queries: FIA's sparse_mode 3, j <= t + kv_len -
+// q_len (at Q_S = 1 with sparse 0 every key: t = 0, q_len = 1); a token past q_len sees none.
+ATTNJIT_HOST_DEVICE inline int fia_mla_row_limit(int kv_len, int q_len, int t) {
+  return t < q_len ? kv_len - q_len + t + 1 : 0;
+}
+// The largest row limit of a CTA's rows [row0, row0 + rows) (token-major: row r is token
+// r / num_heads), rows_per_group = Q_S * num_heads: the CTA loads no key at or past it.
+ATTNJIT_HOST_DEVICE inline int fia_mla_cta_limit(int kv_len, int q_len, int row0, int rows, int rows_per_group,
+                                                 int num_heads) {
+  const int first_t = row0 / num_heads;
+  if (first_t >= q_len) return 0;
+  const int last_row = (row0 + rows < rows_per_group ? row0 + rows : rows_per_group) - 1;
+  const int last_t = last_row / num_heads < q_len - 1 ? last_row / num_heads : q_len - 1;
+  return fia_mla_row_limit(kv_len, q_len, last_t);
+}
 
 // Workspace floats per (batch, row block, split): 16 rows x 512 partial O, then 16 maxima, 16 sums.
 ATTNJIT_HOST_DEVICE inline int mla_partial_floats() { return mla_const::kRowsPerCta * (mla_const::kHeadDimVo + 2); }

@@ -24,6 +24,9 @@ struct MlaTraits {
   static constexpr bool kSparse = kSparse_;
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr int kStages = kStages_;
+  // FIA's MLA: Q and K each in a nope (512) and a rope (64) tensor (MlaParams' split fields).
+  static constexpr bool kSplitRope = (kFeatures_ & mla_const::kFeatSplitRope) != 0;
+  static_assert(!(kSplitRope && kSparse_), "FIA's MLA is dense (causal)");
   static constexpr int kWarps = mla_const::kWarps;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRows = mla_const::kRowsPerCta;
@@ -73,8 +76,19 @@ struct MlaTile {
       const int f = group * p.rows_per_group + lr;
       *valid = lr < p.rows_per_group;
       const int t = f / p.num_heads, h = f % p.num_heads;
-      return *valid ? q + (b * p.q_stride_b + t * p.q_stride_t + h * p.q_stride_h) * int(sizeof(QT)) + (c % kChunks) * 16
-                    : q;
+      if constexpr (Tr::kSplitRope) {
+        // Chunks of the first 512 dims from q, the rope dims' from q_rope.
+        constexpr int kNopeBytes = mla_const::kNopeDims * int(sizeof(QT));
+        const int at = (c % kChunks) * 16;
+        if (!*valid) return q;
+        if (at < kNopeBytes)
+          return q + (b * p.q_stride_b + t * p.q_stride_t + h * p.q_stride_h) * int(sizeof(QT)) + at;
+        return static_cast<const unsigned char*>(p.q_rope) +
+               (b * p.qr_stride_b + t * p.qr_stride_t + h * p.qr_stride_h) * int(sizeof(QT)) + (at - kNopeBytes);
+      } else {
+        return *valid ? q + (b * p.q_stride_b + t * p.q_stride_t + h * p.q_stride_h) * int(sizeof(QT)) + (c % kChunks) * 16
+                      : q;
+      }
     };
     if constexpr (!Tr::kFp8Kv) {
       for (int c = tid; c < R * kChunks; c += Tr::kThreads) {

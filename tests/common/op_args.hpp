@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "attnjit/decode.hpp"
 #include "attnjit/fia.hpp"
@@ -96,6 +98,53 @@ inline FiaArgs valid_fia(int q_seq = 64) {
   a.attention_out = TensorView::contiguous(fake(0x400000), dt, {kFiaBatch, q_seq, kFiaHeads, kHd});
   a.softmax_lse_flag = true;
   a.softmax_lse = TensorView::contiguous(fake(0x500000), DType::kFloat32, {kFiaBatch, kFiaHeads, q_seq, 1});
+  return a;
+}
+
+// fused_infer_attention_score with query_rope/key_rope (MLA): bf16, batch 2, 32 heads (or heads), key
+// N 1, D 512 + rope 64, Q_S q_seq (1: sparse 0; > 1: sparse 3 with the 2048x2048 mask),
+// paged KV (blocks of block_size, 4 per sequence, rank 3), value = key, LSE on.
+constexpr int kFiaMlaHeads = 32, kFiaMlaBlocks = 4;
+
+inline FiaArgs valid_fia_mla(int q_seq = 1, const std::string& layout = "BSND", int block_size = 128,
+                             int heads = kFiaMlaHeads) {
+  FiaArgs a;
+  const DType dt = DType::kBFloat16;
+  const int64_t B = kFiaBatch, N = heads, S = q_seq;
+  a.input_layout = layout;
+  a.num_heads = N;
+  a.num_key_value_heads = 1;
+  a.scale = 0.0417;
+  auto q_shape = [&](int64_t d) -> std::vector<int64_t> {
+    if (layout == "BSH") return {B, S, N * d};
+    if (layout == "BNSD") return {B, N, S, d};
+    return {B, S, N, d};
+  };
+  auto view = [](uintptr_t at, DType t, const std::vector<int64_t>& shape) {
+    TensorView v;
+    v.data = fake(at);
+    v.dtype = t;
+    v.rank = int(shape.size());
+    int64_t st = 1;
+    for (int d = v.rank - 1; d >= 0; --d) v.shape[d] = shape[size_t(d)], v.stride[d] = st, st *= shape[size_t(d)];
+    return v;
+  };
+  a.query = view(0x10000, dt, q_shape(512));
+  a.query_rope = view(0x80000, dt, q_shape(64));
+  a.attention_out = view(0x400000, dt, q_shape(512));
+  const int64_t blocks = B * kFiaMlaBlocks;
+  a.key = view(0x100000, dt, {blocks, block_size, 512});
+  a.value = a.key;
+  a.key_rope = view(0x200000, dt, {blocks, block_size, 64});
+  a.block_table = view(0x300000, DType::kInt32, {B, kFiaMlaBlocks});
+  a.block_size = block_size;
+  a.actual_seq_lengths_kv = {int64_t(block_size) * kFiaMlaBlocks, 5};
+  if (q_seq > 1) {
+    a.sparse_mode = 3;
+    a.atten_mask = view(0x600000, DType::kUInt8, {2048, 2048});
+  }
+  a.softmax_lse_flag = true;
+  a.softmax_lse = view(0x500000, DType::kFloat32, {B, N, S, 1});
   return a;
 }
 

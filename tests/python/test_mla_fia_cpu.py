@@ -152,7 +152,6 @@ def test_fia_argument_errors_name_the_argument(kw, arg):
     (dict(query_padding_size=S([1], "int64")), "query_padding_size"),
     (dict(key_shared_prefix=S([1, 2, 16, 128], "fp16"), value_shared_prefix=S([1, 2, 16, 128], "fp16")),
      "key_shared_prefix"),
-    (dict(query_rope=S([1, 8, 64, 64], "fp16"), key_rope=S([1, 2, 512, 64], "fp16")), "query_rope"),
     (dict(input_layout="BNSD_NZ"), "input_layout"),
     (dict(query=S([1, 8, 64, 128], "int8")), "query"),
 ])
@@ -161,6 +160,28 @@ def test_fia_refused_features_raise_the_ops_error(kw, arg):
     with pytest.raises(attnjit.UnsupportedError, match=f"argument '{arg}'") as e:
         attnjit.prewarm(fia_call(**kw), arch=ARCH)
     assert e.value.kind == "unsupported"
+
+
+def fia_mla_call(**kw):
+    # MLA inside FIA: query 512 + query_rope 64, key (blocks, block_size, 512) with N 1 as value too, paged.
+    key = S([8, 128, 512], "bf16")
+    call = dict(op="fia", query=S([2, 1, 32, 512], "bf16"), query_rope=S([2, 1, 32, 64], "bf16"), key=key,
+                value=key, key_rope=S([8, 128, 64], "bf16"), block_table=S([2, 4], "int32"), block_size=128,
+                actual_seq_lengths_kv=[300, 17], num_heads=32, num_key_value_heads=1, input_layout="BSND")
+    call.update(kw)
+    return call
+
+
+def test_fia_mla_prewarms_the_mla_kernel():
+    # query_rope/key_rope pass through to the op, which serves them on the mla kernel.
+    assert attnjit.prewarm(fia_mla_call(), arch=ARCH) == ["mla.bf16.hd576x512.g1.p128.nhd.causal.splitrope.sm90a"]
+    mtp = fia_mla_call(query=S([2, 4, 32, 512], "bf16"), query_rope=S([2, 4, 32, 64], "bf16"), sparse_mode=3,
+                       atten_mask=S([2048, 2048], "uint8"), softmax_lse_flag=True)
+    assert attnjit.prewarm(mtp, arch=ARCH) == ["mla.bf16.hd576x512.g1.p128.nhd.causal.lse.splitrope.sm90a"]
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'block_table'"):
+        attnjit.prewarm(fia_mla_call(block_table=None), arch=ARCH)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'key_rope'"):
+        attnjit.prewarm(fia_mla_call(key_rope=None), arch=ARCH)
 
 
 def test_fia_backends_on_sm90a_and_elsewhere():

@@ -498,6 +498,23 @@ TEST_F(ModelConfigCliTest, FiaOpExpandsToPrefillSpecs) {
   EXPECT_NE(r.err.find("block_size"), std::string::npos) << r.err;
 }
 
+// "query_rope": true asks for MLA inside FIA: the mla family's splitrope kernel per block size.
+TEST_F(ModelConfigCliTest, FiaOpWithQueryRopeExpandsToTheMlaKernel) {
+  CliResult r = list(R"({"name": "x", "num_attention_heads": 128, "num_key_value_heads": 128, "head_dim": 192,
+                         "ops": [{"op": "fia", "query_rope": true, "block_sizes": [16, 128], "return_lse": true}]})");
+  EXPECT_EQ(r.code, 0) << r.all();
+  for (const char* name : {"mla.bf16.hd576x512.g1.p16.nhd.causal.lse.splitrope.sm90a",
+                           "mla.bf16.hd576x512.g1.p128.nhd.causal.lse.splitrope.sm90a"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << " not in: " << r.out;
+  EXPECT_EQ(r.out.find("prefill."), std::string::npos) << r.out;
+  // The seed's MLA heads are 32, 64 or 128: the op's refusal, named against the op.
+  r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 64,
+              "ops": [{"op": "fia", "query_rope": true}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("num_heads"), std::string::npos) << r.err;
+}
+
 TEST_F(ModelConfigCliTest, Fp8OutputNeedsAnFp8KvCache) {
   expect_error("", R"(, "fp8_output": true)", {"ops[0].fp8_output", "fp8_e4m3"});
   CliResult r = list(config("", R"(, "fp8_output": true, "kv_cache_dtypes": ["bf16", "fp8_e4m3"])"));

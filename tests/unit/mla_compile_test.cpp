@@ -52,6 +52,9 @@ TEST(MlaVariantMatrix, CompilesForEveryArchWithoutSpills) {
     specs.push_back(f);
     specs.push_back(mla_spec(DType::kFloat8E4M3, 64, false, feature::kSinks | feature::kReturnLse | feature::kScalePointers, a));
     specs.push_back(mla_spec(DType::kFloat8E4M3, 16, true, 0, a));
+    // FIA's MLA (query_rope/key_rope): nope and rope dims from separate tensors.
+    specs.push_back(mla_spec(DType::kBFloat16, 128, false, feature::kSplitRope | feature::kReturnLse, a));
+    specs.push_back(mla_spec(DType::kFloat16, 16, false, feature::kSplitRope, a));
   }
   for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   std::vector<CompileResult> results(specs.size());

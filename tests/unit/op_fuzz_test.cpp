@@ -8,12 +8,14 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 
 #include "attnjit/error.hpp"
 #include "common/op_args.hpp"
 #include "ops/fia/fia_decode.hpp"
+#include "ops/fia/fia_mla.hpp"
 #include "ops/mla/mla_family.hpp"
 #include "ops/mla/mla_plan.hpp"
 
@@ -292,6 +294,83 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         for (int b = 0; b < plan.batch; ++b) ASSERT_LE(fia_lengths(plan, a, b).kv_len, reach);
         ASSERT_EQ(d->params.batch, plan.batch);
       }
+    } else {
+      ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
+    }
+  }
+  EXPECT_GT(accepted, kCases / 50);
+  EXPECT_LT(accepted, kCases / 2);
+}
+
+// MLA inside FIA (query_rope/key_rope): plan_fia, then plan_fia_mla, from a valid rope call.
+TEST(OpFuzz, FiaMlaPlansOrNamesTheArgument) {
+  Mutator mu(20261202);
+  int accepted = 0;
+  static const char* kLayouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NZ", "BSH_NZ", ""};
+  for (int i = 0; i < kCases; ++i) {
+    static const int kQs[] = {1, 2, 16};
+    static const int kHeads[] = {32, 64, 128};
+    FiaArgs a = testing::valid_fia_mla(kQs[mu.below(3)], kLayouts[mu.below(3)], mu.coin() ? 16 : 128, kHeads[mu.below(3)]);
+    const int edits = 1 + mu.below(3);
+    for (int e = 0; e < edits; ++e) {
+      switch (mu.below(22)) {
+        case 0: mu.tensor(a.query); break;
+        case 1: mu.tensor(a.query_rope); break;
+        case 2: mu.tensor(a.key); break;
+        case 3: mu.tensor(a.key_rope); break;
+        case 4: mu.tensor(a.value); break;
+        case 5: mu.tensor(a.attention_out); break;
+        case 6: mu.tensor(a.softmax_lse); break;
+        case 7: mu.tensor(a.atten_mask); break;
+        case 8: mu.tensor(a.block_table); break;
+        case 9: mu.tensor(mu.coin() ? a.pse_shift : a.kv_padding_size); break;
+        case 10: a.num_heads = mu.small_int(); break;
+        case 11: a.num_key_value_heads = mu.small_int(); break;
+        case 12: a.sparse_mode = mu.small_int(); break;
+        case 13: a.block_size = mu.small_int(); break;
+        case 14: a.input_layout = kLayouts[mu.below(8)]; break;
+        case 15: a.actual_seq_lengths.assign(size_t(mu.below(4)), int64_t(mu.small_int())); break;
+        case 16: a.actual_seq_lengths_kv.assign(size_t(mu.below(4)), int64_t(mu.small_int())); break;
+        case 17: a.softmax_lse_flag = mu.coin(); break;
+        case 18: a.scale = mu.scalar(); break;
+        case 19: a.backend = mu.any_enum<Backend>(3); break;
+        case 20: a.value = a.key; break;
+        default: a.inner_precise = mu.small_int();
+      }
+    }
+    std::string defect;
+    std::optional<FiaMlaPlan> m;
+    if (planned([&] { m = plan_fia_mla(plan_fia(a, testing::kPlanArch), a, testing::kPlanArch); }, &defect)) {
+      SCOPED_TRACE("case " + std::to_string(i));
+      if (!m) {  // both rope tensors mutated away: the plain FIA path
+        ASSERT_FALSE(fia_uses_mla(a));
+        continue;
+      }
+      ++accepted;
+      for (const TensorView* t : {&a.query, &a.query_rope, &a.key, &a.key_rope, &a.attention_out, &a.block_table})
+        ASSERT_TRUE(well_formed(*t)) << "accepted a malformed tensor " << t->shape_string();
+      if (a.softmax_lse_flag) ASSERT_TRUE(well_formed(a.softmax_lse)) << a.softmax_lse.shape_string();
+      const MlaParams& p = m->params;
+      ASSERT_TRUE(p.num_heads == 32 || p.num_heads == 64 || p.num_heads == 128) << p.num_heads;
+      ASSERT_TRUE(p.q_len >= 1 && p.q_len <= 16) << p.q_len;
+      ASSERT_TRUE(m->spec.page_size == 16 || m->spec.page_size == 128) << m->spec.page_size;
+      ASSERT_TRUE(std::isfinite(p.bmm1_scale));
+      ASSERT_EQ(p.rows_per_group, p.q_len * p.num_heads);
+      // Every length the kernel may walk stays inside the block table.
+      const int64_t reach = int64_t(p.pages_per_seq) * m->spec.page_size;
+      ASSERT_LE(m->shape.range, std::max<int64_t>(reach, 1));
+      if (m->lens.empty()) {
+        ASSERT_LE(p.kv_len, reach);
+      } else {
+        ASSERT_EQ(m->lens.size(), size_t(2 * p.batch));
+        for (int b = 0; b < p.batch; ++b) {
+          ASSERT_TRUE(m->lens[size_t(b)] >= 0 && m->lens[size_t(b)] <= reach);
+          ASSERT_TRUE(m->lens[size_t(p.batch + b)] >= 0 && m->lens[size_t(p.batch + b)] <= p.q_len);
+        }
+      }
+      ASSERT_EQ(spec::KernelSpec::from_name(m->spec.name()), m->spec) << m->spec.name();
+      std::string why;
+      ASSERT_TRUE(mla_can_implement(m->spec, m->spec.arch, &why)) << m->spec.name() << ": " << why;
     } else {
       ASSERT_TRUE(defect.empty()) << "case " << i << ": " << defect;
     }

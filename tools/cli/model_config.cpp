@@ -75,7 +75,7 @@ const std::set<std::string> kXqaFields = {"op", "kv_cache_dtypes", "page_sizes",
 // fused_infer_attention_score: which sparse modes (0 without a mask unless
 // atten_mask), paged block sizes (0: contiguous), LSE, pse, and Q_S = 1 too.
 const std::set<std::string> kFiaFields = {"op", "backend", "sparse_modes", "atten_mask", "block_sizes",
-                                          "return_lse", "pse_shift", "decode"};
+                                          "return_lse", "pse_shift", "decode", "query_rope"};
 const std::set<std::string> kMlaFields = {"op", "kv_cache_dtypes", "page_sizes", "backend", "kv_lora_rank",
                                           "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sinks",
                                           "scale_pointers", "return_lse", "sparse"};
@@ -320,6 +320,37 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       const bool lse = get_bool(op, "return_lse", false, where);
       const bool pse = get_bool(op, "pse_shift", false, where);
       const bool with_decode = get_bool(op, "decode", true, where);
+      if (get_bool(op, "query_rope", false, where)) {
+        // MLA inside FIA: query D 512 + query_rope 64, the key's one head (also value) + key_rope,
+        // paged (block_sizes 16 or 128, default 128); Q_S 2 (sparse 3) and 1 (sparse 0), one kernel.
+        if (!op.contains("block_sizes")) blocks = {128};
+        std::vector<int> mla_qs = {2};
+        if (with_decode) mla_qs.push_back(1);
+        for (int bs : blocks)
+          for (int qs : mla_qs) {
+            FiaArgs a;
+            a.input_layout = "BSND";
+            a.num_heads = H;
+            a.num_key_value_heads = 1;
+            a.query = TensorView::contiguous(nullptr, m.dtype, {1, qs, H, 512});
+            a.query_rope = TensorView::contiguous(nullptr, m.dtype, {1, qs, H, 64});
+            a.attention_out = a.query;
+            a.key = TensorView::contiguous(nullptr, m.dtype, {1, bs, 512});
+            a.value = a.key;
+            a.key_rope = TensorView::contiguous(nullptr, m.dtype, {1, bs, 64});
+            a.block_table = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
+            a.block_size = bs;
+            a.actual_seq_lengths_kv = {bs};
+            if (qs > 1) a.sparse_mode = 3, a.atten_mask = TensorView::contiguous(nullptr, DType::kUInt8, {2048, 2048});
+            if (pse) a.pse_shift = TensorView::contiguous(nullptr, m.dtype, {1, H, qs, bs});  // the op names it
+            a.softmax_lse_flag = lse;
+            if (lse) a.softmax_lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, H, qs, 1});
+            a.backend = op_backend;
+            add(where, fmt::format("fia with query_rope, block_size {}, Q_S {}", bs, qs),
+                [&](const spec::Arch& arch) { return ops::fia_prewarm_spec(a, arch); });
+          }
+        continue;
+      }
       std::vector<int> q_seqs = {128};
       if (with_decode) q_seqs.push_back(1);
       for (int bs : blocks)

@@ -9,8 +9,8 @@ from .._tensors import TORCH, empty, framework, launch_context, run_on_device
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score"]
 
-# The seed's optional tensors that the op refuses today, in the seed's order: a given
-# one goes to the C++ op, which raises its error naming it.
+# The seed's rarer optional tensors, in the seed's order: a given one goes to the C++
+# op (query_rope/key_rope: MLA inside FIA; the others it refuses today, naming them).
 _RARE = ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "antiquant_scale",
          "antiquant_offset", "query_padding_size", "kv_padding_size", "key_antiquant_scale",
          "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
@@ -90,8 +90,10 @@ def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_
     (BNSD_BSND: BSND; TND: value's head dim). softmax_lse: with softmax_lse_flag, fp32
     (B, N, Q_S, 1) (TND: (T, N, 1)), natural log, +inf for a row that sees no key;
     without it, the seed's fp32 [1] placeholder holding 0. Both are allocated in query's
-    framework (torch or CuPy; others pass attention_out= and softmax_lse=). Quantisation,
-    left padding, the shared prefix, MLA rope and NZ layouts raise the op's error.
+    framework (torch or CuPy; others pass attention_out= and softmax_lse=). MLA:
+    query_rope/key_rope with D 512 + 64, N 32/64/128, Q_S 1-16, key N 1 (value the
+    key tensor itself), paged KV. Quantisation, left padding, the shared prefix and NZ
+    layouts raise the op's error.
     The stream is torch's or CuPy's current one, else `stream`.
     """
     s, switch = launch_context(query, stream)

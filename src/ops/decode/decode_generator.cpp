@@ -194,7 +194,8 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (s.pos_encoding != spec::PosEncoding::kNone && s.pos_encoding != spec::PosEncoding::kRopeLlama &&
       s.pos_encoding != spec::PosEncoding::kAlibi)
     return refuse([] { return std::string("unknown positional encoding"); });
-  if (s.features & ~spec::feature::kAll) return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  if (s.features & ~(spec::feature::kAll & ~spec::feature::kSplitRope))  // splitrope is the mla family's
+    return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
   spec::KernelSpec on_arch = s;
   on_arch.arch = arch;
   const DecodeTiling t = decode_tiling(on_arch);

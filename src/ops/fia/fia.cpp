@@ -1,6 +1,7 @@
-// fused_infer_attention_score: plan -> the decode kernel for the Q_S = 1 calls it
-// serves (fia_decode.cpp), else one prefill launch per chunk of batches (the work
-// list travels in the Params); the placeholder LSE when the flag is off.
+// fused_infer_attention_score: plan -> the mla kernel for query_rope/key_rope calls
+// (fia_mla.cpp), the decode kernel for the Q_S = 1 calls it serves (fia_decode.cpp),
+// else one prefill launch per chunk of batches (the work list travels in the Params);
+// the placeholder LSE when the flag is off.
 #include "attnjit/fia.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
+#include "ops/fia/fia_mla.hpp"
 #include "ops/fia/fia_plan.hpp"
 #include "ops/fia/prefill_family.hpp"
 #include "ops/fia/prefill_tma.hpp"
@@ -21,6 +23,7 @@ namespace attnjit {
 spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
   ShapesOnlyScope shapes_only;
   const FiaPlan plan = plan_fia(a, arch);
+  if (auto m = plan_fia_mla(plan, a, arch)) return m->spec;     // query_rope/key_rope on the mla kernel
   if (auto d = plan_fia_decode(plan, a, arch)) return d->spec;  // Q_S = 1 on the decode kernel
   return plan.spec;
 }
@@ -37,6 +40,12 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
   ops::FiaPlan plan = ops::plan_fia(args, arch);
   Runtime& rt = runtime ? *runtime : Runtime::global();
   CUstream cs = reinterpret_cast<CUstream>(stream);
+  if (std::optional<ops::FiaMlaPlan> mla = ops::plan_fia_mla(plan, args, arch)) {  // MLA: the mla family's kernel
+    rt.registry().kernel(mla->spec, device, cs);  // a miss during capture throws with nothing queued
+    if (plan.lse_placeholder)
+      driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0u, 1, cs);
+    return ops::launch_fia_mla(rt, *mla, device, cs);
+  }
   std::optional<ops::FiaDecodePlan> decode = ops::plan_fia_decode(plan, args, arch);
   // Looked up before anything is queued: a miss during capture throws with nothing done.
   const runtime::LoadedKernel& k = rt.registry().kernel(decode ? decode->spec : plan.spec, device, cs);

@@ -8,6 +8,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/fia/fia_mla.hpp"
 #include "ops/fia/prefill_family.hpp"
 #include "runtime/backend.hpp"
 
@@ -85,6 +86,9 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   plan.layout = layout;
   const bool tnd = layout == FiaLayout::kTND;
   require_backend(a.backend);
+  // MLA (query_rope/key_rope): its own rules first; plan_fia_mla (fia_mla.cpp) checks the rest.
+  const bool mla = fia_uses_mla(a);
+  if (mla) check_fia_mla_early(a);
 
   // Features of the separate issue (quantised paths, shared prefix, left padding, MLA).
   const char* quant = "the quantised FIA paths (int8 Q/K/V, antiquant, post-quant) are not supported yet";
@@ -102,9 +106,6 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   refuse_present(a.key_shared_prefix, "key_shared_prefix", "the shared prefix is not supported yet");
   refuse_present(a.value_shared_prefix, "value_shared_prefix", "the shared prefix is not supported yet");
   refuse_present(a.actual_shared_prefix_len, "actual_shared_prefix_len", "the shared prefix is not supported yet");
-  ATTNJIT_REQUIRE(present(a.query_rope) == present(a.key_rope), present(a.query_rope) ? "key_rope" : "query_rope",
-                  "query_rope and key_rope together", "only one of them");
-  refuse_present(a.query_rope, "query_rope", "MLA inside FIA (query_rope/key_rope) is not supported yet");
   // Scalar modes: their ranges are checked even though only 0 is served.
   ATTNJIT_REQUIRE(a.antiquant_mode == 0 || a.antiquant_mode == 1, "antiquant_mode", "0 or 1",
                   std::to_string(a.antiquant_mode));
@@ -163,7 +164,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   ATTNJIT_REQUIRE(QS <= (decode ? kMaxSeqDecode : kMaxSeq), "query", fmt::format("S <= {}", kMaxSeq), std::to_string(QS));
   ATTNJIT_REQUIRE(D % 16 == 0 && D <= kMaxHeadDim, "query", "head dim a multiple of 16, at most 512 (fp16/bf16)",
                   fmt::format("D {}", D));
-  if ((layout == FiaLayout::kBSH || layout == FiaLayout::kBSND) && !decode)
+  if ((layout == FiaLayout::kBSH || layout == FiaLayout::kBSND) && !decode && !mla)  // MLA: the seed's N 128, D 512
     ATTNJIT_REQUIRE(N * D < 65535, "query", "N * D < 65535 (BSH/BSND)", std::to_string(N * D));
 
   // KV heads.
@@ -172,7 +173,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const int64_t KN = a.num_key_value_heads == 0 ? N : a.num_key_value_heads;
   ATTNJIT_REQUIRE(N % KN == 0, "num_key_value_heads", fmt::format("a divisor of num_heads ({})", N),
                   std::to_string(KN));
-  ATTNJIT_REQUIRE(N / KN <= kMaxGroup, "num_key_value_heads", "num_heads / num_key_value_heads <= 64",
+  ATTNJIT_REQUIRE(N / KN <= kMaxGroup || mla, "num_key_value_heads", "num_heads / num_key_value_heads <= 64",  // MLA: 128 / 1
                   std::to_string(N / KN));
   const int64_t G = N / KN;
   if (tnd) {
@@ -200,7 +201,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
     ATTNJIT_REQUIRE(a.block_table.stride[1] == 1, "block_table", "stride 1 in dim 1",
                     std::to_string(a.block_table.stride[1]));
     const int64_t bs = a.block_size;
-    if (decode)
+    if (decode || mla)  // MLA at Q_S 2-16 takes 16 or 128 (check_fia_mla_early)
       ATTNJIT_REQUIRE(bs >= 16 && bs <= 512 && bs % 16 == 0, "block_size", "a multiple of 16 in [16, 512] (Q_S = 1)",
                       std::to_string(bs));
     else
@@ -471,10 +472,12 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.pos_encoding = spec::PosEncoding::kNone;
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
-  runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
-  const PrefillGridShape grid = prefill_grid_shape(s);
-  plan.rows_per_cta = grid.rows;
-  plan.dv_chunks = grid.dv_chunks;
+  if (!mla) {  // MLA runs the mla family's kernel (plan_fia_mla picks its backend), never a prefill one
+    runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
+    const PrefillGridShape grid = prefill_grid_shape(s);
+    plan.rows_per_cta = grid.rows;
+    plan.dv_chunks = grid.dv_chunks;
+  }
 
   // Params (the work list is filled per launch).
   PrefillParams& p = plan.params;

@@ -23,7 +23,8 @@ const char* device_type(DType d) {
       throw Error(ErrorCode::kUnsupported, fmt::format("dtype {} has no device type in the mla templates", dtype_name(d)));
   }
 }
-constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers;
+constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers |
+                                   spec::feature::kSplitRope;
 }  // namespace
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
@@ -67,7 +68,10 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
     return refuse([] { return std::string("mla masks are causal (dense) or custom (sparse indices)"); });
   if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("mla applies no positional encoding (RoPE is in the 64 rope dims)"); });
-  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse and scaleptr", s.features); });
+  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr and splitrope", s.features); });
+  if (s.has(spec::feature::kSplitRope) &&
+      (s.kv_dtype != s.q_dtype || s.q_dtype == DType::kFloat8E4M3 || s.mask != spec::MaskMode::kCausal))
+    return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is dense (causal) with 16-bit Q and KV of one dtype"); });
   spec::KernelSpec on_arch = s;
   on_arch.arch = arch;
   const MlaTiling t = mla_tiling(on_arch);

@@ -48,6 +48,9 @@ int bench_fia(int iters);
 // FIA at Q_S = 1 against xqa (and single_decode at batch 1) on the same shapes:
 // TB/s and the ratio (issue 11: >= 95% of xqa's). bench_fia_decode.cpp.
 int bench_fia_decode(const Options& o);
+// Issue 12: B = 16 over a shared prefix against B = 1 and against the prefix copied into
+// every batch (bench_fia_prefix.cpp): a P-token prefix should cost ~P tokens of reads.
+int bench_fia_prefix(const Options& o);
 // Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
 std::vector<Result> bench_mla(const Options& o);
 

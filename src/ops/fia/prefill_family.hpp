@@ -32,6 +32,9 @@ struct PrefillGridShape {
 };
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 
+// The Traits' kExt bits (prefill_ext) of a spec: left padding, the shared prefix, int8 output.
+unsigned prefill_ext_bits(const spec::KernelSpec& s);
+
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);
 const render::BackendTable& prefill_backend_table();

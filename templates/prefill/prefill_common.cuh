@@ -98,27 +98,47 @@ struct PrefillCommon {
     return w;
   }
 
-  // Address of KV token j (logical position) of the work's batch and head: K, or V
-  // with kValue. One function for both kernels: paging, the prefix and padding (the
-  // padded window's start is kv_tok0) all resolve here.
+  // Where K (or V, kValue) lives: its base and strides, and the shared prefix's. Taken
+  // outside the loops that address rows (params loaded once, as a plain argument).
+  struct KvSrc {
+    const void* base;
+    long long sb, ss, sh;
+    const void* prefix;
+    long long pss, psh;
+  };
   template <bool kValue>
-  static __device__ __forceinline__ const T* kv_row(const PrefillParams& p, const PrefillWork& w, int j) {
+  static __device__ __forceinline__ KvSrc kv_src(const PrefillParams& p) {
+    KvSrc s;
+    s.base = kValue ? p.v : p.k;
+    s.sb = kValue ? p.v_stride_b : p.k_stride_b;
+    s.ss = kValue ? p.v_stride_s : p.k_stride_s;
+    s.sh = kValue ? p.v_stride_h : p.k_stride_h;
+    s.prefix = nullptr, s.pss = s.psh = 0;
     if constexpr (kPrefix) {
-      if (j < w.prefix)
-        return static_cast<const T*>(kValue ? p.vp : p.kp) + (long long)j * (kValue ? p.vp_stride_s : p.kp_stride_s) +
-               (long long)w.hk * (kValue ? p.vp_stride_h : p.kp_stride_h);
+      s.prefix = kValue ? p.vp : p.kp;
+      s.pss = kValue ? p.vp_stride_s : p.kp_stride_s;
+      s.psh = kValue ? p.vp_stride_h : p.kp_stride_h;
+    }
+    return s;
+  }
+
+  // Address of KV token j (logical position) of the work's batch and head. One
+  // function for both kernels, K and V: paging, the prefix and the left-padded window
+  // (its start is kv_tok0) all resolve here.
+  static __device__ __forceinline__ const T* kv_row(const PrefillParams& p, const KvSrc& s, const PrefillWork& w,
+                                                    int j) {
+    if constexpr (kPrefix) {
+      if (j < w.prefix) return static_cast<const T*>(s.prefix) + (long long)j * s.pss + (long long)w.hk * s.psh;
       j -= w.prefix;
     }
-    const long long sb = kValue ? p.v_stride_b : p.k_stride_b, ss = kValue ? p.v_stride_s : p.k_stride_s;
-    const long long sh = kValue ? p.v_stride_h : p.k_stride_h;
     long long off;
     if constexpr (Tr::kPageSize > 0) {
       const int blk = p.block_table[(long long)w.b * p.block_table_stride_b + j / Tr::kPageSize];
-      off = (long long)blk * sb + (long long)(j % Tr::kPageSize) * ss;
+      off = (long long)blk * s.sb + (long long)(j % Tr::kPageSize) * s.ss;
     } else {
-      off = (long long)w.b * sb + (long long)(w.e.kv_tok0 + j) * ss;
+      off = (long long)w.b * s.sb + (long long)(w.e.kv_tok0 + j) * s.ss;
     }
-    return static_cast<const T*>(kValue ? p.v : p.k) + off + (long long)w.hk * sh;
+    return static_cast<const T*>(s.base) + off + (long long)w.hk * s.sh;
   }
   static __device__ __forceinline__ const T* q_row(const PrefillParams& p, const PrefillWork& w, int r) {
     return static_cast<const T*>(p.q) + (long long)w.b * p.q_stride_b +
@@ -138,14 +158,13 @@ struct PrefillCommon {
   }
   static __device__ void zero_rows(const PrefillParams& p, const PrefillWork& w, int tid, int threads) {
     O* out = static_cast<O*>(p.out);
-    O zero;
-    if constexpr (kInt8Out) zero = 0;
-    else zero = from_float<T>(0.0f);
     for (int i = tid; i < (w.r_end - w.r0) * kDv; i += threads) {
       const int r = w.r0 + i / kDv, c = i % kDv;
       const int qi = r / p.group, h = w.hk * p.group + r % p.group;
-      out[(long long)w.b * p.o_stride_b + (long long)zero_token(w, qi) * p.o_stride_s + (long long)h * p.o_stride_h +
-          w.dv0 + c] = zero;
+      O* at = out + (long long)w.b * p.o_stride_b + (long long)zero_token(w, qi) * p.o_stride_s +
+              (long long)h * p.o_stride_h + w.dv0 + c;
+      if constexpr (kInt8Out) *at = 0;
+      else *at = from_float<T>(0.0f);
     }
     if constexpr (Tr::kLse) {
       for (int r = w.r0 + tid; r < w.r_end; r += threads) {

@@ -61,26 +61,27 @@ struct PrefillHopper {
   static __device__ __forceinline__ void load_rows(const PrefillParams& p, const PrefillWork& w, unsigned char* dst,
                                                    int j0, int tid) {
     constexpr bool kPerRow = Tr::kPageSize > 0 || C::kPrefix;
-    const void* base = kValue ? p.v : p.k;
+    const typename C::KvSrc s = C::template kv_src<kValue>(p);
+    const void* base = s.base;
     constexpr int kChunks = kCols / 8;
     if constexpr (128 % kChunks == 0) {
       constexpr int kStep = 128 / kChunks;
       const int col = (tid % kChunks) * 8, r0 = tid / kChunks;
-      const long long ss = kValue ? p.v_stride_s : p.k_stride_s;
-      const T* first = C::template kv_row<kValue>(p, w, 0) + col;  // contiguous: token 0 of the sequence
+      const long long ss = s.ss;
+      const T* first = C::kv_row(p, s, w, 0) + col;  // contiguous: token 0 of the sequence
 #pragma unroll 2  // more in flight at once costs the producer's 56 registers
       for (int k = 0; k < kTile / kStep; ++k) {
         const int r = r0 + k * kStep, j = j0 + r;
         const bool ok = j < w.e.kv_len;
         const T* src = static_cast<const T*>(base);
-        if (ok) src = kPerRow ? C::template kv_row<kValue>(p, w, j) + col : first + (long long)j * ss;
+        if (ok) src = kPerRow ? C::kv_row(p, s, w, j) + col : first + (long long)j * ss;
         cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
       }
     } else {
       for (int i = tid; i < kTile * kChunks; i += 128) {
         const int r = i / kChunks, col = (i % kChunks) * 8, j = j0 + r;
         const bool ok = j < w.e.kv_len;
-        const T* src = ok ? C::template kv_row<kValue>(p, w, j) + col : static_cast<const T*>(base);
+        const T* src = ok ? C::kv_row(p, s, w, j) + col : static_cast<const T*>(base);
         cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
       }
     }
@@ -257,6 +258,7 @@ struct PrefillHopper {
       if (lane == 0) mbar_arrive(&sm.empty[last]);
     }
 
+#pragma unroll  // (the int8 epilogue's larger body kept it rolled: R and m went to the stack)
     for (int hf = 0; hf < 2; ++hf)
       C::write_row(p, w, R, hf, lane, m[hf], l[hf], [&](int n, int e) { return o[4 * n + e]; });
   }

@@ -41,14 +41,14 @@ struct Prefill {
     for (int i = threadIdx.x; i < kTile * kKChunks; i += kThreads) {
       const int r = i / kKChunks, c = i % kKChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
-      const T* src = ok ? C::template kv_row<false>(p, w, j) + c * 8
+      const T* src = ok ? C::kv_row(p, C::template kv_src<false>(p), w, j) + c * 8
                         : static_cast<const T*>(p.k);
       cp_async_16(sk + r * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
     }
     for (int i = threadIdx.x; i < kTile * kVChunks; i += kThreads) {
       const int r = i / kVChunks, c = i % kVChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
-      const T* src = ok ? C::template kv_row<true>(p, w, j) + w.dv0 + c * 8
+      const T* src = ok ? C::kv_row(p, C::template kv_src<true>(p), w, j) + w.dv0 + c * 8
                         : static_cast<const T*>(p.v);
       cp_async_16(sv + r * Tr::kVoPitch + c * 8, src, ok ? 16u : 0u);
     }

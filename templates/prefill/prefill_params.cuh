@@ -73,6 +73,9 @@ struct PrefillParams {
   int band_lo, band_hi, band_shift;
   float scale;        // multiplies q.k before pse is added
 
+  PrefillBatch batches[kPrefillMaxBatches];
+
+  // The rarer switches' fields come last: the other variants' offsets stay as they were.
   // Left padding (kLeftPad): the int64 pads in device memory, read by the kernel (a
   // host read would sync and break graph capture); null: that side is right-padded.
   // Stride 0: one value for every batch, 1: one per batch. Negative pads count as 0;
@@ -82,7 +85,7 @@ struct PrefillParams {
   int q_pad_stride, kv_pad_stride;
   int kv_seq;  // the KV tensor's S: the KV window ends at kv_seq - pad
   // Shared prefix (kPrefix): K/V (1, prefix_seq tokens) in the key's layout; its
-  // length on device (null: prefix_seq), clamped to [0, prefix_seq).
+  // length on device (null: prefix_seq), clamped to [0, prefix_seq].
   const void* kp;
   const void* vp;
   long long kp_stride_s, kp_stride_h, vp_stride_s, vp_stride_h;
@@ -94,7 +97,6 @@ struct PrefillParams {
   const void* quant_offset;
   int quant_stride_h, quant_stride_d;
   int quant_bf16;
-  PrefillBatch batches[kPrefillMaxBatches];
 };
 
 }  // namespace attnjit

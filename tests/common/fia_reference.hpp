@@ -21,8 +21,10 @@ inline bool fia_left_pad_window(int64_t S, int64_t pad, int64_t len, int* start)
   *start = st >= 0 ? int(st) : 0;
   return st >= 0;
 }
-// The shared prefix's length: actual_shared_prefix_len (< 0: absent) within [0, S].
-inline int fia_prefix_len(int64_t S, int64_t actual) { return int(actual < 0 ? S : std::min(std::max<int64_t>(actual, 0), S)); }
+// The shared prefix's length: actual_shared_prefix_len clamped to [0, S]; absent: S.
+inline int fia_prefix_len(int64_t S, bool given, int64_t actual) {
+  return int(given ? std::min(std::max<int64_t>(actual, 0), S) : S);
+}
 // int8 output: clamp(round(x * scale + offset), -128, 127) (a tie may round either way).
 inline double fia_int8_out(double x, double scale, double offset) {
   return std::clamp(std::nearbyint(x * scale + offset), -128.0, 127.0);

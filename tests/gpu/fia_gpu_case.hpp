@@ -105,7 +105,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     if (!fits[b]) qoff[b] = 0;  // the kernel writes the batch's (zero) rows from token 0
   }
   // Shared prefix: a batch's KV is [prefix (P tokens) | its own].
-  const int P = c.prefix ? testing::fia_prefix_len(c.prefix, c.prefix_len) : 0;
+  const int P = c.prefix ? testing::fia_prefix_len(c.prefix, c.prefix_len >= 0, c.prefix_len) : 0;
   const int T = tnd ? int(c.q_list.back()) : 0, Tkv = tnd ? int(c.kv_list.back()) : 0;
   const int QS = c.q_seq;
   // Paged KV: shuffled blocks, a spare column in the table.

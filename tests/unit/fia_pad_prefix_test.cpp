@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "common/fia_reference.hpp"
 #include "common/op_args.hpp"
 #include "ops/fia/fia_decode.hpp"
 
@@ -372,6 +373,26 @@ TEST(FiaPadPrefix, Int8OutputScales) {
   o.sparse_mode = 3;
   o.atten_mask = TensorView::contiguous(fake(0x700000), DType::kUInt8, {2048, 2048});
   EXPECT_NO_THROW(plan_fia(o, testing::kPlanArch));
+}
+
+// The float64 reference's rules for them (tests/common/fia_reference.hpp), which the
+// GPU tests hold the kernels to.
+TEST(FiaPadPrefix, ReferenceRules) {
+  int start = -1;
+  EXPECT_TRUE(testing::fia_left_pad_window(10, 2, 5, &start));
+  EXPECT_EQ(start, 3);  // rows [3, 8)
+  EXPECT_TRUE(testing::fia_left_pad_window(10, -4, 6, &start));
+  EXPECT_EQ(start, 4);  // a negative pad counts as 0
+  EXPECT_FALSE(testing::fia_left_pad_window(10, 6, 5, &start));
+  EXPECT_EQ(start, 0);
+  EXPECT_EQ(testing::fia_prefix_len(48, false, 0), 48);  // absent: the prefix's S
+  EXPECT_EQ(testing::fia_prefix_len(48, true, 100), 48);
+  EXPECT_EQ(testing::fia_prefix_len(48, true, -3), 0);
+  EXPECT_EQ(testing::fia_prefix_len(48, true, 7), 7);
+  EXPECT_EQ(testing::fia_int8_out(0.26, 10.0, 0.0), 3.0);
+  EXPECT_EQ(testing::fia_int8_out(-0.26, 10.0, 1.0), -2.0);
+  EXPECT_EQ(testing::fia_int8_out(100.0, 10.0, 0.0), 127.0);
+  EXPECT_EQ(testing::fia_int8_out(-100.0, 10.0, 0.0), -128.0);
 }
 
 }  // namespace

@@ -141,6 +141,7 @@ def test_mla_launch_errors_with_numpy():
     (dict(key_shared_prefix=S([1, 2, 16, 128], "fp16")), "value_shared_prefix"),
     (dict(quant_offset2=S([1], "fp32")), "quant_offset2"),
     (dict(quant_scale2=S([3], "fp32")), "quant_scale2"),
+    (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),  # only with an int8 query
 ])
 def test_fia_argument_errors_name_the_argument(kw, arg):
     with pytest.raises(attnjit.InvalidArgumentError, match=f"argument '{arg}'"):
@@ -148,7 +149,7 @@ def test_fia_argument_errors_name_the_argument(kw, arg):
 
 
 @pytest.mark.parametrize("kw, arg", [
-    (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),
+    (dict(query=S([1, 8, 64, 128], "int8"), dequant_scale1=S([1], "fp32")), "dequant_scale1"),
     (dict(antiquant_scale=S([2, 256], "fp16")), "antiquant_scale"),
     (dict(key_antiquant_scale=S([1, 512], "fp32"), value_antiquant_scale=S([1, 512], "fp32")),
      "key_antiquant_scale"),

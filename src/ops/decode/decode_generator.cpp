@@ -195,6 +195,8 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
       s.pos_encoding != spec::PosEncoding::kAlibi)
     return refuse([] { return std::string("unknown positional encoding"); });
   if (s.features & ~spec::feature::kAll) return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  if (s.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix))  // FIA's: the prefill kernels serve them
+    return refuse([] { return std::string("leftpad and prefix are the prefill family's features (FIA)"); });
   spec::KernelSpec on_arch = s;
   on_arch.arch = arch;
   const DecodeTiling t = decode_tiling(on_arch);

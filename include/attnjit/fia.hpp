@@ -27,11 +27,16 @@ struct FiaArgs {
   TensorView atten_mask;  // optional bool/int8/uint8, nonzero = masked out (shapes: see README)
   std::vector<int64_t> actual_seq_lengths;     // host list; TND: cumulative, its length is B
   std::vector<int64_t> actual_seq_lengths_kv;  // host list; TND: cumulative; paged: required
-  // Quantisation (not supported yet: an Error says so when any is given).
+  // Quantised inputs (dequant_scale1, quant_scale1, dequant_scale2: not supported yet, and
+  // an error with fp16/bf16 queries). quant_scale2 (+ quant_offset2): int8 attention_out,
+  // clamp(round(out * scale + offset)); fp32 or bf16, per tensor or per channel (N * D_v).
   TensorView dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2;
   TensorView antiquant_scale, antiquant_offset;
   TensorView block_table;  // optional int32 [B, max_blocks]: paged KV
-  // Left padding, separate KV antiquant and shared prefix: not supported yet.
+  // Left padding: int64 device tensors (1 or B values), read by the kernel; with the
+  // actual lengths, valid rows are [S - pad - len, S - pad). The shared prefix: key's
+  // layout with batch 1, a batch's KV is [prefix | own]; actual_shared_prefix_len an int64
+  // device [1]. Separate KV antiquant: not supported yet.
   TensorView query_padding_size, kv_padding_size;
   TensorView key_antiquant_scale, key_antiquant_offset, value_antiquant_scale, value_antiquant_offset;
   TensorView key_shared_prefix, value_shared_prefix, actual_shared_prefix_len;
@@ -53,7 +58,7 @@ struct FiaArgs {
   int64_t key_antiquant_mode = 0;
   int64_t value_antiquant_mode = 0;
 
-  // Outputs. attention_out: query's shape and dtype (BNSD_BSND: (B, S, N, D); TND
+  // Outputs. attention_out: query's shape and dtype, int8 with quant_scale2 (BNSD_BSND: (B, S, N, D); TND
   // and BSH with V's head dim). softmax_lse: with softmax_lse_flag, fp32 (B, N, Q_S, 1)
   // (TND: (T, N, 1)), natural log, +inf for a row that sees no key or lies past its
   // actual length. Without the flag it may be absent; given, it must be the seed's

@@ -33,7 +33,9 @@ constexpr uint32_t kCudaCores = 1u << 5;      // FFMA path instead of mma.sync
 constexpr uint32_t kRaggedQ = 1u << 6;        // spec-decode with cumulative q lengths
 constexpr uint32_t kPse = 1u << 7;            // FIA pse_shift added to the scaled scores
 constexpr uint32_t kSplitRope = 1u << 8;      // mla: FIA's query_rope/key_rope (nope and rope tensors apart)
-constexpr uint32_t kAll = (1u << 9) - 1;
+constexpr uint32_t kLeftPad = 1u << 9;        // FIA query/kv_padding_size read on device
+constexpr uint32_t kSharedPrefix = 1u << 10;  // FIA key/value_shared_prefix before each batch's KV
+constexpr uint32_t kAll = (1u << 11) - 1;
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -43,7 +45,7 @@ struct Name {
 inline constexpr Name kNames[] = {
     {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
     {kScalePointers, "scaleptr"}, {kCudaCores, "cudacore"}, {kRaggedQ, "raggedq"},
-    {kPse, "pse"},           {kSplitRope, "splitrope"},
+    {kPse, "pse"},           {kSplitRope, "splitrope"}, {kLeftPad, "leftpad"}, {kSharedPrefix, "prefix"},
 };
 }  // namespace feature
 

@@ -16,13 +16,14 @@
 namespace attnjit {
 
 template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, int kMask_, int kPageSize_,
-          bool kPse_, bool kLse_>
+          bool kPse_, bool kLse_, unsigned kExt_ = 0>
 struct PrefillHopperTraits {
   typedef T_ T;
   static constexpr int kHdQk = kHdQk_, kHdVo = kHdVo_, kKvTile = kKvTile_, kStages = kStages_, kMask = kMask_;
   static constexpr bool kPingPong = kPingPong_;  // the consumers take turns issuing their GEMMs
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kPse = kPse_, kLse = kLse_;
+  static constexpr unsigned kExt = kExt_;  // prefill_ext bits
   static constexpr int kConsumers = 2;  // warpgroups of 64 rows
   static constexpr int kThreads = 128 * (kConsumers + 1), kRows = 64 * kConsumers, kMinBlocks = 1;
   static constexpr int kQBytes = 64 * kHdQk * 2;  // one consumer's Q tile
@@ -55,28 +56,32 @@ struct PrefillHopper {
   // zero (V must be: P is 0 there, but 0 * NaN is not). Where the row's 16-byte
   // chunks divide the 128 threads, each thread keeps one column and steps over
   // rows, so a contiguous row costs one multiply-add of address arithmetic.
-  template <int kCols, int kP = 128>  // kP threads copy
-  static __device__ __forceinline__ void load_rows(const PrefillParams& p, const PrefillWork& w, const void* base,
-                                                   long long sb, long long ss, long long sh, unsigned char* dst,
+  // (K, or V with kValue; kP threads copy.) Paged KV and the shared prefix take kv_row per row.
+  template <int kCols, bool kValue, int kP = 128>
+  static __device__ __forceinline__ void load_rows(const PrefillParams& p, const PrefillWork& w, unsigned char* dst,
                                                    int j0, int tid) {
+    constexpr bool kPerRow = Tr::kPageSize > 0 || C::kPrefix;
+    const typename C::KvSrc s = C::template kv_src<kValue>(p);
+    const void* base = s.base;
     constexpr int kChunks = kCols / 8;
     if constexpr (kP % kChunks == 0) {
       constexpr int kStep = kP / kChunks;
       const int col = (tid % kChunks) * 8, r0 = tid / kChunks;
-      const T* first = C::kv_row(p, base, sb, ss, sh, w, 0) + col;  // contiguous: token 0 of the sequence
+      const long long ss = s.ss;
+      const T* first = C::kv_row(p, s, w, 0) + col;  // contiguous: token 0 of the sequence
 #pragma unroll 2  // more in flight at once costs the producer's 56 registers
       for (int k = 0; k < kTile / kStep; ++k) {
         const int r = r0 + k * kStep, j = j0 + r;
         const bool ok = j < w.e.kv_len;
         const T* src = static_cast<const T*>(base);
-        if (ok) src = Tr::kPageSize > 0 ? C::kv_row(p, base, sb, ss, sh, w, j) + col : first + (long long)j * ss;
+        if (ok) src = kPerRow ? C::kv_row(p, s, w, j) + col : first + (long long)j * ss;
         cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
       }
     } else {
       for (int i = tid; i < kTile * kChunks; i += kP) {
         const int r = i / kChunks, col = (i % kChunks) * 8, j = j0 + r;
         const bool ok = j < w.e.kv_len;
-        const T* src = ok ? C::kv_row(p, base, sb, ss, sh, w, j) + col : static_cast<const T*>(base);
+        const T* src = ok ? C::kv_row(p, s, w, j) + col : static_cast<const T*>(base);
         cp_async_16(dst + swizzled_offset<kTile>(r, col), src, ok ? 16u : 0u);
       }
     }
@@ -90,10 +95,8 @@ struct PrefillHopper {
     for (int it = 0; it < w.n_tiles; ++it) {
       const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile;
       mbar_wait(&sm.empty[st], (((g + it) / kStages) & 1) ^ 1);
-      load_rows<kD>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h,
-                    sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
-      load_rows<kDv>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h,
-                     sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
+      load_rows<kD, false>(p, w, sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
+      load_rows<kDv, true>(p, w, sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
       cp_async_mbar_arrive(&sm.full[st]);
     }
   }
@@ -127,8 +130,8 @@ struct PrefillHopper {
             tma_load_4d(v_dst + d * kTile * 128, &p.v_map, &sm.full[st], d * 64, c1, c2, c3);
         }
       } else {
-        load_rows<kD, 32>(p, w, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h, sm.base + (k_dst - sm.q), j0, lane);
-        load_rows<kDv, 32>(p, w, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h, sm.base + (v_dst - sm.q), j0, lane);
+        load_rows<kD, false, 32>(p, w, sm.base + (k_dst - sm.q), j0, lane);
+        load_rows<kDv, true, 32>(p, w, sm.base + (v_dst - sm.q), j0, lane);
         // At most once per item: wait for the warp's copies, then the one arrival.
         asm volatile("cp.async.wait_all;" ::: "memory");
         __syncwarp();
@@ -292,6 +295,7 @@ struct PrefillHopper {
       if (lane == 0) mbar_arrive(&sm.empty[last]);
     }
 
+#pragma unroll  // (the int8 epilogue's larger body kept it rolled: R and m went to the stack)
     for (int hf = 0; hf < 2; ++hf)
       C::write_row(p, w, R, hf, lane, m[hf], l[hf], [&](int n, int e) { return o[4 * n + e]; });
   }

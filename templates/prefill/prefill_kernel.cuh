@@ -9,12 +9,14 @@
 
 namespace attnjit {
 
-template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kMask_, int kPageSize_, bool kPse_, bool kLse_>
+template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kMask_, int kPageSize_, bool kPse_, bool kLse_,
+          unsigned kExt_ = 0>
 struct PrefillTraits {
   typedef T_ T;
   static constexpr int kHdQk = kHdQk_, kHdVo = kHdVo_, kKvTile = kKvTile_, kMask = kMask_;
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kPse = kPse_, kLse = kLse_;
+  static constexpr unsigned kExt = kExt_;  // prefill_ext bits
   static constexpr int kWarps = 4, kThreads = kWarps * 32, kRows = kWarps * 16, kMinBlocks = 1;
   // Rows padded by 16 bytes: ldmatrix's eight row addresses then hit distinct banks.
   static constexpr int kQkPitch = kHdQk + 8, kVoPitch = kHdVo + 8;  // elements
@@ -39,14 +41,14 @@ struct Prefill {
     for (int i = threadIdx.x; i < kTile * kKChunks; i += kThreads) {
       const int r = i / kKChunks, c = i % kKChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
-      const T* src = ok ? C::kv_row(p, p.k, p.k_stride_b, p.k_stride_s, p.k_stride_h, w, j) + c * 8
+      const T* src = ok ? C::kv_row(p, C::template kv_src<false>(p), w, j) + c * 8
                         : static_cast<const T*>(p.k);
       cp_async_16(sk + r * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
     }
     for (int i = threadIdx.x; i < kTile * kVChunks; i += kThreads) {
       const int r = i / kVChunks, c = i % kVChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
-      const T* src = ok ? C::kv_row(p, p.v, p.v_stride_b, p.v_stride_s, p.v_stride_h, w, j) + w.dv0 + c * 8
+      const T* src = ok ? C::kv_row(p, C::template kv_src<true>(p), w, j) + w.dv0 + c * 8
                         : static_cast<const T*>(p.v);
       cp_async_16(sv + r * Tr::kVoPitch + c * 8, src, ok ? 16u : 0u);
     }

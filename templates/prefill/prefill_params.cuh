@@ -12,6 +12,14 @@ constexpr int kBand = 1;    // the band rule (sparse modes 2-4), no mask tensor 
 constexpr int kTensor = 2;  // the atten_mask tensor and the band rule
 }
 
+// The rarer switches (the Traits' kExt bits; 0 renders as before). Each gates its
+// code with if constexpr, so the variants without it compile as they always did.
+namespace prefill_ext {
+constexpr unsigned kLeftPad = 1u;  // query/kv_padding_size: valid windows [S - pad - len, S - pad)
+constexpr unsigned kPrefix = 2u;   // key/value_shared_prefix: a batch's KV is [prefix | own KV]
+constexpr unsigned kInt8Out = 4u;  // int8 attention_out: clamp(round(o * quant_scale2 + quant_offset2))
+}
+
 // Batches one launch covers: the work list travels in the Params (no device
 // buffer, so a launch allocates nothing and captures cleanly); larger batches
 // launch once per chunk of this many. Keeps sizeof(PrefillParams) under 4 KB.
@@ -81,6 +89,29 @@ struct PrefillParams {
   // blockIdx.x takes items blockIdx.x, + gridDim.x, ... (one each when the grid covers them).
   int tiles, kv_heads;
   PrefillBatch batches[kPrefillMaxBatches];
+
+  // The rarer switches' fields come last: the other variants' offsets stay as they were.
+  // Left padding (kLeftPad): the int64 pads in device memory, read by the kernel (a
+  // host read would sync and break graph capture); null: that side is right-padded.
+  // Stride 0: one value for every batch, 1: one per batch. Negative pads count as 0;
+  // a window that does not fit (S - pad - len < 0) leaves the batch's rows 0.
+  const long long* q_pad;
+  const long long* kv_pad;
+  int q_pad_stride, kv_pad_stride;
+  int kv_seq;  // the KV tensor's S: the KV window ends at kv_seq - pad
+  // Shared prefix (kPrefix): K/V (1, prefix_seq tokens) in the key's layout; its
+  // length on device (null: prefix_seq), clamped to [0, prefix_seq].
+  const void* kp;
+  const void* vp;
+  long long kp_stride_s, kp_stride_h, vp_stride_s, vp_stride_h;
+  const long long* prefix_len;
+  int prefix_seq;
+  // int8 output (kInt8Out): scale and optional offset of output channel (h, d) at
+  // h * quant_stride_h + d * quant_stride_d (both 0: per tensor); fp32 or bf16.
+  const void* quant_scale;
+  const void* quant_offset;
+  int quant_stride_h, quant_stride_d;
+  int quant_bf16;
 };
 
 }  // namespace attnjit

@@ -1,5 +1,6 @@
 // float64 reference of fused_infer_attention_score (FIA) for the GPU tests: the
-// sparse-mode, mask, band, pse and empty-row rules written from the text.
+// sparse-mode, mask, band, pse and empty-row rules written from the text,
+// and the rarer arguments' rules (left-padding windows, the shared prefix, int8 output).
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,25 @@
 
 namespace attnjit::testing {
 
+// Left padding: the valid window [S - pad - len, S - pad) of a tensor of S tokens; a
+// negative pad counts as 0. Returns whether it fits (start >= 0); the batch reads 0 if not.
+inline bool fia_left_pad_window(int64_t S, int64_t pad, int64_t len, int* start) {
+  const int64_t st = S - std::max<int64_t>(0, pad) - len;
+  *start = st >= 0 ? int(st) : 0;
+  return st >= 0;
+}
+// The shared prefix's length: actual_shared_prefix_len clamped to [0, S]; absent: S.
+inline int fia_prefix_len(int64_t S, bool given, int64_t actual) {
+  return int(given ? std::min(std::max<int64_t>(actual, 0), S) : S);
+}
+// int8 output: clamp(round(x * scale + offset), -128, 127) (a tie may round either way).
+inline double fia_int8_out(double x, double scale, double offset) {
+  return std::clamp(std::nearbyint(x * scale + offset), -128.0, 127.0);
+}
+
+// Padding and the prefix are the accessors' business: q, k, v, mask and pse take
+// logical positions (within the windows; KV j over [prefix | own], kv_lens counting
+// both), as Ascend indexes mask and pse.
 struct FiaRefProblem {
   int batch = 1, num_heads = 1, num_kv_heads = 1, head_dim = 128, head_dim_v = 128;
   std::vector<int> q_lens, kv_lens;  // actual lengths per batch

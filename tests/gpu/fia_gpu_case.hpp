@@ -43,6 +43,12 @@ struct FiaCase {
   Backend backend = Backend::kAuto;  // run_fia: auto runs every backend this GPU has
   std::string kernel;    // non-empty: the launched kernel's name starts with it ("decode.", "prefill.")
   bool capture = false;  // run once on a stream, then capture the call in a graph and replay it
+  // Left padding (query/kv_padding_size, 1 or B values; empty: none): applies with the lists.
+  std::vector<int64_t> q_pad, kv_pad;
+  int prefix = 0;           // shared prefix S (0: none)
+  int64_t prefix_len = -1;  // actual_shared_prefix_len (-1: absent, the prefix's S)
+  int quant = 0;            // int8 output: 1 per tensor, 2 per channel (quant_scale2)
+  bool quant_offset = false, quant_bf16 = false;
 };
 
 inline std::string describe(const FiaCase& c) {
@@ -53,7 +59,13 @@ inline std::string describe(const FiaCase& c) {
                   std::to_string(c.next) + " mask" + std::to_string(c.mask) + "." + std::to_string(c.mask_shape) +
                   " pse" + std::to_string(c.pse) + " bs" + std::to_string(c.block_size) +
                   (c.paged_rank4 ? "r4" : "") + (c.lse ? " lse" : "") +
-                  (c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kXqa ? " xqa" : "") + " q[";
+                  (c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kXqa ? " xqa" : "") +
+                  " prefix" + std::to_string(c.prefix) + "/" + std::to_string(c.prefix_len) + " quant" +
+                  std::to_string(c.quant) + (c.quant_offset ? "o" : "") + (c.quant_bf16 ? "bf" : "") + " qpad[";
+  for (auto v : c.q_pad) s += std::to_string(v) + ",";
+  s += "] kvpad[";
+  for (auto v : c.kv_pad) s += std::to_string(v) + ",";
+  s += "] q[";
   for (auto v : c.q_list) s += std::to_string(v) + ",";
   s += "] kv[";
   for (auto v : c.kv_list) s += std::to_string(v) + ",";
@@ -82,6 +94,18 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
       kl[b] = int(list_at(c.kv_list, b, c.kv_seq));
     }
   }
+  // Left padding: the valid windows [S - pad - len, S - pad) (negative pads count as
+  // 0); a window that does not fit leaves its batch 0 (the kernel sees no key there).
+  std::vector<int> qoff(B, 0), kvoff(B, 0), fits(B, 1);
+  const bool qpad_on = !c.q_pad.empty() && !decode && !c.q_list.empty();
+  const bool kvpad_on = !c.kv_pad.empty() && !c.kv_list.empty();
+  for (int b = 0; b < B; ++b) {
+    if (qpad_on) fits[b] = testing::fia_left_pad_window(c.q_seq, list_at(c.q_pad, b, 0), ql[b], &qoff[b]);
+    if (kvpad_on && !testing::fia_left_pad_window(c.kv_seq, list_at(c.kv_pad, b, 0), kl[b], &kvoff[b])) fits[b] = 0;
+    if (!fits[b]) qoff[b] = 0;  // the kernel writes the batch's (zero) rows from token 0
+  }
+  // Shared prefix: a batch's KV is [prefix (P tokens) | its own].
+  const int P = c.prefix ? testing::fia_prefix_len(c.prefix, c.prefix_len >= 0, c.prefix_len) : 0;
   const int T = tnd ? int(c.q_list.back()) : 0, Tkv = tnd ? int(c.kv_list.back()) : 0;
   const int QS = c.q_seq;
   // Paged KV: shuffled blocks, a spare column in the table.
@@ -99,7 +123,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   }
   int max_kv = 0;
   for (int b = 0; b < B; ++b) max_kv = std::max(max_kv, kl[b]);
-  const int kv_cols = paged ? ((max_kv + bs - 1) / bs) * bs : c.kv_seq;
+  const int kv_cols = (paged ? ((max_kv + bs - 1) / bs) * bs : c.kv_seq) + c.prefix;
 
   // Device-buffer indices of logical elements.
   auto qidx = [&](int b, int s, int h, int d) -> size_t {
@@ -117,6 +141,10 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     if (tnd) return (size_t(k0[b] + j) * KN + hk) * dim + d;
     if (bnsd_in) return ((size_t(b) * KN + hk) * c.kv_seq + j) * dim + d;
     return ((size_t(b) * c.kv_seq + j) * KN + hk) * dim + d;
+  };
+  auto pidx = [&](int j, int hk, int d, int dim) -> size_t {  // the prefix, in the key's layout with batch 1
+    if (bnsd_in) return (size_t(hk) * c.prefix + j) * dim + d;
+    return (size_t(j) * KN + hk) * dim + d;
   };
   auto oidx = [&](int b, int s, int h, int dv) -> size_t {
     if (tnd) return (size_t(q0[b] + s) * N + h) * DV + dv;
@@ -148,25 +176,28 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   auto qv = util::quantize(testing::random_values(numel(qshape), rng), c.dtype);
   auto kv = util::quantize(testing::random_values(numel(kshape), rng), c.dtype);
   auto vv = util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
-  DeviceTensor q(c.dtype, qshape), k(c.dtype, kshape), v(c.dtype, vshape), out(c.dtype, oshape);
+  DeviceTensor q(c.dtype, qshape), k(c.dtype, kshape), v(c.dtype, vshape), out(c.quant ? DType::kInt8 : c.dtype, oshape);
   q.upload_floats(qv);
   if (!paged && !tnd) {
-    // K/V rows past a batch's actual length hold NaN on the device: a kernel must
-    // neither score them nor let 0 * NaN into P V (the reference never reads them).
+    // K/V rows outside a batch's actual window (past its length, or before a left pad's
+    // start) hold NaN on the device: a kernel must neither score them nor let 0 * NaN
+    // into P V (the reference never reads them).
     auto k_dev = kv, v_dev = vv;
     for (int b = 0; b < B; ++b)
-      for (int j = kl[b]; j < c.kv_seq; ++j)
+      for (int j = 0; j < c.kv_seq; ++j) {
+        if (j >= kvoff[b] && j < kvoff[b] + kl[b]) continue;
         for (int hk = 0; hk < KN; ++hk) {
           for (int d = 0; d < D; ++d) k_dev[kvidx(b, j, hk, d, D)] = NAN;
           for (int d = 0; d < DV; ++d) v_dev[kvidx(b, j, hk, d, DV)] = NAN;
         }
+      }
     k.upload_floats(k_dev);
     v.upload_floats(v_dev);
   } else {
     k.upload_floats(kv);
     v.upload_floats(vv);
   }
-  out.poison();
+  out.poison();  // int8: -1 everywhere, and rows outside the windows must read 0
   DeviceTensor lse(DType::kFloat32, lshape);
   lse.poison();
 
@@ -187,6 +218,55 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   a.next_tokens = c.next;
   a.softmax_lse_flag = c.lse;
   if (c.lse) a.softmax_lse = lse.view;
+  DeviceTensor qpad_t, kvpad_t, plen_t, kp_t, vp_t, qs_t, qo_t;
+  std::vector<float> kpv, vpv, qsv, qov;
+  if (!c.q_pad.empty()) {
+    qpad_t.allocate(DType::kInt64, {int64_t(c.q_pad.size())});
+    qpad_t.upload_pod(c.q_pad);
+    a.query_padding_size = qpad_t.view;
+  }
+  if (!c.kv_pad.empty()) {
+    kvpad_t.allocate(DType::kInt64, {int64_t(c.kv_pad.size())});
+    kvpad_t.upload_pod(c.kv_pad);
+    a.kv_padding_size = kvpad_t.view;
+  }
+  if (c.prefix) {
+    std::vector<int64_t> ks = kshape, vs = vshape;
+    ks[0] = vs[0] = 1;
+    ks[bnsd_in ? 2 : 1] = vs[bnsd_in ? 2 : 1] = c.prefix;
+    kpv = util::quantize(testing::random_values(numel(ks), rng), c.dtype);
+    vpv = util::quantize(testing::random_values(numel(vs), rng), c.dtype);
+    kp_t.allocate(c.dtype, ks);
+    vp_t.allocate(c.dtype, vs);
+    kp_t.upload_floats(kpv);
+    vp_t.upload_floats(vpv);
+    a.key_shared_prefix = kp_t.view;
+    a.value_shared_prefix = vp_t.view;
+    if (c.prefix_len >= 0) {
+      plen_t.allocate(DType::kInt64, {1});
+      plen_t.upload_pod(std::vector<int64_t>{c.prefix_len});
+      a.actual_shared_prefix_len = plen_t.view;
+    }
+  }
+  if (c.quant) {  // scales that spread the outputs (|x| < ~4) over the int8 range, offsets of a few units
+    const std::vector<int64_t> qsh = c.quant == 1 ? std::vector<int64_t>{1}
+                                     : c.layout == "BSH" ? std::vector<int64_t>{1, 1, N * DV}
+                                                         : std::vector<int64_t>{N, DV};
+    const size_t n = numel(qsh);
+    const DType sd = c.quant_bf16 ? DType::kBFloat16 : DType::kFloat32;
+    for (size_t i = 0; i < n; ++i) qsv.push_back(10.0f + float(rng() % 1500) / 100.0f);
+    for (size_t i = 0; i < n; ++i) qov.push_back(float(int(rng() % 2001) - 1000) / 100.0f);
+    qsv = util::quantize(qsv, sd);
+    qov = util::quantize(qov, sd);
+    qs_t.allocate(sd, qsh);
+    qs_t.upload_floats(qsv);
+    a.quant_scale2 = qs_t.view;
+    if (c.quant_offset) {
+      qo_t.allocate(sd, qsh);
+      qo_t.upload_floats(qov);
+      a.quant_offset2 = qo_t.view;
+    }
+  }
   DeviceTensor bt(DType::kInt32, {B, std::max(max_blocks, 1)});
   if (paged) {
     bt.upload_pod(table);
@@ -289,14 +369,20 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   pr.head_dim_v = DV;
   pr.q_lens = ql;
   pr.kv_lens = kl;
+  for (int b = 0; b < B; ++b) pr.kv_lens[size_t(b)] = fits[b] ? P + kl[b] : 0;
   pr.decode = decode;
   pr.sparse_mode = c.sparse;
   pr.pre_tokens = c.pre;
   pr.next_tokens = c.next;
+  if ((qpad_on || kvpad_on) && c.sparse == 0) pr.pre_tokens = pr.next_tokens = 2147483647;  // ignored (the seed)
   pr.scale = a.scale;
-  pr.q = [&](int b, int s, int h, int d) { return double(qv[qidx(b, s, h, d)]); };
-  pr.k = [&](int b, int j, int hk, int d) { return double(kv[kvidx(b, j, hk, d, D)]); };
-  pr.v = [&](int b, int j, int hk, int d) { return double(vv[kvidx(b, j, hk, d, DV)]); };
+  pr.q = [&](int b, int s, int h, int d) { return double(qv[qidx(b, qoff[b] + s, h, d)]); };
+  pr.k = [&](int b, int j, int hk, int d) {
+    return double(j < P ? kpv[pidx(j, hk, d, D)] : kv[kvidx(b, kvoff[b] + j - P, hk, d, D)]);
+  };
+  pr.v = [&](int b, int j, int hk, int d) {
+    return double(j < P ? vpv[pidx(j, hk, d, DV)] : vv[kvidx(b, kvoff[b] + j - P, hk, d, DV)]);
+  };
   if (c.pse)
     pr.pse = [&](int b, int h, int i, int j) {
       const size_t pb = c.pse == 1 ? size_t(b) : 0;
@@ -310,26 +396,36 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   if (c.mask == 2) pr.masked = [](int, int, int) { return true; };  // modes 2-4 never consult it
   const auto ref = testing::reference_fia(pr);
 
-  const auto got = out.download_floats();
+  std::vector<float> got;
+  if (c.quant) {
+    for (uint8_t x : out.download()) got.push_back(float(int8_t(x)));
+  } else {
+    got = out.download_floats();
+  }
   const auto got_lse = c.lse ? lse.download_floats() : std::vector<float>{};
   std::vector<double> g, r, gl, rl;
   int bad_pad = 0, bad_inf = 0;
+  std::vector<size_t> gi;  // int8 output: each checked element's output index
   for (int b = 0; b < B; ++b) {
     const int rows = tnd ? ql[b] : QS;
-    for (int s = 0; s < rows; ++s)
+    for (int ps = 0; ps < rows; ++ps)
       for (int h = 0; h < N; ++h) {
-        const bool real = s < ql[b];
+        const int s = ps - qoff[b];  // the logical row (left padding: outside the window is not real)
+        const bool real = s >= 0 && s < ql[b];
         for (int dv = 0; dv < DV; ++dv) {
-          const float x = got[oidx(b, s, h, dv)];
+          const float x = got[oidx(b, ps, h, dv)];
           if (!real) {
             bad_pad += x != 0.0f;  // rows past the actual length: exactly 0 (NaN counts too)
             continue;
           }
           g.push_back(x);
           r.push_back(ref.out[ref.out_index(b, s, h, dv, N, DV)]);
+          const bool no_key = std::isinf(ref.lse[ref.lse_index(b, s, h, N)]);
+          gi.push_back(no_key ? SIZE_MAX : size_t(h) * DV + dv);
+          if (c.quant && no_key) bad_pad += x != 0.0f;  // a row that sees no key writes 0, not the offset
         }
         if (c.lse) {
-          const float x = got_lse[lidx(b, s, h)];
+          const float x = got_lse[lidx(b, ps, h)];
           const double want = real ? ref.lse[ref.lse_index(b, s, h, N)] : INFINITY;
           if (std::isinf(want)) {
             bad_inf += !(std::isinf(x) && x > 0);
@@ -343,15 +439,33 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   EXPECT_EQ(bad_pad, 0) << describe(c) << ": output elements past the actual length not 0";
   EXPECT_EQ(bad_inf, 0) << describe(c) << ": LSE of rows that see no key (or lie past their length) not +inf";
   const double tol = 1e-2;
-  std::string report;
-  const size_t outside = testing::count_outside_bound(g, r, 5 * tol * testing::rms(r), tol, &report);
-  EXPECT_EQ(outside, 0u) << describe(c) << ": " << outside << " of " << r.size() << " elements outside:\n" << report;
+  if (c.quant) {
+    // Within a unit of round(x * scale + offset) (clamped), the float tolerance scaled in.
+    const double rr = testing::rms(r);
+    size_t off = 0;
+    std::string rep;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (gi[i] == SIZE_MAX) continue;  // checked for 0 above
+      const size_t ch = c.quant == 2 ? gi[i] : 0;
+      const double sc = qsv[ch], o = c.quant_offset ? qov[ch] : 0.0, e = 3 * tol * rr * sc + 0.5;
+      const double y = r[i] * sc + o;
+      const double lo = testing::fia_int8_out(r[i] - e / sc, sc, o), hi = testing::fia_int8_out(r[i] + e / sc, sc, o);
+      if (g[i] < lo || g[i] > hi) {
+        if (off++ < 8) rep += "  got " + std::to_string(g[i]) + " want " + std::to_string(y) + "\n";
+      }
+    }
+    EXPECT_EQ(off, 0u) << describe(c) << ": " << off << " of " << g.size() << " int8 elements outside:\n" << rep;
+  } else {
+    std::string report;
+    const size_t outside = testing::count_outside_bound(g, r, 5 * tol * testing::rms(r), tol, &report);
+    EXPECT_EQ(outside, 0u) << describe(c) << ": " << outside << " of " << r.size() << " elements outside:\n" << report;
+  }
   if (c.lse) {
     std::string lr;
     const size_t lo = testing::count_outside_bound(gl, rl, 2e-3, 1e-3, &lr);
     EXPECT_EQ(lo, 0u) << describe(c) << ": " << lo << " of " << rl.size() << " LSE values outside:\n" << lr;
   }
-  return r.empty() ? 0.0 : testing::rel_l2(g, r);
+  return r.empty() || c.quant ? 0.0 : testing::rel_l2(g, r);
 }
 
 // Whether the GPU (or, in prewarm mode, the target arch) is sm_90a: the wgmma kernel's.

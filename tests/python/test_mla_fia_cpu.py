@@ -137,6 +137,11 @@ def test_mla_launch_errors_with_numpy():
     (dict(scale=float("nan")), "scale"),
     (dict(num_heads=4), "query"),
     (dict(queries=None), "queries"),  # not an argument of the op
+    (dict(query_padding_size=S([1], "int32"), actual_seq_lengths=[30]), "query_padding_size"),
+    (dict(key_shared_prefix=S([1, 2, 16, 128], "fp16")), "value_shared_prefix"),
+    (dict(quant_offset2=S([1], "fp32")), "quant_offset2"),
+    (dict(quant_scale2=S([3], "fp32")), "quant_scale2"),
+    (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),  # only with an int8 query
 ])
 def test_fia_argument_errors_name_the_argument(kw, arg):
     with pytest.raises(attnjit.InvalidArgumentError, match=f"argument '{arg}'"):
@@ -144,14 +149,10 @@ def test_fia_argument_errors_name_the_argument(kw, arg):
 
 
 @pytest.mark.parametrize("kw, arg", [
-    (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),
-    (dict(quant_scale2=S([1], "fp32")), "quant_scale2"),
+    (dict(query=S([1, 8, 64, 128], "int8"), dequant_scale1=S([1], "fp32")), "dequant_scale1"),
     (dict(antiquant_scale=S([2, 256], "fp16")), "antiquant_scale"),
     (dict(key_antiquant_scale=S([1, 512], "fp32"), value_antiquant_scale=S([1, 512], "fp32")),
      "key_antiquant_scale"),
-    (dict(query_padding_size=S([1], "int64")), "query_padding_size"),
-    (dict(key_shared_prefix=S([1, 2, 16, 128], "fp16"), value_shared_prefix=S([1, 2, 16, 128], "fp16")),
-     "key_shared_prefix"),
     (dict(input_layout="BNSD_NZ"), "input_layout"),
     (dict(query=S([1, 8, 64, 128], "int8")), "query"),
 ])
@@ -182,6 +183,20 @@ def test_fia_mla_prewarms_the_mla_kernel():
         attnjit.prewarm(fia_mla_call(block_table=None), arch=ARCH)
     with pytest.raises(attnjit.InvalidArgumentError, match="argument 'key_rope'"):
         attnjit.prewarm(fia_mla_call(key_rope=None), arch=ARCH)
+
+
+def test_fia_left_padding_prefix_and_int8_output_pass_through():
+    # The device tensors reach the op: their variants compile (int8 output allocated as int8).
+    pad = attnjit.prewarm(fia_call(query_padding_size=S([1], "int64"), actual_seq_lengths=[30],
+                                   backend="xqa"), arch=ARCH)
+    assert pad == ["prefill.fp16.hd128.g1.contig.nhd.leftpad.sm90a"]
+    pre = attnjit.prewarm(fia_call(key_shared_prefix=S([1, 2, 16, 128], "fp16"),
+                                   value_shared_prefix=S([1, 2, 16, 128], "fp16"),
+                                   actual_shared_prefix_len=S([1], "int64"), backend="xqa"), arch=ARCH)
+    assert pre == ["prefill.fp16.hd128.g1.contig.nhd.prefix.sm90a"]
+    q8 = attnjit.prewarm(fia_call(quant_scale2=S([8, 128], "fp32"), quant_offset2=S([8, 128], "fp32"),
+                                  backend="xqa"), arch=ARCH)
+    assert q8 == ["prefill.fp16.oint8.hd128.g1.contig.nhd.sm90a"]
 
 
 def test_fia_backends_on_sm90a_and_elsewhere():

@@ -14,6 +14,7 @@
 
 #include "attnjit/error.hpp"
 #include "common/op_args.hpp"
+#include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
 #include "ops/fia/fia_mla.hpp"
 #include "ops/mla/mla_family.hpp"
@@ -239,9 +240,36 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
   static const char* kLayouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NZ", "", "bsnd"};
   for (int i = 0; i < kCases; ++i) {
     FiaArgs a = testing::valid_fia(mu.coin() ? 64 : 1);
+    // Left padding, a shared prefix or int8 output to start from, valid as given.
+    switch (mu.below(4)) {
+      case 0:
+        a.actual_seq_lengths = {30};
+        a.actual_seq_lengths_kv = {100, 7};
+        a.query_padding_size = TensorView::contiguous(testing::fake(0x800000), DType::kInt64, {1});
+        a.kv_padding_size = TensorView::contiguous(testing::fake(0x800100), DType::kInt64, {2});
+        break;
+      case 1:
+        a.key_shared_prefix = TensorView::contiguous(testing::fake(0x900000), DType::kBFloat16, {1, 40, 2, 128});
+        a.value_shared_prefix = TensorView::contiguous(testing::fake(0xa00000), DType::kBFloat16, {1, 40, 2, 128});
+        a.actual_shared_prefix_len = TensorView::contiguous(testing::fake(0x800200), DType::kInt64, {1});
+        break;
+      case 2:
+        a.attention_out.dtype = DType::kInt8;
+        a.quant_scale2 = TensorView::contiguous(testing::fake(0x800300), DType::kFloat32, {8, 128});
+        a.quant_offset2 = TensorView::contiguous(testing::fake(0x800400), DType::kFloat32, {8, 128});
+        break;
+      default: break;
+    }
     const int edits = 1 + mu.below(3);
     for (int e = 0; e < edits; ++e) {
-      switch (mu.below(20)) {
+      switch (mu.below(27)) {
+        case 19: mu.tensor(a.query_padding_size); break;
+        case 20: mu.tensor(a.kv_padding_size); break;
+        case 21: mu.tensor(a.key_shared_prefix); break;
+        case 22: mu.tensor(a.value_shared_prefix); break;
+        case 23: mu.tensor(a.actual_shared_prefix_len); break;
+        case 24: mu.tensor(a.quant_scale2); break;
+        case 25: mu.tensor(a.quant_offset2); break;
         case 0: mu.tensor(a.query); break;
         case 1: mu.tensor(a.key); break;
         case 2: mu.tensor(a.value); break;
@@ -285,6 +313,20 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         }
       }
       ASSERT_EQ(spec::KernelSpec::from_name(plan.spec.name()), plan.spec) << plan.spec.name();
+      // The rarer arguments: accepted tensors are well formed, and the kernel gets what it reads.
+      for (const TensorView* t : {&a.key_shared_prefix, &a.value_shared_prefix, &a.quant_scale2, &a.quant_offset2})
+        if (present(*t)) ASSERT_TRUE(well_formed(*t)) << "accepted a malformed tensor " << t->shape_string();
+      ASSERT_EQ(plan.spec.out_dtype == DType::kInt8, present(a.quant_scale2));
+      ASSERT_EQ(plan.params.quant_scale != nullptr, present(a.quant_scale2));
+      if (plan.spec.has(spec::feature::kSharedPrefix)) {
+        ASSERT_TRUE(plan.params.kp && plan.params.vp && plan.params.prefix_seq >= 1);
+        ASSERT_EQ(plan.spec.page_size, 0);
+      }
+      if (plan.spec.has(spec::feature::kLeftPad)) {
+        ASSERT_TRUE(plan.params.q_pad || plan.params.kv_pad);
+        ASSERT_EQ(plan.spec.page_size, 0);
+        ASSERT_FALSE(plan.spec.has(spec::feature::kSharedPrefix));
+      }
       // The decode route never throws on an accepted plan, and its kernel never
       // addresses past what plan_fia checked (the pages a row may walk cover its length).
       if (const auto d = plan_fia_decode(plan, a, testing::kPlanArch)) {

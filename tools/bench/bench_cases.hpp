@@ -50,6 +50,9 @@ int bench_fia(int iters);
 int bench_fia_decode(const Options& o);
 // MLA inside FIA (query_rope/key_rope) beside batch_decode_mla, same shapes: TB/s and the ratio.
 int bench_fia_mla(const Options& o);
+// Issue 12: B = 16 over a shared prefix against B = 1 and against the prefix copied into
+// every batch (bench_fia_prefix.cpp): a P-token prefix should cost ~P tokens of reads.
+int bench_fia_prefix(const Options& o);
 // Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
 std::vector<Result> bench_mla(const Options& o);
 

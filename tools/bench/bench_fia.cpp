@@ -1,6 +1,6 @@
 // attnjit-bench --fia: fused_infer_attention_score prefill TFLOP/s at the issues'
 // shapes, on both backends (the portable mma.sync kernel and the sm_90a wgmma one),
-// then the decode rows (bench_fia_decode.cpp).
+// then the decode rows (bench_fia_decode.cpp) and the shared-prefix rows (bench_fia_prefix.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -90,7 +90,8 @@ int bench_fia(int iters) {
   }
   Options o;
   o.iters = iters;
-  return bench_fia_decode(o);
+  const int rc = bench_fia_decode(o);
+  return rc ? rc : bench_fia_prefix(o);
 }
 
 }  // namespace attnjit::bench

@@ -5,12 +5,13 @@ import sys
 
 from .. import attnjit_ext as _ext
 from .._errors import InvalidArgumentError
-from .._tensors import TORCH, empty, framework, launch_context, run_on_device
+from .._tensors import CUPY, TORCH, empty, framework, launch_context, run_on_device
 
 __all__ = ["npu_fused_infer_attention_score", "fused_infer_attention_score"]
 
 # The seed's rarer optional tensors, in the seed's order: a given one goes to the C++
-# op (query_rope/key_rope: MLA inside FIA; the others it refuses today, naming them).
+# op (query_rope/key_rope: MLA inside FIA; left padding, the shared prefix and int8
+# output run; the quantised inputs raise its error naming the argument).
 _RARE = ("dequant_scale1", "quant_scale1", "dequant_scale2", "quant_scale2", "quant_offset2", "antiquant_scale",
          "antiquant_offset", "query_padding_size", "kv_padding_size", "key_antiquant_scale",
          "key_antiquant_offset", "value_antiquant_scale", "value_antiquant_offset", "key_shared_prefix",
@@ -49,6 +50,19 @@ def _mask_bytes(m):
         except (TypeError, ValueError):
             return m  # the op names atten_mask's dtype
     return m
+
+
+def _empty_int8(like, shape):
+    """attention_out for int8 output (quant_scale2 given), in like's framework and device."""
+    fw = framework(like)
+    if fw == TORCH:
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.int8, device=like.device)
+    if fw == CUPY:
+        cupy = sys.modules["cupy"]
+        with like.device:
+            return cupy.empty(shape, dtype=cupy.int8)
+    return empty(like, shape, arg="attention_out")  # raises: attnjit allocates only for torch and CuPy
 
 
 def _output_shapes(qs, value, num_heads, input_layout, softmax_lse_flag):
@@ -90,17 +104,20 @@ def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_
     (BNSD_BSND: BSND; TND: value's head dim). softmax_lse: with softmax_lse_flag, fp32
     (B, N, Q_S, 1) (TND: (T, N, 1)), natural log, +inf for a row that sees no key;
     without it, the seed's fp32 [1] placeholder holding 0. Both are allocated in query's
-    framework (torch or CuPy; others pass attention_out= and softmax_lse=). MLA:
-    query_rope/key_rope with D 512 + 64, N 32/64/128, Q_S 1-16, key N 1 (value the
-    key tensor itself), paged KV. Quantisation, left padding, the shared prefix and NZ
-    layouts raise the op's error.
+    framework (torch or CuPy; others pass attention_out= and softmax_lse=); int8 with
+    quant_scale2 (and quant_offset2). MLA: query_rope/key_rope with D 512 + 64, N
+    32/64/128, Q_S 1-16, key N 1 (value the key tensor itself), paged KV.
+    query_padding_size / kv_padding_size (int64 device tensors, left padding) and
+    key/value_shared_prefix with actual_shared_prefix_len pass through. The quantised
+    inputs and NZ layouts raise the op's error.
     The stream is torch's or CuPy's current one, else `stream`.
     """
     s, switch = launch_context(query, stream)
     if attention_out is None or softmax_lse is None:
         out_shape, lse_shape = _output_shapes(tuple(query.shape), value, num_heads, input_layout, softmax_lse_flag)
         if attention_out is None:
-            attention_out = empty(query, out_shape, arg="attention_out")
+            attention_out = (_empty_int8(query, out_shape) if quant_scale2 is not None
+                             else empty(query, out_shape, arg="attention_out"))
         if softmax_lse is None:
             softmax_lse = empty(query, lse_shape, float32=True, arg="softmax_lse")
     rare = _rare((dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2, antiquant_scale,
@@ -141,7 +158,7 @@ def prewarm(call, arch):
         out_shape, lse_shape = _output_shapes(tuple(q.shape), c.get("value"), c["num_heads"], c["input_layout"],
                                               c["softmax_lse_flag"])
         if out is None:
-            out = _ext.ShapeOnly(list(out_shape), str(q.dtype))
+            out = _ext.ShapeOnly(list(out_shape), "int8" if a.get("quant_scale2") is not None else str(q.dtype))
         if lse is None and c["softmax_lse_flag"]:
             lse = _ext.ShapeOnly(list(lse_shape), "fp32")
     return _ext.npu_fused_infer_attention_score(

@@ -196,6 +196,8 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
     return refuse([] { return std::string("unknown positional encoding"); });
   if (s.features & ~(spec::feature::kAll & ~spec::feature::kSplitRope))  // splitrope is the mla family's
     return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  if (s.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix))  // FIA's: the prefill kernels serve them
+    return refuse([] { return std::string("leftpad and prefix are the prefill family's features (FIA)"); });
   spec::KernelSpec on_arch = s;
   on_arch.arch = arch;
   const DecodeTiling t = decode_tiling(on_arch);

@@ -108,6 +108,9 @@ int fia_decode_view_page(int batch, int kv_seq, long long ksb, long long kss, lo
 std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs& a, const spec::Arch& arch) {
   if (!plan.decode || plan.layout == FiaLayout::kTND) return std::nullopt;
   if (present(a.atten_mask) || present(a.pse_shift) || a.softmax_lse_flag) return std::nullopt;
+  // Left padding, the shared prefix and int8 output: the prefill kernel serves them at Q_S = 1 too.
+  if (plan.spec.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix) || plan.spec.out_dtype != plan.spec.q_dtype)
+    return std::nullopt;
   const int D = plan.spec.head_dim_qk;
   const int B = plan.batch, KN = plan.num_kv_heads;
   const PrefillParams& pp = plan.params;

@@ -90,22 +90,18 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const bool mla = fia_uses_mla(a);
   if (mla) check_fia_mla_early(a);
 
-  // Features of the separate issue (quantised paths, shared prefix, left padding, MLA).
-  const char* quant = "the quantised FIA paths (int8 Q/K/V, antiquant, post-quant) are not supported yet";
+  // Features of the separate issue (quantised inputs, MLA); left padding, the shared
+  // prefix and int8 output are fia_plan_extras.cpp's.
+  fia_check_quant_combination(a);
+  const char* quant = "the quantised FIA input paths (int8 Q/K/V, antiquant) are not supported yet";
   for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
-                      {&a.dequant_scale2, "dequant_scale2"}, {&a.quant_scale2, "quant_scale2"},
-                      {&a.quant_offset2, "quant_offset2"}, {&a.antiquant_scale, "antiquant_scale"},
+                      {&a.dequant_scale2, "dequant_scale2"}, {&a.antiquant_scale, "antiquant_scale"},
                       {&a.antiquant_offset, "antiquant_offset"}, {&a.key_antiquant_scale, "key_antiquant_scale"},
                       {&a.key_antiquant_offset, "key_antiquant_offset"},
                       {&a.value_antiquant_scale, "value_antiquant_scale"},
                       {&a.value_antiquant_offset, "value_antiquant_offset"},
                       {&a.key_rope_antiquant_scale, "key_rope_antiquant_scale"}})
     refuse_present(*t, n, quant);
-  refuse_present(a.query_padding_size, "query_padding_size", "left padding is not supported yet");
-  refuse_present(a.kv_padding_size, "kv_padding_size", "left padding is not supported yet");
-  refuse_present(a.key_shared_prefix, "key_shared_prefix", "the shared prefix is not supported yet");
-  refuse_present(a.value_shared_prefix, "value_shared_prefix", "the shared prefix is not supported yet");
-  refuse_present(a.actual_shared_prefix_len, "actual_shared_prefix_len", "the shared prefix is not supported yet");
   // Scalar modes: their ranges are checked even though only 0 is served.
   ATTNJIT_REQUIRE(a.antiquant_mode == 0 || a.antiquant_mode == 1, "antiquant_mode", "0 or 1",
                   std::to_string(a.antiquant_mode));
@@ -321,7 +317,8 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   int band_shift = 0;
   const TensorView& m = a.atten_mask;
   const bool has_mask = present(m);
-  const int64_t kv_cols = paged ? ((max_kv + a.block_size - 1) / a.block_size) * a.block_size : KS;
+  const int64_t kv_cols = (paged ? ((max_kv + a.block_size - 1) / a.block_size) * a.block_size : KS) +
+                          fia_prefix_seq(a, layout);  // the prefix's S: its length is on device
   if (has_mask) {
     require_defined(m, "atten_mask");
     require_dtype(m, "atten_mask", {DType::kUInt8, DType::kInt8});  // bool tensors are uint8 views
@@ -374,7 +371,8 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
       mask_kind = prefill_mask::kTensor;
       plan.params.mask_stride_b = m.rank >= 3 && mb == B ? m.stride[0] : 0;
       plan.params.mask_stride_s = m.stride[m.rank - 2];
-      if (sparse == 0) band_lo = -clamp_band(a.pre_tokens), band_hi = clamp_band(a.next_tokens);
+      if (sparse == 0 && !fia_left_padded(a, decode))  // left padding ignores pre/next here (the seed)
+        band_lo = -clamp_band(a.pre_tokens), band_hi = clamp_band(a.next_tokens);
     }  // sparse 0 without a mask ignores pre/next
     if (tnd && sparse == 3)
       for (int b = 0; b < B; ++b) {
@@ -405,7 +403,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   // Outputs.
   const TensorView& o = a.attention_out;
   require_defined(o, "attention_out");
-  require_dtype(o, "attention_out", {q.dtype});
+  require_dtype(o, "attention_out", {present(a.quant_scale2) ? DType::kInt8 : q.dtype});  // int8: quant_scale2
   long long osb, oss, osh;
   if (tnd) {
     require_rank(o, "attention_out", 3, "(T, N, D_v)");
@@ -472,6 +470,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.pos_encoding = spec::PosEncoding::kNone;
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
+  fia_plan_extras(a, FiaDims{layout, B, N, KN, QS, KS, D, DV, decode, paged, has_mask, sparse}, plan);
   if (!mla) {  // MLA runs the mla family's kernel (plan_fia_mla picks its backend), never a prefill one
     runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
     const PrefillGridShape grid = prefill_grid_shape(s);

@@ -43,6 +43,26 @@ FiaLengths fia_lengths(const FiaPlan& plan, const FiaArgs& a, int b);
 // <= kPrefillMaxBatches) into p; returns its CTAs (gridDim.x). Pure and allocation-free.
 int fia_fill_work(const FiaPlan& plan, const FiaArgs& a, int first, int count, PrefillParams& p);
 
+// The rarer arguments (fia_plan_extras.cpp): left padding, the shared prefix, int8
+// output. plan_fia calls these with the shapes it derived.
+struct FiaDims {
+  FiaLayout layout;
+  int64_t B, N, KN, QS, KS, D, DV;  // KS: the key tensor's S (paged: max_blocks * block_size)
+  bool decode, paged, has_mask;
+  int64_t sparse;
+};
+// Combinations checked before the shapes: the int8-input scales with a float query,
+// quant_offset2 alone, one prefix tensor alone.
+void fia_check_quant_combination(const FiaArgs& a);
+// The shared prefix's S (0 without one): mask and pse columns cover it and the key's S.
+int64_t fia_prefix_seq(const FiaArgs& a, FiaLayout layout);
+// Left padding applies (a padding tensor with its actual lengths; the query's only at
+// Q_S > 1): sparse_mode 0 with a mask then ignores pre/next_tokens (the seed).
+bool fia_left_padded(const FiaArgs& a, bool decode);
+// Validates them against the shapes; sets the spec's feature bits and out dtype and
+// their Params fields.
+void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan);
+
 // The spec a call with these arguments launches on `arch`, from shapes alone.
 spec::KernelSpec fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch);
 

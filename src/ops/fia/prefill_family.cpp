@@ -36,6 +36,12 @@ int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages) {
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace
 
+unsigned prefill_ext_bits(const spec::KernelSpec& s) {
+  return (s.has(spec::feature::kLeftPad) ? prefill_ext::kLeftPad : 0u) |
+         (s.has(spec::feature::kSharedPrefix) ? prefill_ext::kPrefix : 0u) |
+         (s.out_dtype == DType::kInt8 ? prefill_ext::kInt8Out : 0u);
+}
+
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   PrefillGridShape g;
   if (is_hopper(s)) {
@@ -127,8 +133,8 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
   if (arch.sm < 80) return refuse([] { return std::string("the prefill templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
     return refuse([&] { return fmt::format("q dtype {}: the prefill templates take fp16 or bf16", dtype_name(s.q_dtype)); });
-  if (s.kv_dtype != s.q_dtype || s.out_dtype != s.q_dtype)
-    return refuse([] { return std::string("K, V and the output take q's dtype"); });
+  if (s.kv_dtype != s.q_dtype || (s.out_dtype != s.q_dtype && s.out_dtype != DType::kInt8))
+    return refuse([] { return std::string("K and V take q's dtype; the output q's dtype or int8 (quant_scale2)"); });
   if (s.head_dim_qk % 16 != 0 || s.head_dim_qk < 16 || s.head_dim_qk > 512)
     return refuse([&] { return fmt::format("head dim {}: the prefill templates need a multiple of 16 in [16, 512]",
                                            s.head_dim_qk); });
@@ -143,8 +149,13 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
   if (s.mask != spec::MaskMode::kNone && s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
     return refuse([] { return std::string("unknown mask mode"); });
   if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("prefill has no RoPE/ALiBi (pse_shift is a feature)"); });
-  if (s.features & ~(spec::feature::kReturnLse | spec::feature::kPse))
-    return refuse([&] { return fmt::format("feature bits {:#x}: prefill serves lse and pse only", s.features); });
+  constexpr uint32_t kServed = spec::feature::kReturnLse | spec::feature::kPse | spec::feature::kLeftPad |
+                               spec::feature::kSharedPrefix;
+  if (s.features & ~kServed)
+    return refuse([&] { return fmt::format("feature bits {:#x}: prefill serves lse, pse, leftpad and prefix only",
+                                           s.features); });
+  if (s.has(spec::feature::kSharedPrefix) && s.page_size != 0)
+    return refuse([] { return std::string("the shared prefix is contiguous KV only (the seed: no page attention)"); });
   spec::KernelSpec on_arch = s;
   on_arch.arch = arch;
   const PrefillTiling t = prefill_tiling(on_arch);
@@ -168,10 +179,12 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
                              s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false")
                : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
                              t.dv_chunk, t.kv_tile);
+  // The rarer switches render only when set: the other variants' source is unchanged.
+  const unsigned ext = prefill_ext_bits(s);
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"prefill/{header}\"\n"
-      "using Traits = {traits}, {mask}, {page}, {pse}, {lse}>;\n"
+      "using Traits = {traits}, {mask}, {page}, {pse}, {lse}{ext}>;\n"
       "static_assert(Traits::kSmemBytes == {smem_bytes}, \"host and kernel disagree on shared memory\");\n"
       "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == 1 && Traits::kRows == {rows}, "
       "\"host and kernel disagree on launch metadata\");\n"
@@ -184,7 +197,8 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
       fmt::arg("name", s.name()), fmt::arg("header", t.hopper ? "prefill_hopper.cuh" : "prefill_kernel.cuh"),
       fmt::arg("traits", traits), fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("page", s.page_size),
       fmt::arg("pse", s.has(spec::feature::kPse) ? "true" : "false"),
-      fmt::arg("lse", s.has(spec::feature::kReturnLse) ? "true" : "false"), fmt::arg("smem_bytes", t.smem_bytes),
+      fmt::arg("lse", s.has(spec::feature::kReturnLse) ? "true" : "false"),
+      fmt::arg("ext", ext ? fmt::format(", {}u", ext) : std::string()), fmt::arg("smem_bytes", t.smem_bytes),
       fmt::arg("threads", t.threads), fmt::arg("rows", t.rows), fmt::arg("smem", u.smem_symbol),
       fmt::arg("entry", u.entry), fmt::arg("kernel", t.hopper ? "PrefillHopper" : "Prefill"));
   return u;

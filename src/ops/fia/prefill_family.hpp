@@ -41,6 +41,9 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 // a band or mask). ATTNJIT_PREFILL_CTAS caps the grid (tests).
 Grid prefill_grid(const FiaPlan& plan, int tiles, int sm_count);
 
+// The Traits' kExt bits (prefill_ext) of a spec: left padding, the shared prefix, int8 output.
+unsigned prefill_ext_bits(const spec::KernelSpec& s);
+
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why);
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s);
 const render::BackendTable& prefill_backend_table();

@@ -1,0 +1,140 @@
+// Tests of the prefill family's rarer switches (templates/prefill/prefill_common.cuh's
+// prefill_ext: left padding, the shared prefix, int8 output): their names round trip,
+// the other variants render as before, and every new variant compiles with NVRTC for
+// sm_80 and sm_90a (both backends there) without spills.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "ops/fia/prefill_family.hpp"
+#include "prefill/prefill_params.cuh"
+#include "render/renderer.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit {
+namespace {
+
+using spec::Arch;
+using spec::KernelSpec;
+namespace f = spec::feature;
+using M = spec::MaskMode;
+
+KernelSpec spec_of(DType t, int hd, M mask, uint32_t features, bool int8_out, const char* arch, bool hopper) {
+  KernelSpec s;
+  s.family = spec::OpFamily::kPrefill;
+  s.q_dtype = s.kv_dtype = t;
+  s.out_dtype = int8_out ? DType::kInt8 : t;
+  s.set_head_dim(hd);
+  s.group_size = 1;
+  s.mask = mask;
+  s.features = features;
+  s.arch = Arch::parse(arch);
+  if (hopper) s.backend = spec::Backend::kTrtllmGen;
+  return s;
+}
+
+std::vector<KernelSpec> variants() {
+  std::vector<KernelSpec> out;
+  struct V {
+    DType t;
+    int hd;
+    M mask;
+    uint32_t features;
+    bool int8_out;
+  };
+  const V vs[] = {
+      {DType::kBFloat16, 128, M::kNone, f::kLeftPad, false},
+      {DType::kFloat16, 128, M::kCustom, f::kLeftPad | f::kReturnLse, false},
+      {DType::kBFloat16, 128, M::kCausal, f::kSharedPrefix | f::kReturnLse, false},
+      {DType::kBFloat16, 128, M::kCustom, f::kSharedPrefix | f::kPse, false},
+      {DType::kFloat16, 64, M::kNone, f::kSharedPrefix, false},
+      {DType::kBFloat16, 128, M::kNone, 0, true},
+      {DType::kFloat16, 128, M::kCausal, f::kReturnLse, true},
+      {DType::kBFloat16, 128, M::kCustom, f::kLeftPad | f::kPse, true},
+      {DType::kBFloat16, 256, M::kCausal, f::kSharedPrefix, true},
+  };
+  for (const char* a : {"sm_80", "sm_90a"})
+    for (const V& v : vs) out.push_back(spec_of(v.t, v.hd, v.mask, v.features, v.int8_out, a, false));
+  for (const V& v : vs) out.push_back(spec_of(v.t, v.hd, v.mask, v.features, v.int8_out, "sm_90a", true));
+  return out;
+}
+
+TEST(FiaExtrasCompile, NamesRoundTripAndCanImplement) {
+  std::string why;
+  for (const KernelSpec& s : variants()) {
+    EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
+    EXPECT_EQ(KernelSpec::from_json(s.to_json()), s) << s.name();
+    EXPECT_TRUE(ops::prefill_can_implement(s, s.arch, &why)) << s.name() << ": " << why;
+  }
+  EXPECT_EQ(spec_of(DType::kBFloat16, 128, M::kCausal, f::kSharedPrefix | f::kLeftPad, true, "sm_90a", false).name(),
+            "prefill.bf16.oint8.hd128.g1.contig.nhd.causal.leftpad.prefix.sm90a");
+  // The prefix is contiguous KV only; fp8 output is not int8.
+  KernelSpec s = spec_of(DType::kBFloat16, 128, M::kNone, f::kSharedPrefix, false, "sm_90a", false);
+  s.page_size = 128;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("prefix"), std::string::npos) << why;
+  s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", false);
+  s.out_dtype = DType::kFloat8E4M3;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+}
+
+// The switches reach the Traits as kExt bits; a variant without them renders the
+// Traits it always did (same source, so the same cubins and performance).
+TEST(FiaExtrasCompile, ExtBitsRenderOnlyWhenSet) {
+  const KernelSpec plain = spec_of(DType::kBFloat16, 128, M::kCausal, f::kReturnLse, false, "sm_80", false);
+  EXPECT_EQ(ops::prefill_ext_bits(plain), 0u);
+  EXPECT_NE(render::render(plain).source.find(", 1, 0, false, true>;"), std::string::npos)
+      << render::render(plain).source;
+  KernelSpec hopper = plain;
+  hopper.arch = Arch::parse("sm_90a");
+  hopper.backend = spec::Backend::kTrtllmGen;
+  EXPECT_NE(render::render(hopper).source.find(", 1, 0, false, true>;"), std::string::npos);
+  const KernelSpec all = spec_of(DType::kBFloat16, 128, M::kCausal, f::kLeftPad | f::kSharedPrefix, true, "sm_80", false);
+  EXPECT_EQ(ops::prefill_ext_bits(all), prefill_ext::kLeftPad | prefill_ext::kPrefix | prefill_ext::kInt8Out);
+  EXPECT_NE(render::render(all).source.find(", 1, 0, false, false, 7u>;"), std::string::npos)
+      << render::render(all).source;
+  EXPECT_LE(sizeof(PrefillParams), 4096u);
+}
+
+TEST(FiaExtrasCompile, VariantsCompileWithoutSpills) {
+  const std::vector<KernelSpec> specs = variants();
+  std::vector<compile::CompileResult> results(specs.size());
+  std::vector<std::string> errors(specs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < specs.size();) {
+      try {
+        results[i] = compile::compile(specs[i].name(), render::render(specs[i]), specs[i].arch);
+      } catch (const CompileError& e) {
+        errors[i] = std::string(e.what()) + "\n" + e.log();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  std::thread t1(worker), t2(worker);
+  t1.join();
+  t2.join();
+  std::printf("prefill variants with left padding, a shared prefix or int8 output:\n");
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!errors[i].empty()) {
+      ADD_FAILURE() << specs[i].name() << ":\n" << errors[i];
+      continue;
+    }
+    const auto& r = results[i].resources;
+    std::printf("  %-70s regs %3d stack %3d spill %3d/%3d\n", specs[i].name().c_str(), r.registers, r.stack_bytes,
+                r.spill_stores, r.spill_loads);
+    EXPECT_EQ(r.spill_stores, 0) << specs[i].name() << "\n" << results[i].log;
+    EXPECT_EQ(r.spill_loads, 0) << specs[i].name() << "\n" << results[i].log;
+    EXPECT_EQ(r.stack_bytes, 0) << specs[i].name() << "\n" << results[i].log;
+  }
+}
+
+}  // namespace
+}  // namespace attnjit

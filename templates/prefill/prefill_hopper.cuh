@@ -30,7 +30,9 @@ struct PrefillHopperTraits {
   static constexpr int kKStage = kKvTile * kHdQk * 2, kVStage = kKvTile * kHdVo * 2;
   static constexpr int kTileBytes = kConsumers * kQBytes + kStages * (kKStage + kVStage);
   // 1024: slack to align the swizzled tiles; then the full and empty mbarriers.
-  static constexpr int kSmemBytes = 1024 + kTileBytes + 2 * kStages * 8;
+  // The item ring of the dynamic scheduler: kItemSlots (full, empty) mbarrier pairs and ids.
+  static constexpr int kItemSlots = 4;
+  static constexpr int kSmemBytes = 1024 + kTileBytes + 2 * kStages * 8 + kItemSlots * (2 * 8 + 4);
   // Registers per thread after reallocation (a multiple of 8; 128 x 56 + 256 x 224 <= 64K).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kHdQk % 64 == 0 && kHdVo % 64 == 0 && kHdQk <= 256 && kHdVo <= 256,
@@ -43,13 +45,16 @@ struct PrefillHopper {
   typedef typename Tr::T T;
   typedef PrefillCommon<Tr> C;
   static constexpr int kTile = Tr::kKvTile, kD = Tr::kHdQk, kDv = Tr::kHdVo, kStages = Tr::kStages;
-  static constexpr int kConsumerWarps = Tr::kConsumers * 4;
+  static constexpr int kConsumerWarps = Tr::kConsumers * 4, kItemSlots = Tr::kItemSlots;
 
   struct Smem {
     u32 q, k, v;  // shared-space addresses: consumer c's Q at q + c * kQBytes; stage st at k/v + st * k/vStage
     unsigned char* base;
     u64* full;    // [kStages]: each of the producer's 128 threads arrives when its copies landed
     u64* empty;   // [kStages]: each consumer warp arrives when it is done with the stage
+    u64* item_full;   // [kItemSlots]: the scheduler published item id k in slot k % kItemSlots
+    u64* item_empty;  // [kItemSlots]: every reader warp took it
+    int* item_id;     // [kItemSlots]: -1 when the launch's items ran out
   };
 
   // One tensor's rows [j0, j0 + kTile) into a stage; rows at or past kv_len are
@@ -305,10 +310,55 @@ struct PrefillHopper {
     return C::template find_work<kTile>(p, item % p.tiles, item / p.tiles, 0);
   }
 
-  // The CTA walks items blockIdx.x, + gridDim.x, ... (the host sizes the grid: one
-  // item each, or a persistent wave), its stage ring and ping-pong running on.
+  // The CTA's k-th item. Static (p.item_counter null): blockIdx.x + k * gridDim.x.
+  // Dynamic: the producer's leader thread takes the next id from the launch's counter
+  // and publishes it in the item ring; every role reads it there, so CTAs that finish
+  // early take more items and none idles while others hold a long causal tail.
+  struct Scheduler {
+    const PrefillParams& p;
+    const Smem& sm;
+    int k = 0;
+    __device__ Scheduler(const PrefillParams& p_, const Smem& sm_) : p(p_), sm(sm_) {}
+    __device__ __forceinline__ int publish() {  // the leader only
+      const int slot = k % kItemSlots;
+      mbar_wait(&sm.item_empty[slot], ((k / kItemSlots) & 1) ^ 1);
+      const int item = int(atomicAdd(p.item_counter, 1u));
+      sm.item_id[slot] = item < p.tiles * p.kv_heads ? item : -1;
+      mbar_arrive(&sm.item_full[slot]);
+      return sm.item_id[slot];
+    }
+    __device__ __forceinline__ int take(int lane) {  // a reader warp (all lanes)
+      const int slot = k % kItemSlots;
+      mbar_wait(&sm.item_full[slot], (k / kItemSlots) & 1);
+      const int item = sm.item_id[slot];
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.item_empty[slot]);
+      return item;
+    }
+    // The next item, or -1. leader: publishes it (and reads it back); else takes it.
+    __device__ __forceinline__ int next(bool leader, bool reader, int lane) {
+      int item;
+      if (!p.item_counter) {
+        item = blockIdx.x + k * gridDim.x;
+        if (item >= p.tiles * p.kv_heads) item = -1;
+      } else if (leader) {
+        item = publish();
+        if (item < 0 && atomicAdd(p.item_counter + 1, 1u) == gridDim.x - 1) {
+          // The last CTA out leaves the counters zero for the stream's next launch.
+          atomicExch(p.item_counter, 0u);
+          atomicExch(p.item_counter + 1, 0u);
+        }
+      } else {
+        item = reader ? take(lane) : -1;
+      }
+      ++k;
+      return item;
+    }
+  };
+
+  // The CTA walks its items (the host sizes the grid: one item per CTA, or one wave
+  // with a static or dynamic schedule), its stage ring and ping-pong running on.
   static __device__ void run(const PrefillParams& p, unsigned char* smem_raw) {
-    const int items = p.tiles * p.kv_heads;
     Smem sm;
     sm.base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     sm.q = smem_addr(sm.base);
@@ -316,19 +366,34 @@ struct PrefillHopper {
     sm.v = sm.k + kStages * Tr::kKStage;
     sm.full = reinterpret_cast<u64*>(sm.base + Tr::kTileBytes);
     sm.empty = sm.full + kStages;
+    sm.item_full = sm.empty + kStages;
+    sm.item_empty = sm.item_full + kItemSlots;
+    sm.item_id = reinterpret_cast<int*>(sm.item_empty + kItemSlots);
+    // Readers of the item ring: the consumer warps, and the producer's other warps
+    // when they gather with cp.async (with TMA one warp produces; lane 0 leads it).
+    const int item_readers = kConsumerWarps + (p.kv_tma ? 0 : 3);
     if (threadIdx.x == 0) {
       for (int st = 0; st < kStages; ++st) {
         mbar_init(&sm.full[st], p.kv_tma ? 1 : 128);
         mbar_init(&sm.empty[st], kConsumerWarps);
       }
+      for (int i = 0; i < kItemSlots; ++i) {
+        mbar_init(&sm.item_full[i], 1);
+        mbar_init(&sm.item_empty[i], item_readers);
+      }
     }
     __syncthreads();
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = tid % 32;
+    Scheduler sched(p, sm);
     int g = 0;  // the CTA's tiles so far
     if (wg == 0) {
       regs_decrease<Tr::kProducerRegs>();
       if (p.kv_tma && tid >= 32) return;  // one warp issues TMA
-      for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      // Thread 0 leads; with TMA its warp hears the item by shuffle, else warps 1-3 read the ring.
+      for (;;) {
+        int item = sched.next(tid == 0, tid >= 32, lane);
+        if (tid < 32) item = __shfl_sync(0xffffffffu, item, 0);
+        if (item < 0) break;
         const PrefillWork w = item_work(p, item);
         if (w.zero) continue;
         if (p.kv_tma) produce_tma(p, w, sm, tid, g);
@@ -344,7 +409,7 @@ struct PrefillHopper {
     if constexpr (Tr::kPingPong)
       if (c == 1) named_barrier_arrive(3, 256);
     bool first = true;
-    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    for (int item; (item = sched.next(false, true, lane)) >= 0;) {
       const PrefillWork w = item_work(p, item);
       if (w.zero) {
         C::zero_rows(p, w, c * 128 + tid, 256);

@@ -88,6 +88,9 @@ struct PrefillParams {
   // The wgmma kernel's work items: tile t of KV head hk is item hk * tiles + t; CTA
   // blockIdx.x takes items blockIdx.x, + gridDim.x, ... (one each when the grid covers them).
   int tiles, kv_heads;
+  // Dynamic schedule: [0] the next item, [1] CTAs done (the last resets both to 0);
+  // null: static, CTA blockIdx.x takes items blockIdx.x, + gridDim.x, ...
+  unsigned* item_counter;
   PrefillBatch batches[kPrefillMaxBatches];
 
   // The rarer switches' fields come last: the other variants' offsets stay as they were.

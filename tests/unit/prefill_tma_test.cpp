@@ -1,6 +1,6 @@
 // Tests of the wgmma prefill kernel's launch side: its TMA maps (src/ops/fia/prefill_tma.cpp:
 // the dimension order each layout gets, the tensors TMA cannot take) and its grid
-// (prefill_grid in prefill_family.cpp). Pure: no driver.
+// (prefill_schedule in prefill_family.cpp). Pure: no driver.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -97,37 +97,51 @@ TEST(PrefillTma, OnlyTheWgmmaKernelOnContiguousKvTakesMaps) {
   }
 }
 
-TEST(PrefillGrid, OneWaveWithoutABandOneCtaPerItemUnderOne) {
+TEST(PrefillSchedule, OneWaveTakingItemsFromACounterByDefault) {
   testing::EnvGuard persistent("ATTNJIT_PREFILL_PERSISTENT", nullptr);
   testing::EnvGuard cap("ATTNJIT_PREFILL_CTAS", nullptr);
   FiaArgs a = testing::valid_fia(1024);
   a.backend = Backend::kTrtllmGen;
+  a.sparse_mode = 3;
+  a.atten_mask = TensorView::contiguous(testing::fake(0x900000), DType::kUInt8, {2048, 2048});
   const spec::Arch sm90a = spec::Arch::parse("sm_90a");
   FiaPlan plan = plan_fia(a, sm90a);
   const int tiles = 1000, items = tiles * testing::kFiaKvHeads;
-  Grid g = prefill_grid(plan, tiles, 132);
-  EXPECT_EQ(g.x, 132u);  // no mask: one wave
-  EXPECT_EQ(g.y * g.z, 1u);
-  EXPECT_EQ(prefill_grid(plan, 10, 132).x, 20u);  // fewer items than SMs: one each
-
-  a.sparse_mode = 3;
-  a.atten_mask = TensorView::contiguous(testing::fake(0x900000), DType::kUInt8, {2048, 2048});
-  plan = plan_fia(a, sm90a);
-  EXPECT_EQ(prefill_grid(plan, tiles, 132).x, unsigned(items));  // a band: a CTA per item
+  PrefillSchedule s = prefill_schedule(plan, tiles, 132);
+  EXPECT_EQ(s.grid.x, 132u);  // one wave, dynamic
+  EXPECT_EQ(s.grid.y * s.grid.z, 1u);
+  EXPECT_TRUE(s.dynamic);
+  s = prefill_schedule(plan, 10, 132);  // fewer items than SMs: one each, no counter
+  EXPECT_EQ(s.grid.x, 20u);
+  EXPECT_FALSE(s.dynamic);
   {
-    testing::EnvGuard on("ATTNJIT_PREFILL_PERSISTENT", "1");
-    EXPECT_EQ(prefill_grid(plan, tiles, 132).x, 131u);  // an odd wave under a band
     testing::EnvGuard three("ATTNJIT_PREFILL_CTAS", "3");
-    EXPECT_EQ(prefill_grid(plan, tiles, 132).x, 3u);
+    s = prefill_schedule(plan, 10, 132);
+    EXPECT_EQ(s.grid.x, 3u);
+    EXPECT_TRUE(s.dynamic);
   }
-  testing::EnvGuard bad("ATTNJIT_PREFILL_PERSISTENT", "2");
-  EXPECT_THROW(prefill_grid(plan, tiles, 132), Error);
+  {
+    testing::EnvGuard stat("ATTNJIT_PREFILL_PERSISTENT", "1");
+    s = prefill_schedule(plan, tiles, 132);
+    EXPECT_EQ(s.grid.x, 131u);  // a static wave under a band: an odd count
+    EXPECT_FALSE(s.dynamic);
+  }
+  {
+    testing::EnvGuard off("ATTNJIT_PREFILL_PERSISTENT", "0");
+    s = prefill_schedule(plan, tiles, 132);
+    EXPECT_EQ(s.grid.x, unsigned(items));  // a CTA per item
+    EXPECT_FALSE(s.dynamic);
+  }
+  testing::EnvGuard bad("ATTNJIT_PREFILL_PERSISTENT", "3");
+  EXPECT_THROW(prefill_schedule(plan, tiles, 132), Error);
 
   a.backend = Backend::kXqa;  // the portable kernel: tiles x KV heads x value chunks
   plan = plan_fia(a, sm90a);
-  g = prefill_grid(plan, tiles, 132);
-  EXPECT_EQ(g.x, unsigned(tiles));
-  EXPECT_EQ(g.y, unsigned(testing::kFiaKvHeads));
+  testing::EnvGuard unset("ATTNJIT_PREFILL_PERSISTENT", nullptr);
+  s = prefill_schedule(plan, tiles, 132);
+  EXPECT_EQ(s.grid.x, unsigned(tiles));
+  EXPECT_EQ(s.grid.y, unsigned(testing::kFiaKvHeads));
+  EXPECT_FALSE(s.dynamic);
 }
 
 }  // namespace

@@ -33,6 +33,20 @@ std::string prewarm_fused_infer_attention_score(const FiaArgs& args, const std::
   return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
 }
 
+namespace {
+// The dynamic prefill schedule's two counters: the stream's runtime scratch semaphores
+// (zeroed once; the kernel's last CTA leaves them zero). Where they would have to be
+// allocated during capture, the static schedule serves (null) and nothing is allocated.
+unsigned* item_counter(Runtime& rt, int device, CUstream cs) {
+  try {
+    return rt.registry().scratch(device, 16, 2, cs).semaphores;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kNotPrewarmed) throw;
+    return nullptr;
+  }
+}
+}  // namespace
+
 void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* runtime) {
   const int device = driver::current_device();
   const driver::DeviceCaps& info = driver::device_caps(device);
@@ -60,7 +74,9 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
     if (tiles == 0) continue;
     p.tiles = tiles;
     p.kv_heads = plan.num_kv_heads;
-    ops::launch_kernel(k, ops::prefill_grid(plan, tiles, info.sm_count), cs, false, p);
+    const ops::PrefillSchedule sch = ops::prefill_schedule(plan, tiles, info.sm_count);
+    p.item_counter = sch.dynamic ? item_counter(rt, device, cs) : nullptr;
+    ops::launch_kernel(k, sch.grid, cs, false, p);
   }
 }
 

@@ -29,9 +29,10 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile) {
   // PrefillTraits::kSmemBytes: the Q tile and two K/V stages, rows padded by 8 elements.
   return kPrefillRows * (hd_qk + 8) * 2 + 2 * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2);
 }
-// PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, the mbarriers.
+// PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, the mbarriers,
+// the item ring (4 slots).
 int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages) {
-  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + 2 * stages * 8;
+  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + 2 * stages * 8 + 4 * (2 * 8 + 4);
 }
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace
@@ -54,27 +55,31 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   return g;
 }
 
-Grid prefill_grid(const FiaPlan& plan, int tiles, int sm_count) {
-  Grid g;
+PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count) {
+  PrefillSchedule sch;
+  Grid& g = sch.grid;
   if (!is_hopper(plan.spec)) {
     g.x = static_cast<unsigned>(tiles);
     g.y = static_cast<unsigned>(plan.num_kv_heads);
     g.z = static_cast<unsigned>(plan.dv_chunks);
-    return g;
+    return sch;
   }
   const long long items = 1LL * tiles * plan.num_kv_heads;
   long long ctas = items;
-  // Measured (PERFORMANCE.md, eighth session): one wave wins without a band (+5% at
-  // B16·S2K and D64) and loses under one (-5% at B4·S8K causal, -16% at D256 causal:
-  // static striding leaves CTAs unequal work there), so bands default to a CTA per item.
   const bool band = plan.spec.mask != spec::MaskMode::kNone;
-  if (util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1 && sm_count > 0)
-    ctas = std::min<long long>(items, band && sm_count > 1 ? (sm_count - 1) | 1 : sm_count);
+  const int mode = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 2, "0, 1 or 2").value_or(2);
+  if (mode > 0 && sm_count > 0) {
+    // A static wave under a band takes an odd count, so that a CTA's items c, c + grid,
+    // ... cycle through each batch's heavy-first tiles instead of repeating a few.
+    const bool odd = mode == 1 && band && sm_count > 1;
+    ctas = std::min<long long>(items, odd ? (sm_count - 1) | 1 : sm_count);
+    sch.dynamic = mode == 2 && ctas < items;
+  }
   // A cap for tests: few CTAs walk many items each.
   if (const auto cap = util::env_knob("ATTNJIT_PREFILL_CTAS", 1, 1 << 30, "a CTA count from 1"))
-    ctas = std::min<long long>(ctas, *cap);
+    if (*cap < ctas) ctas = *cap, sch.dynamic = mode == 2;
   g.x = static_cast<unsigned>(ctas);
-  return g;
+  return sch;
 }
 
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {

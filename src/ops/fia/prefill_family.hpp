@@ -33,13 +33,17 @@ struct PrefillGridShape {
 };
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 
-// The launch grid over `tiles` work-list tiles. The portable kernel: (tiles, KV heads,
-// value-dim chunks). The wgmma kernel walks items (tile x KV head) from a 1-D grid:
-// one wave of sm_count CTAs (ATTNJIT_PREFILL_PERSISTENT=1, the default without a
-// mask; under a band an odd count, so that CTA c's items c, c + grid, ... cycle
-// through each batch's heavy-first tiles), or one CTA per item (=0, the default under
-// a band or mask). ATTNJIT_PREFILL_CTAS caps the grid (tests).
-Grid prefill_grid(const FiaPlan& plan, int tiles, int sm_count);
+// The launch over `tiles` work-list tiles. The portable kernel: a grid of (tiles, KV
+// heads, value-dim chunks). The wgmma kernel walks items (tile x KV head) from a 1-D
+// grid, by ATTNJIT_PREFILL_PERSISTENT: 2 (default) one wave of sm_count CTAs taking
+// items from a counter as they finish (dynamic: the launch needs the counter, two
+// zeroed unsigneds, in PrefillParams::item_counter); 1 one wave striding statically;
+// 0 one CTA per item. ATTNJIT_PREFILL_CTAS caps the grid (tests).
+struct PrefillSchedule {
+  Grid grid;
+  bool dynamic = false;
+};
+PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count);
 
 // The Traits' kExt bits (prefill_ext) of a spec: left padding, the shared prefix, int8 output.
 unsigned prefill_ext_bits(const spec::KernelSpec& s);

@@ -53,7 +53,7 @@ struct PrefillHopper {
     u64* full;    // [kStages]: each of the producer's 128 threads arrives when its copies landed
     u64* empty;   // [kStages]: each consumer warp arrives when it is done with the stage
     u64* item_full;   // [kItemSlots]: the scheduler published item id k in slot k % kItemSlots
-    u64* item_empty;  // [kItemSlots]: every reader warp took it
+    u64* item_empty;  // [kItemSlots]: every lane of the reader warps took it
     int* item_id;     // [kItemSlots]: -1 when the launch's items ran out
   };
 
@@ -327,16 +327,15 @@ struct PrefillHopper {
       mbar_arrive(&sm.item_full[slot]);
       return sm.item_id[slot];
     }
-    __device__ __forceinline__ int take(int lane) {  // a reader warp (all lanes)
+    __device__ __forceinline__ int take() {  // a reader warp (all lanes)
       const int slot = k % kItemSlots;
       mbar_wait(&sm.item_full[slot], (k / kItemSlots) & 1);
       const int item = sm.item_id[slot];
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.item_empty[slot]);
+      mbar_arrive(&sm.item_empty[slot]);  // every lane, after its own read (racecheck sees each)
       return item;
     }
     // The next item, or -1. leader: publishes it (and reads it back); else takes it.
-    __device__ __forceinline__ int next(bool leader, bool reader, int lane) {
+    __device__ __forceinline__ int next(bool leader, bool reader) {
       int item;
       if (!p.item_counter) {
         item = blockIdx.x + k * gridDim.x;
@@ -349,7 +348,7 @@ struct PrefillHopper {
           atomicExch(p.item_counter + 1, 0u);
         }
       } else {
-        item = reader ? take(lane) : -1;
+        item = reader ? take() : -1;
       }
       ++k;
       return item;
@@ -379,11 +378,11 @@ struct PrefillHopper {
       }
       for (int i = 0; i < kItemSlots; ++i) {
         mbar_init(&sm.item_full[i], 1);
-        mbar_init(&sm.item_empty[i], item_readers);
+        mbar_init(&sm.item_empty[i], item_readers * 32);
       }
     }
     __syncthreads();
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = tid % 32;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     Scheduler sched(p, sm);
     int g = 0;  // the CTA's tiles so far
     if (wg == 0) {
@@ -391,7 +390,7 @@ struct PrefillHopper {
       if (p.kv_tma && tid >= 32) return;  // one warp issues TMA
       // Thread 0 leads; with TMA its warp hears the item by shuffle, else warps 1-3 read the ring.
       for (;;) {
-        int item = sched.next(tid == 0, tid >= 32, lane);
+        int item = sched.next(tid == 0, tid >= 32);
         if (tid < 32) item = __shfl_sync(0xffffffffu, item, 0);
         if (item < 0) break;
         const PrefillWork w = item_work(p, item);
@@ -409,7 +408,7 @@ struct PrefillHopper {
     if constexpr (Tr::kPingPong)
       if (c == 1) named_barrier_arrive(3, 256);
     bool first = true;
-    for (int item; (item = sched.next(false, true, lane)) >= 0;) {
+    for (int item; (item = sched.next(false, true)) >= 0;) {
       const PrefillWork w = item_work(p, item);
       if (w.zero) {
         C::zero_rows(p, w, c * 128 + tid, 256);

@@ -97,11 +97,15 @@ TEST(PrefillTma, OnlyTheWgmmaKernelOnContiguousKvTakesMaps) {
   }
 }
 
-TEST(PrefillSchedule, OneWaveTakingItemsFromACounterByDefault) {
+TEST(PrefillSchedule, OneWaveStaticWithoutABandDynamicUnderOne) {
   testing::EnvGuard persistent("ATTNJIT_PREFILL_PERSISTENT", nullptr);
   testing::EnvGuard cap("ATTNJIT_PREFILL_CTAS", nullptr);
   FiaArgs a = testing::valid_fia(1024);
   a.backend = Backend::kTrtllmGen;
+  const spec::Arch arch = spec::Arch::parse("sm_90a");
+  PrefillSchedule none = prefill_schedule(plan_fia(a, arch), 1000, 132);
+  EXPECT_EQ(none.grid.x, 132u);  // no mask: a static wave
+  EXPECT_FALSE(none.dynamic);
   a.sparse_mode = 3;
   a.atten_mask = TensorView::contiguous(testing::fake(0x900000), DType::kUInt8, {2048, 2048});
   const spec::Arch sm90a = spec::Arch::parse("sm_90a");

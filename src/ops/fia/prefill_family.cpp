@@ -67,7 +67,10 @@ PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count) {
   const long long items = 1LL * tiles * plan.num_kv_heads;
   long long ctas = items;
   const bool band = plan.spec.mask != spec::MaskMode::kNone;
-  const int mode = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 2, "0, 1 or 2").value_or(2);
+  // Measured in one H200 call (PERFORMANCE.md, eighth session): the static wave wins without
+  // a band (B16·S2K 546 against 502 dynamic), the dynamic one under a band (B16·S2K causal
+  // 436 against 392 per item and 411 static; D256 causal 380 against 375 and 319).
+  const int mode = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 2, "0, 1 or 2").value_or(band ? 2 : 1);
   if (mode > 0 && sm_count > 0) {
     // A static wave under a band takes an odd count, so that a CTA's items c, c + grid,
     // ... cycle through each batch's heavy-first tiles instead of repeating a few.

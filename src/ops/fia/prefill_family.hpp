@@ -35,10 +35,11 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 
 // The launch over `tiles` work-list tiles. The portable kernel: a grid of (tiles, KV
 // heads, value-dim chunks). The wgmma kernel walks items (tile x KV head) from a 1-D
-// grid, by ATTNJIT_PREFILL_PERSISTENT: 2 (default) one wave of sm_count CTAs taking
-// items from a counter as they finish (dynamic: the launch needs the counter, two
-// zeroed unsigneds, in PrefillParams::item_counter); 1 one wave striding statically;
-// 0 one CTA per item. ATTNJIT_PREFILL_CTAS caps the grid (tests).
+// grid, by ATTNJIT_PREFILL_PERSISTENT: 2 (the default under a band or mask) one wave
+// of sm_count CTAs taking items from a counter as they finish (dynamic: the launch
+// needs the counter, two zeroed unsigneds, in PrefillParams::item_counter); 1 (the
+// default without) one wave striding statically; 0 one CTA per item.
+// ATTNJIT_PREFILL_CTAS caps the grid (tests).
 struct PrefillSchedule {
   Grid grid;
   bool dynamic = false;

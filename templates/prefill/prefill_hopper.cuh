@@ -1,12 +1,14 @@
 // The Hopper prefill kernel (FIA, trtllm-gen backend, sm_90a): warp-specialized,
-// with warpgroup MMA. Warpgroup 0 is the producer: it gathers K/V tiles with
-// cp.async (any layout, paged or not) into a ring of 128-byte-swizzled stages,
-// each signalled through a "full" mbarrier as its copies land. Warpgroups 1 and 2 are consumers, 64 query
-// rows each (the CTA's 128 rows of (token, group head) pairs): S = Q K^T with both
-// operands in shared memory, the online softmax in registers, O += P V with P
-// from registers and V read MN-major (transposed) by the wgmma itself; each
-// releases a stage through its "empty" mbarrier. The work list, masks, pse, paging
-// and LSE are the portable kernel's (prefill_common.cuh).
+// with warpgroup MMA. Warpgroup 0 is the producer: one lane loads contiguous K/V
+// tiles by TMA, or the warpgroup gathers them with cp.async (paged, the shared
+// prefix, ragged tails), into a ring of 128-byte-swizzled stages, each signalled
+// through a "full" mbarrier. Warpgroups 1 and 2 are consumers, 64 query rows each
+// (the CTA's 128 rows of (token, group head) pairs): S = Q K^T with both operands
+// in shared memory, the online softmax in registers, O += P V with P from
+// registers and V read MN-major (transposed) by the wgmma itself; each releases a
+// stage through its "empty" mbarrier. A CTA walks work items (one, or a wave's
+// share, static or from a counter) with the ring running on. The work list, masks,
+// pse, paging and LSE are the portable kernel's (prefill_common.cuh).
 #pragma once
 
 #include "common/hopper.cuh"

@@ -54,9 +54,14 @@ struct PrefillHopper {
     unsigned char* base;
     u64* full;    // [kStages]: each of the producer's 128 threads arrives when its copies landed
     u64* empty;   // [kStages]: each consumer warp arrives when it is done with the stage
-    u64* item_full;   // [kItemSlots]: the scheduler published item id k in slot k % kItemSlots
-    u64* item_empty;  // [kItemSlots]: every lane of the reader warps took it
-    int* item_id;     // [kItemSlots]: -1 when the launch's items ran out
+    // After empty, the item ring (derived, not held: the consumers' registers are full):
+    // item_full[kItemSlots] (the scheduler published item id k in slot k % kItemSlots),
+    // item_empty[kItemSlots] (every lane of the reader warps took it), item_id[kItemSlots].
+    __device__ __forceinline__ u64* item_full() const { return empty + Tr::kStages; }
+    __device__ __forceinline__ u64* item_empty() const { return empty + Tr::kStages + Tr::kItemSlots; }
+    __device__ __forceinline__ int* item_id() const {
+      return reinterpret_cast<int*>(empty + Tr::kStages + 2 * Tr::kItemSlots);
+    }
   };
 
   // One tensor's rows [j0, j0 + kTile) into a stage; rows at or past kv_len are
@@ -312,50 +317,37 @@ struct PrefillHopper {
     return C::template find_work<kTile>(p, item % p.tiles, item / p.tiles, 0);
   }
 
-  // The CTA's k-th item. Static (p.item_counter null): blockIdx.x + k * gridDim.x.
+  // The CTA's k-th item, or -1. Static (p.item_counter null): blockIdx.x + k * gridDim.x.
   // Dynamic: the producer's leader thread takes the next id from the launch's counter
-  // and publishes it in the item ring; every role reads it there, so CTAs that finish
-  // early take more items and none idles while others hold a long causal tail.
-  struct Scheduler {
-    const PrefillParams& p;
-    const Smem& sm;
-    int k = 0;
-    __device__ Scheduler(const PrefillParams& p_, const Smem& sm_) : p(p_), sm(sm_) {}
-    __device__ __forceinline__ int publish() {  // the leader only
-      const int slot = k % kItemSlots;
-      mbar_wait(&sm.item_empty[slot], ((k / kItemSlots) & 1) ^ 1);
-      const int item = int(atomicAdd(p.item_counter, 1u));
-      sm.item_id[slot] = item < p.tiles * p.kv_heads ? item : -1;
-      mbar_arrive(&sm.item_full[slot]);
-      return sm.item_id[slot];
+  // and publishes it in slot k % kItemSlots of the item ring; the reader warps (every
+  // lane) take it there, so CTAs that finish early take more items and none idles
+  // while others hold a long causal tail. The last CTA out resets the counter.
+  static __device__ __forceinline__ int next_item(const PrefillParams& p, const Smem& sm, int k, bool leader,
+                                                  bool reader) {
+    const int items = p.tiles * p.kv_heads;
+    if (!p.item_counter) {
+      const int item = blockIdx.x + k * gridDim.x;
+      return item < items ? item : -1;
     }
-    __device__ __forceinline__ int take() {  // a reader warp (all lanes)
-      const int slot = k % kItemSlots;
-      mbar_wait(&sm.item_full[slot], (k / kItemSlots) & 1);
-      const int item = sm.item_id[slot];
-      mbar_arrive(&sm.item_empty[slot]);  // every lane, after its own read (racecheck sees each)
-      return item;
-    }
-    // The next item, or -1. leader: publishes it (and reads it back); else takes it.
-    __device__ __forceinline__ int next(bool leader, bool reader) {
-      int item;
-      if (!p.item_counter) {
-        item = blockIdx.x + k * gridDim.x;
-        if (item >= p.tiles * p.kv_heads) item = -1;
-      } else if (leader) {
-        item = publish();
-        if (item < 0 && atomicAdd(p.item_counter + 1, 1u) == gridDim.x - 1) {
-          // The last CTA out leaves the counters zero for the stream's next launch.
-          atomicExch(p.item_counter, 0u);
-          atomicExch(p.item_counter + 1, 0u);
-        }
-      } else {
-        item = reader ? take() : -1;
+    const int slot = k % kItemSlots;
+    if (leader) {
+      mbar_wait(&sm.item_empty()[slot], ((k / kItemSlots) & 1) ^ 1);
+      int item = int(atomicAdd(p.item_counter, 1u));
+      if (item >= items) item = -1;
+      sm.item_id()[slot] = item;
+      mbar_arrive(&sm.item_full()[slot]);
+      if (item < 0 && atomicAdd(p.item_counter + 1, 1u) == gridDim.x - 1) {
+        atomicExch(p.item_counter, 0u);  // leave the counters zero for the stream's next launch
+        atomicExch(p.item_counter + 1, 0u);
       }
-      ++k;
       return item;
     }
-  };
+    if (!reader) return -1;
+    mbar_wait(&sm.item_full()[slot], (k / kItemSlots) & 1);
+    const int item = sm.item_id()[slot];
+    mbar_arrive(&sm.item_empty()[slot]);  // every lane, after its own read (racecheck sees each)
+    return item;
+  }
 
   // The CTA walks its items (the host sizes the grid: one item per CTA, or one wave
   // with a static or dynamic schedule), its stage ring and ping-pong running on.
@@ -367,9 +359,6 @@ struct PrefillHopper {
     sm.v = sm.k + kStages * Tr::kKStage;
     sm.full = reinterpret_cast<u64*>(sm.base + Tr::kTileBytes);
     sm.empty = sm.full + kStages;
-    sm.item_full = sm.empty + kStages;
-    sm.item_empty = sm.item_full + kItemSlots;
-    sm.item_id = reinterpret_cast<int*>(sm.item_empty + kItemSlots);
     // Readers of the item ring: the consumer warps, and the producer's other warps
     // when they gather with cp.async (with TMA one warp produces; lane 0 leads it).
     const int item_readers = kConsumerWarps + (p.kv_tma ? 0 : 3);
@@ -379,27 +368,37 @@ struct PrefillHopper {
         mbar_init(&sm.empty[st], kConsumerWarps);
       }
       for (int i = 0; i < kItemSlots; ++i) {
-        mbar_init(&sm.item_full[i], 1);
-        mbar_init(&sm.item_empty[i], item_readers * 32);
+        mbar_init(&sm.item_full()[i], 1);
+        mbar_init(&sm.item_empty()[i], item_readers * 32);
       }
     }
     __syncthreads();
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    Scheduler sched(p, sm);
     int g = 0;  // the CTA's tiles so far
     if (wg == 0) {
       regs_decrease<Tr::kProducerRegs>();
-      if (p.kv_tma && tid >= 32) return;  // one warp issues TMA
-      // Thread 0 leads; with TMA its warp hears the item by shuffle, else warps 1-3 read the ring.
-      for (;;) {
-        int item = sched.next(tid == 0, tid >= 32);
-        if (tid < 32) item = __shfl_sync(0xffffffffu, item, 0);
-        if (item < 0) break;
-        const PrefillWork w = item_work(p, item);
-        if (w.zero) continue;
-        if (p.kv_tma) produce_tma(p, w, sm, tid, g);
-        else produce(p, w, sm, tid, g);
-        g += w.n_tiles;
+      // Thread 0 leads; its warp hears the item by shuffle, warps 1-3 (cp.async) read the ring.
+      // (Two loops: one loop over both paths spilled at 56 registers.)
+      if (p.kv_tma) {
+        if (tid >= 32) return;  // one warp issues TMA
+        for (int k = 0;; ++k) {
+          const int item = __shfl_sync(0xffffffffu, next_item(p, sm, k, tid == 0, false), 0);
+          if (item < 0) break;
+          const PrefillWork w = item_work(p, item);
+          if (w.zero) continue;
+          produce_tma(p, w, sm, tid, g);
+          g += w.n_tiles;
+        }
+      } else {
+        for (int k = 0;; ++k) {
+          int item = next_item(p, sm, k, tid == 0, tid >= 32);
+          if (tid < 32) item = __shfl_sync(0xffffffffu, item, 0);
+          if (item < 0) break;
+          const PrefillWork w = item_work(p, item);
+          if (w.zero) continue;
+          produce(p, w, sm, tid, g);
+          g += w.n_tiles;
+        }
       }
       asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives its thread
       return;
@@ -409,16 +408,14 @@ struct PrefillHopper {
     // Consumer 1 hands consumer 0 the first turn; consumer 0 takes back the last hand-over.
     if constexpr (Tr::kPingPong)
       if (c == 1) named_barrier_arrive(3, 256);
-    bool first = true;
-    for (int item; (item = sched.next(false, true)) >= 0;) {
+    for (int k = 0, item; (item = next_item(p, sm, k, false, true)) >= 0; ++k) {
       const PrefillWork w = item_work(p, item);
       if (w.zero) {
         C::zero_rows(p, w, c * 128 + tid, 256);
         continue;
       }
-      // Every warp's last S = Q K^T of the previous item is done before Q is replaced.
-      if (!first) named_barrier_sync(1 + c, 128);
-      first = false;
+      // Every warp's last S = Q K^T of an earlier item is done before Q is replaced.
+      if (k > 0) named_barrier_sync(1 + c, 128);
       consume(p, w, sm, c, tid, g);
       g += w.n_tiles;
     }

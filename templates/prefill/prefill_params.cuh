@@ -18,6 +18,27 @@ namespace prefill_ext {
 constexpr unsigned kLeftPad = 1u;  // query/kv_padding_size: valid windows [S - pad - len, S - pad)
 constexpr unsigned kPrefix = 2u;   // key/value_shared_prefix: a batch's KV is [prefix | own KV]
 constexpr unsigned kInt8Out = 4u;  // int8 attention_out: clamp(round(o * quant_scale2 + quant_offset2))
+constexpr unsigned kKvInt8 = 8u;    // int8 K/V (antiquant): (x + offset) * scale per k_dq / v_dq
+constexpr unsigned kKvInt4 = 16u;   // int4 K/V packed eight to an int32, low nibble first (antiquant)
+}
+
+// Dequantisation of quantised K or V (kKvInt8, kKvInt4): element d of KV head h at
+// position pos is (x + offset) * scale, scale and offset at
+//   sb * b + sh * h + ss * pos + sd * d                  (paged = 0)
+//   sb * block + sh * h + ss * (pos % page) + sd * d     (paged = 1: the modes whose
+//                                                         scales a block table manages)
+// pos is the physical token (kv_tok0 + j) of contiguous KV and the logical one (j) of
+// paged KV. Zero strides make the per-tensor, per-head, per-channel and per-token
+// modes one formula. offset null: symmetric (no offset).
+namespace prefill_dq {
+constexpr int kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2;  // the scale's and offset's dtype
+}
+struct PrefillDequant {
+  const void* scale;
+  const void* offset;
+  long long sb, sh, ss, sd;
+  int dtype;  // prefill_dq
+  int paged;
 }
 
 // Batches one launch covers: the work list travels in the Params (no device
@@ -115,6 +136,9 @@ struct PrefillParams {
   const void* quant_offset;
   int quant_stride_h, quant_stride_d;
   int quant_bf16;
+  // Quantised K/V (kKvInt8, kKvInt4): their dequantisation. K/V strides then count
+  // int8 elements, or int32 words of eight int4 values.
+  PrefillDequant k_dq, v_dq;
 };
 
 }  // namespace attnjit

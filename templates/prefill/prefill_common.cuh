@@ -129,11 +129,13 @@ struct PrefillCommon {
 
   // Address of KV token j (logical position) of the work's batch and head. One
   // function for both kernels, K and V: paging, the prefix and the left-padded window
-  // (its start is kv_tok0) all resolve here.
-  static __device__ __forceinline__ const T* kv_row(const PrefillParams& p, const KvSrc& s, const PrefillWork& w,
+  // (its start is kv_tok0) all resolve here. E: the stored element (quantised KV:
+  // int8, or int32 words of int4).
+  template <class E = T>
+  static __device__ __forceinline__ const E* kv_row(const PrefillParams& p, const KvSrc& s, const PrefillWork& w,
                                                     int j) {
     if constexpr (kPrefix) {
-      if (j < w.prefix) return static_cast<const T*>(s.prefix) + (long long)j * s.pss + (long long)w.hk * s.psh;
+      if (j < w.prefix) return static_cast<const E*>(s.prefix) + (long long)j * s.pss + (long long)w.hk * s.psh;
       j -= w.prefix;
     }
     long long off;
@@ -143,7 +145,7 @@ struct PrefillCommon {
     } else {
       off = (long long)w.b * s.sb + (long long)(w.e.kv_tok0 + j) * s.ss;
     }
-    return static_cast<const T*>(s.base) + off + (long long)w.hk * s.sh;
+    return static_cast<const E*>(s.base) + off + (long long)w.hk * s.sh;
   }
   static __device__ __forceinline__ const T* q_row(const PrefillParams& p, const PrefillWork& w, int r) {
     return static_cast<const T*>(p.q) + (long long)w.b * p.q_stride_b +

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "prefill/prefill_common.cuh"
+#include "prefill/prefill_dequant.cuh"
 
 namespace attnjit {
 
@@ -22,7 +23,13 @@ struct PrefillTraits {
   static constexpr int kQkPitch = kHdQk + 8, kVoPitch = kHdVo + 8;  // elements
   static constexpr int kQBytes = kRows * kQkPitch * 2;
   static constexpr int kKStage = kKvTile * kQkPitch * 2, kVStage = kKvTile * kVoPitch * 2;
-  static constexpr int kSmemBytes = kQBytes + 2 * (kKStage + kVStage);
+  // Quantised K/V (antiquant): the two stages hold raw rows (int4: two values a byte),
+  // dequantised into one 16-bit stage right before each tile's MMAs.
+  static constexpr int kKvQuantDiv = (kExt_ & prefill_ext::kKvInt4) ? 2 : (kExt_ & prefill_ext::kKvInt8) ? 1 : 0;
+  static constexpr int kRawK = kKvQuantDiv ? kKvTile * kHdQk / kKvQuantDiv : 0;
+  static constexpr int kRawV = kKvQuantDiv ? kKvTile * kHdVo / kKvQuantDiv : 0;
+  static constexpr int kTileStages = kKvQuantDiv ? 1 : 2;
+  static constexpr int kSmemBytes = kQBytes + kTileStages * (kKStage + kVStage) + 2 * (kRawK + kRawV);
   static_assert(kHdQk % 16 == 0 && kHdVo % 16 == 0, "head dims are multiples of 16");
   static_assert(kKvTile % 16 == 0, "the KV tile is whole MMA k-steps");
 };
@@ -33,24 +40,46 @@ struct Prefill {
   typedef PrefillCommon<Tr> C;
   static constexpr int kRows = Tr::kRows, kTile = Tr::kKvTile, kThreads = Tr::kThreads;
   static constexpr int kD = Tr::kHdQk, kDv = Tr::kHdVo;
+  typedef PrefillDequantTile<Tr> DQ;
+
+  // Stage st's buffers (arithmetic, not an array: a dynamically indexed array goes to
+  // the stack): the 16-bit K and V tiles (quantised KV: one, rewritten each tile after
+  // the barrier that ends the last one's reads), and the raw rows after them.
+  static __device__ __forceinline__ T* sk(unsigned char* smem, int st) {
+    return reinterpret_cast<T*>(smem + Tr::kQBytes + (DQ::kOn ? 0 : st) * Tr::kKStage);
+  }
+  static __device__ __forceinline__ T* sv(unsigned char* smem, int st) {
+    return reinterpret_cast<T*>(smem + Tr::kQBytes + Tr::kTileStages * Tr::kKStage + (DQ::kOn ? 0 : st) * Tr::kVStage);
+  }
+  static __device__ __forceinline__ unsigned char* raw_k(unsigned char* smem, int st) {
+    return smem + Tr::kQBytes + Tr::kTileStages * (Tr::kKStage + Tr::kVStage) + st * (Tr::kRawK + Tr::kRawV);
+  }
 
   // Issues the cp.async loads of KV tile [j0, j0 + kTile) into one stage; rows at
   // or past kv_len are zero-filled (V must be 0 there: P is 0, but 0 * NaN is not).
-  static __device__ __forceinline__ void load_kv(const PrefillParams& p, T* sk, T* sv, const PrefillWork& w, int j0) {
+  static __device__ __forceinline__ void load_kv(const PrefillParams& p, unsigned char* smem, int st,
+                                                 const PrefillWork& w, int j0) {
+    if constexpr (DQ::kOn) {  // raw rows into the stage's raw buffers; dequantised before use
+      DQ::template load_raw<kD, false>(p, raw_k(smem, st), w, j0, 0, threadIdx.x, kThreads);
+      DQ::template load_raw<kDv, true>(p, raw_k(smem, st) + Tr::kRawK, w, j0, w.dv0, threadIdx.x, kThreads);
+      return;
+    }
+    T* const k_tile = sk(smem, st);
+    T* const v_tile = sv(smem, st);
     constexpr int kKChunks = kD / 8, kVChunks = kDv / 8;
     for (int i = threadIdx.x; i < kTile * kKChunks; i += kThreads) {
       const int r = i / kKChunks, c = i % kKChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
       const T* src = ok ? C::kv_row(p, C::template kv_src<false>(p), w, j) + c * 8
                         : static_cast<const T*>(p.k);
-      cp_async_16(sk + r * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
+      cp_async_16(k_tile + r * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
     }
     for (int i = threadIdx.x; i < kTile * kVChunks; i += kThreads) {
       const int r = i / kVChunks, c = i % kVChunks, j = j0 + r;
       const bool ok = j < w.e.kv_len;
       const T* src = ok ? C::kv_row(p, C::template kv_src<true>(p), w, j) + w.dv0 + c * 8
                         : static_cast<const T*>(p.v);
-      cp_async_16(sv + r * Tr::kVoPitch + c * 8, src, ok ? 16u : 0u);
+      cp_async_16(v_tile + r * Tr::kVoPitch + c * 8, src, ok ? 16u : 0u);
     }
   }
 
@@ -63,9 +92,6 @@ struct Prefill {
     const int kv_first = w.kv_first, n_tiles = w.n_tiles;
 
     T* sq = reinterpret_cast<T*>(smem);
-    // Stage st of K and V (arithmetic, not an array: a dynamically indexed array goes to the stack).
-    auto sk = [&](int st) { return reinterpret_cast<T*>(smem + Tr::kQBytes + st * Tr::kKStage); };
-    auto sv = [&](int st) { return reinterpret_cast<T*>(smem + Tr::kQBytes + 2 * Tr::kKStage + st * Tr::kVStage); };
 
     // Q tile (zero rows past r_end), then the first KV tile: one group.
     constexpr int kQChunks = kD / 8;
@@ -75,7 +101,7 @@ struct Prefill {
       const T* src = ok ? C::q_row(p, w, r) + c * 8 : static_cast<const T*>(p.q);
       cp_async_16(sq + rr * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
     }
-    if (n_tiles > 0) load_kv(p, sk(0), sv(0), w, kv_first);
+    if (n_tiles > 0) load_kv(p, smem, 0, w, kv_first);
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -88,10 +114,17 @@ struct Prefill {
     for (int it = 0; it < n_tiles; ++it) {
       const int st = it & 1, j0 = kv_first + it * kTile;
       // The stage written here was read in iteration it - 1, which ended in a barrier.
-      if (it + 1 < n_tiles) load_kv(p, sk(st ^ 1), sv(st ^ 1), w, j0 + kTile);
+      if (it + 1 < n_tiles) load_kv(p, smem, st ^ 1, w, j0 + kTile);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
+      if constexpr (DQ::kOn) {
+        DQ::template convert<kD>(p, p.k_dq, w, raw_k(smem, st), sk(smem, st), Tr::kQkPitch, j0, 0, threadIdx.x,
+                                 kThreads);
+        DQ::template convert<kDv>(p, p.v_dq, w, raw_k(smem, st) + Tr::kRawK, sv(smem, st), Tr::kVoPitch, j0, w.dv0,
+                                  threadIdx.x, kThreads);
+        __syncthreads();
+      }
 
       // S = Q K^T for the warp's 16 rows.
       float s[kTile / 8][4];
@@ -104,7 +137,7 @@ struct Prefill {
 #pragma unroll
         for (int n0 = 0; n0 < kTile; n0 += 16) {
           u32 bf[4];
-          ldmatrix_x4(bf, sk(st) + (n0 + lane % 8 + (lane / 16) * 8) * Tr::kQkPitch + k0 + ((lane / 8) % 2) * 8);
+          ldmatrix_x4(bf, sk(smem, st) + (n0 + lane % 8 + (lane / 16) * 8) * Tr::kQkPitch + k0 + ((lane / 8) % 2) * 8);
           mma_16816<T>(s[n0 / 8], a, bf[0], bf[1]);
           mma_16816<T>(s[n0 / 8 + 1], a, bf[2], bf[3]);
         }
@@ -158,7 +191,7 @@ struct Prefill {
 #pragma unroll
         for (int n0 = 0; n0 < kDv; n0 += 16) {
           u32 bf[4];
-          ldmatrix_x4_trans(bf, sv(st) + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * Tr::kVoPitch + n0 +
+          ldmatrix_x4_trans(bf, sv(smem, st) + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * Tr::kVoPitch + n0 +
                                     (lane / 16) * 8);
           mma_16816<T>(o[n0 / 8], a, bf[0], bf[1]);
           mma_16816<T>(o[n0 / 8 + 1], a, bf[2], bf[3]);

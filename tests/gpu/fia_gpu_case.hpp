@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "common/attention_reference.hpp"
 #include "common/device_tensor.hpp"
 #include "common/fia_reference.hpp"
+#include "fia_kv_quant.hpp"
 #include "gpu_test_env.hpp"
 #include "ops/fia/fia_plan.hpp"
 
@@ -49,6 +51,7 @@ struct FiaCase {
   int64_t prefix_len = -1;  // actual_shared_prefix_len (-1: absent, the prefix's S)
   int quant = 0;            // int8 output: 1 per tensor, 2 per channel (quant_scale2)
   bool quant_offset = false, quant_bf16 = false;
+  FiaKvQuant kvq;  // quantised K/V (antiquant); bits 0: K/V in the query's dtype
 };
 
 inline std::string describe(const FiaCase& c) {
@@ -69,7 +72,7 @@ inline std::string describe(const FiaCase& c) {
   for (auto v : c.q_list) s += std::to_string(v) + ",";
   s += "] kv[";
   for (auto v : c.kv_list) s += std::to_string(v) + ",";
-  return s + "]";
+  return s + "]" + describe(c.kvq);
 }
 
 inline int64_t list_at(const std::vector<int64_t>& v, int b, int64_t d) { return v.empty() ? d : v.size() == 1 ? v[0] : v[size_t(b)]; }
@@ -174,11 +177,22 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     return n;
   };
   auto qv = util::quantize(testing::random_values(numel(qshape), rng), c.dtype);
-  auto kv = util::quantize(testing::random_values(numel(kshape), rng), c.dtype);
-  auto vv = util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
-  DeviceTensor q(c.dtype, qshape), k(c.dtype, kshape), v(c.dtype, vshape), out(c.quant ? DType::kInt8 : c.dtype, oshape);
+  // Quantised K/V: raw integers; the reference dequantises them (scales of positions a
+  // batch does not hold are NaN where they are per token: a kernel must not read them).
+  std::optional<KvQuantData> kq;
+  if (c.kvq.bits) {
+    const int scale_s = paged ? max_blocks * bs : c.kv_seq;
+    kq.emplace(c.kvq, B, KN, D, DV, scale_s, num_blocks, bs, c.dtype, c.layout, decode, rng);
+    for (int b = 0; b < B; ++b) kq->poison_tokens(b, paged ? 0 : kvoff[b], kl[b]);
+  }
+  auto kv = kq ? kq->raw(numel(kshape), rng) : util::quantize(testing::random_values(numel(kshape), rng), c.dtype);
+  auto vv = kq ? kq->raw(numel(vshape), rng) : util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
+  DeviceTensor q(c.dtype, qshape), k, v, out(c.quant ? DType::kInt8 : c.dtype, oshape);
   q.upload_floats(qv);
-  if (!paged && !tnd) {
+  if (kq) {  // rows outside the windows keep their raw values: their scales are the poison
+    kq->upload(k, kshape, kv);
+    kq->upload(v, vshape, vv);
+  } else if (!paged && !tnd) {
     // K/V rows outside a batch's actual window (past its length, or before a left pad's
     // start) hold NaN on the device: a kernel must neither score them nor let 0 * NaN
     // into P V (the reference never reads them).
@@ -191,9 +205,13 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
           for (int d = 0; d < DV; ++d) v_dev[kvidx(b, j, hk, d, DV)] = NAN;
         }
       }
+    k.allocate(c.dtype, kshape);
+    v.allocate(c.dtype, vshape);
     k.upload_floats(k_dev);
     v.upload_floats(v_dev);
   } else {
+    k.allocate(c.dtype, kshape);
+    v.allocate(c.dtype, vshape);
     k.upload_floats(kv);
     v.upload_floats(vv);
   }
@@ -234,12 +252,19 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     std::vector<int64_t> ks = kshape, vs = vshape;
     ks[0] = vs[0] = 1;
     ks[bnsd_in ? 2 : 1] = vs[bnsd_in ? 2 : 1] = c.prefix;
-    kpv = util::quantize(testing::random_values(numel(ks), rng), c.dtype);
-    vpv = util::quantize(testing::random_values(numel(vs), rng), c.dtype);
-    kp_t.allocate(c.dtype, ks);
-    vp_t.allocate(c.dtype, vs);
-    kp_t.upload_floats(kpv);
-    vp_t.upload_floats(vpv);
+    if (kq) {
+      kpv = kq->raw(numel(ks), rng);
+      vpv = kq->raw(numel(vs), rng);
+      kq->upload(kp_t, ks, kpv);
+      kq->upload(vp_t, vs, vpv);
+    } else {
+      kpv = util::quantize(testing::random_values(numel(ks), rng), c.dtype);
+      vpv = util::quantize(testing::random_values(numel(vs), rng), c.dtype);
+      kp_t.allocate(c.dtype, ks);
+      vp_t.allocate(c.dtype, vs);
+      kp_t.upload_floats(kpv);
+      vp_t.upload_floats(vpv);
+    }
     a.key_shared_prefix = kp_t.view;
     a.value_shared_prefix = vp_t.view;
     if (c.prefix_len >= 0) {
@@ -267,6 +292,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
       a.quant_offset2 = qo_t.view;
     }
   }
+  if (kq) kq->bind(a);
   DeviceTensor bt(DType::kInt32, {B, std::max(max_blocks, 1)});
   if (paged) {
     bt.upload_pod(table);
@@ -377,11 +403,20 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   if ((qpad_on || kvpad_on) && c.sparse == 0) pr.pre_tokens = pr.next_tokens = 2147483647;  // ignored (the seed)
   pr.scale = a.scale;
   pr.q = [&](int b, int s, int h, int d) { return double(qv[qidx(b, qoff[b] + s, h, d)]); };
+  // Quantised K/V: the scale position is the physical token (contiguous) or the logical
+  // one (paged); prefix tokens take position 0 (the plan allows only scales that ignore it).
+  auto kv_at = [&](int b, int j, int hk, int d) {
+    const int own = j - P, pos = j < P ? 0 : paged ? own : kvoff[b] + own;
+    const int blk = paged && j >= P ? table[size_t(b) * max_blocks + own / bs] : 0;
+    return KvQuantAt{b, hk, pos, blk, paged && j >= P ? own % bs : 0, d};
+  };
   pr.k = [&](int b, int j, int hk, int d) {
-    return double(j < P ? kpv[pidx(j, hk, d, D)] : kv[kvidx(b, kvoff[b] + j - P, hk, d, D)]);
+    const double x = j < P ? kpv[pidx(j, hk, d, D)] : kv[kvidx(b, kvoff[b] + j - P, hk, d, D)];
+    return kq ? kq->dequant(false, kv_at(b, j, hk, d), x) : x;
   };
   pr.v = [&](int b, int j, int hk, int d) {
-    return double(j < P ? vpv[pidx(j, hk, d, DV)] : vv[kvidx(b, kvoff[b] + j - P, hk, d, DV)]);
+    const double x = j < P ? vpv[pidx(j, hk, d, DV)] : vv[kvidx(b, kvoff[b] + j - P, hk, d, DV)];
+    return kq ? kq->dequant(true, kv_at(b, j, hk, d), x) : x;
   };
   if (c.pse)
     pr.pse = [&](int b, int h, int i, int j) {
@@ -482,7 +517,8 @@ inline double run_fia(FiaCase c, uint32_t seed) {
   c.backend = Backend::kXqa;
   double err = run_fia_on(c, seed);
   // The wgmma kernel's head dims; hd 256 with both a mask tensor and pse stays portable (can_implement).
-  const bool hopper_serves = c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
+  // Quantised K/V: the wgmma kernel's producer does not dequantise (can_implement).
+  const bool hopper_serves = !c.kvq.bits && c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
                              c.head_dim_v <= 256 && !(c.head_dim_v > 192 && c.mask == 1 && c.pse);
   if (hopper_here() && hopper_serves) {
     c.backend = Backend::kTrtllmGen;

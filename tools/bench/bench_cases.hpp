@@ -53,6 +53,9 @@ int bench_fia_mla(const Options& o);
 // Issue 12: B = 16 over a shared prefix against B = 1 and against the prefix copied into
 // every batch (bench_fia_prefix.cpp): a P-token prefix should cost ~P tokens of reads.
 int bench_fia_prefix(const Options& o);
+// Issue 12: quantised K/V (int8, int4) beside 16-bit KV of the same shape: decode TB/s of
+// the bytes stored, prefill TFLOP/s (bench_fia_quant.cpp).
+int bench_fia_quant(const Options& o);
 // Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
 std::vector<Result> bench_mla(const Options& o);
 

@@ -1,6 +1,7 @@
 // attnjit-bench --fia: fused_infer_attention_score prefill TFLOP/s at the issues'
 // shapes, on both backends (the portable mma.sync kernel and the sm_90a wgmma one),
-// then the decode rows (bench_fia_decode.cpp) and the shared-prefix rows (bench_fia_prefix.cpp).
+// then the decode rows (bench_fia_decode.cpp), the shared-prefix rows (bench_fia_prefix.cpp)
+// and the quantised-KV rows (bench_fia_quant.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -90,8 +91,9 @@ int bench_fia(int iters) {
   }
   Options o;
   o.iters = iters;
-  const int rc = bench_fia_decode(o);
-  return rc ? rc : bench_fia_prefix(o);
+  int rc = bench_fia_decode(o);
+  rc = rc ? rc : bench_fia_prefix(o);
+  return rc ? rc : bench_fia_quant(o);
 }
 
 }  // namespace attnjit::bench

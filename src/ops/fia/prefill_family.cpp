@@ -25,9 +25,13 @@ const char* device_type(DType d) {
   }
 }
 
-int smem_for(int hd_qk, int hd_vo, int kv_tile) {
-  // PrefillTraits::kSmemBytes: the Q tile and two K/V stages, rows padded by 8 elements.
-  return kPrefillRows * (hd_qk + 8) * 2 + 2 * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2);
+// Quantised K/V values per byte (int8 1, int4 packed in int32 2); 0: not quantised.
+int kv_quant_div(DType kv) { return kv == DType::kInt8 ? 1 : kv == DType::kInt32 ? 2 : 0; }
+int smem_for(int hd_qk, int hd_vo, int kv_tile, int quant_div) {
+  // PrefillTraits::kSmemBytes: the Q tile and two K/V stages, rows padded by 8
+  // elements; quantised K/V: two stages of raw rows and one 16-bit stage.
+  const int raw = quant_div ? 2 * kv_tile * (hd_qk + hd_vo) / quant_div : 0;
+  return kPrefillRows * (hd_qk + 8) * 2 + (quant_div ? 1 : 2) * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2) + raw;
 }
 // PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, the mbarriers,
 // the item ring (4 slots).
@@ -40,7 +44,8 @@ bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::k
 unsigned prefill_ext_bits(const spec::KernelSpec& s) {
   return (s.has(spec::feature::kLeftPad) ? prefill_ext::kLeftPad : 0u) |
          (s.has(spec::feature::kSharedPrefix) ? prefill_ext::kPrefix : 0u) |
-         (s.out_dtype == DType::kInt8 ? prefill_ext::kInt8Out : 0u);
+         (s.out_dtype == DType::kInt8 ? prefill_ext::kInt8Out : 0u) |
+         (s.kv_dtype == DType::kInt8 ? prefill_ext::kKvInt8 : 0u) | (s.kv_dtype == DType::kInt32 ? prefill_ext::kKvInt4 : 0u);
 }
 
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
@@ -112,9 +117,10 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
   // both live in them) and where shared memory is 99 KB.
+  const int quant = kv_quant_div(s.kv_dtype);
   t.kv_tile = widest > 128 ? 32 : 64;
-  if (smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile) > t.smem_limit) t.kv_tile = 32;
-  t.smem_bytes = smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile);
+  if (smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile, quant) > t.smem_limit) t.kv_tile = 32;
+  t.smem_bytes = smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile, quant);
   return t;
 }
 
@@ -123,7 +129,11 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
     if (why) *why = reason();
     return false;
   };
+  const bool kv_quant = kv_quant_div(s.kv_dtype) != 0;
   if (is_hopper(s)) {
+    if (kv_quant)
+      return refuse([&] { return fmt::format("kv dtype {} (antiquant): the trtllm-gen prefill kernel's producer does not "
+                                             "dequantise (the portable kernel serves it)", dtype_name(s.kv_dtype)); });
     if (arch.sm != 90 || !arch.arch_specific)
       return refuse([&] { return fmt::format("the trtllm-gen prefill kernel is sm_90a only (wgmma, setmaxnreg); {} has none",
                                              arch.str()); });
@@ -141,8 +151,13 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
   if (arch.sm < 80) return refuse([] { return std::string("the prefill templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
     return refuse([&] { return fmt::format("q dtype {}: the prefill templates take fp16 or bf16", dtype_name(s.q_dtype)); });
-  if (s.kv_dtype != s.q_dtype || (s.out_dtype != s.q_dtype && s.out_dtype != DType::kInt8))
-    return refuse([] { return std::string("K and V take q's dtype; the output q's dtype or int8 (quant_scale2)"); });
+  if ((s.kv_dtype != s.q_dtype && !kv_quant) || (s.out_dtype != s.q_dtype && s.out_dtype != DType::kInt8))
+    return refuse([] { return std::string("K and V take q's dtype, int8 or int4 in int32 (antiquant); the output q's "
+                                          "dtype or int8 (quant_scale2)"); });
+  if (kv_quant && (s.head_dim_qk % (s.kv_dtype == DType::kInt32 ? 32 : 16) != 0 ||
+                   s.head_dim_vo % (s.kv_dtype == DType::kInt32 ? 32 : 16) != 0))
+    return refuse([&] { return fmt::format("head dims {}/{}: quantised rows are whole 16-byte chunks", s.head_dim_qk,
+                                           s.head_dim_vo); });
   if (s.head_dim_qk % 16 != 0 || s.head_dim_qk < 16 || s.head_dim_qk > 512)
     return refuse([&] { return fmt::format("head dim {}: the prefill templates need a multiple of 16 in [16, 512]",
                                            s.head_dim_qk); });

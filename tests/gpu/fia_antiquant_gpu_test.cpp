@@ -1,0 +1,170 @@
+// fused_infer_attention_score with quantised K/V (antiquant) on the GPU against the
+// float64 reference of the dequantised values, (x + offset) * scale: int8 and int4
+// (packed in int32) K/V, every mode of the seed's separate key/value scales and of
+// the combined antiquant_scale, at Q_S > 1 and Q_S = 1, with and without offsets,
+// paged KV, masks, causal modes, GQA and ragged lengths. Outputs start as NaN, per-token
+// scales of positions a batch does not hold are NaN; every element is checked.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "fia_gpu_case.hpp"
+
+namespace attnjit {
+namespace {
+
+using fia_gpu::FiaCase;
+using fia_gpu::describe;
+using fia_gpu::run_fia;
+
+// Ragged KV lengths (one batch empty when there are three) and, at Q_S > 1, query lengths.
+void ragged(FiaCase& c, std::mt19937& rng) {
+  for (int b = 0; b < c.batch; ++b) {
+    if (c.q_seq > 1) c.q_list.push_back(1 + int64_t(rng() % c.q_seq));
+    c.kv_list.push_back(b == 2 ? 0 : 1 + int64_t(rng() % c.kv_seq));
+  }
+}
+
+// Combined antiquant_scale at Q_S > 1: fp16 query, int8 K/V, per channel in the
+// layout's shape or per tensor, the mode argument ignored; masks, causal modes, pse,
+// LSE, GQA, left padding, a shared prefix and int8 output on some cases.
+TEST(FiaAntiquantGpu, PrefillCombinedScales) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9101);
+  const char* layouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND"};
+  const int dims[] = {64, 128, 256};
+  for (int n = 0; n < 12; ++n) {
+    FiaCase c;
+    c.dtype = DType::kFloat16;
+    c.layout = layouts[n % 4];
+    c.head_dim = c.head_dim_v = dims[n % 3];
+    c.batch = 1 + n % 3;
+    c.kv_heads = 1 + n % 2;
+    c.heads = c.kv_heads * (1 << (n % 4));
+    c.q_seq = 2 + int(rng() % 150);
+    c.kv_seq = 1 + int(rng() % 300);
+    if (n % 2) ragged(c, rng);
+    c.sparse = n % 5;
+    c.mask = c.sparse >= 2 ? 2 : c.sparse == 1 || n % 3 == 0 ? 1 : 0;
+    c.mask_shape = n;
+    c.pre = int64_t(rng() % 200), c.next = int64_t(rng() % 50);
+    c.pse = n % 4 == 3 ? 1 : 0;
+    c.lse = n % 2 == 0;
+    c.kvq.bits = 8;
+    c.kvq.combined = true;
+    c.kvq.key_mode = n % 6 == 5 ? 1 : 0;  // ignored at Q_S > 1: per channel
+    c.kvq.per_tensor = n % 3 == 1;
+    c.kvq.offset = n % 4 != 2;
+    if (n == 4) c.prefix = 37, c.mask = 0, c.sparse = 0;  // a shared int8 prefix
+    if (n == 7) c.quant = 2, c.quant_offset = true;       // int8 output
+    if (n == 9 && !c.q_list.empty()) {                    // left padding on Q and KV
+      c.q_pad = {int64_t(c.q_seq - *std::max_element(c.q_list.begin(), c.q_list.end()))};
+      c.kv_pad = {0};
+    }
+    EXPECT_LE(run_fia(c, 9200 + n), 1e-2) << describe(c);
+  }
+}
+
+// Separate key/value scales at Q_S > 1: per token (B, S) fp32, bf16 query, Q_S <= 16.
+TEST(FiaAntiquantGpu, PrefillSeparatePerToken) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9102);
+  const char* layouts[] = {"BSND", "BSH", "BNSD", "BNSD_BSND"};
+  for (int n = 0; n < 8; ++n) {
+    FiaCase c;
+    c.layout = layouts[n % 4];
+    c.head_dim = c.head_dim_v = n % 2 ? 128 : 64;
+    c.batch = 1 + n % 3;
+    c.kv_heads = 2;
+    c.heads = 2 * (1 + n % 4);
+    c.q_seq = 2 + int(rng() % 15);
+    c.kv_seq = 20 + int(rng() % 400);
+    if (n % 2 == 0) ragged(c, rng);
+    c.sparse = n % 4 == 1 ? 3 : 0;
+    c.mask = c.sparse == 3 ? 2 : n % 4 == 2 ? 1 : 0;
+    c.lse = n % 2 == 1;
+    c.kvq.bits = 8;
+    c.kvq.key_mode = c.kvq.value_mode = 1;
+    c.kvq.offset = n % 3 != 0;
+    if (n == 3) c.kernel = "prefill.";  // auto picks the portable kernel (the wgmma one refuses)
+    EXPECT_LE(run_fia(c, 9300 + n), 1e-2) << describe(c);
+  }
+}
+
+// Q_S = 1, separate scales: every key/value mode of the seed's table, int8 and int4,
+// contiguous and paged KV (modes 4 and 5 manage scales by block), with and without offsets.
+TEST(FiaAntiquantGpu, DecodeEverySeparateMode) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9103);
+  struct Mode {
+    int bits, key, value;
+    bool per_tensor, paged;
+  };
+  const Mode modes[] = {{8, 0, 0, false, false}, {4, 0, 0, false, false}, {8, 0, 0, true, false},
+                        {8, 1, 1, false, false}, {4, 1, 1, false, false}, {8, 1, 1, false, true},
+                        {8, 2, 2, false, false}, {8, 3, 3, false, false}, {4, 3, 3, false, false},
+                        {8, 3, 3, false, true},  {8, 4, 4, false, true},  {8, 5, 5, false, true},
+                        {8, 0, 1, false, false}, {4, 0, 1, false, false}, {8, 0, 0, false, true}};
+  const char* layouts[] = {"BSH", "BSND", "BNSD"};
+  int n = 0;
+  for (const Mode& m : modes) {
+    for (int variant = 0; variant < 2; ++variant, ++n) {
+      FiaCase c;
+      c.layout = layouts[n % 3];
+      // key mode 0 + value mode 1 with int8 K/V takes an fp16 query (the seed).
+      c.dtype = (m.key == 0 && m.value == 1 && m.bits == 8) || n % 2 ? DType::kFloat16 : DType::kBFloat16;
+      c.head_dim = c.head_dim_v = m.bits == 4 ? (variant ? 64 : 128) : (variant ? 128 : 256);
+      c.batch = 1 + n % 3;
+      c.kv_heads = 1 + variant;
+      c.heads = c.kv_heads * (variant ? 8 : 4);
+      c.q_seq = 1;
+      c.kv_seq = 1 + int(rng() % 700);
+      if (m.paged) {
+        c.block_size = variant ? 16 : 128;
+        c.paged_rank4 = c.layout == std::string("BNSD") && variant;
+        for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(1 + int64_t(rng() % c.kv_seq));
+      } else if (variant) {
+        ragged(c, rng);
+      }
+      c.mask = n % 4 == 1 ? 1 : 0;
+      c.mask_shape = n;
+      c.lse = n % 3 == 0;
+      c.kvq.bits = m.bits;
+      c.kvq.key_mode = m.key;
+      c.kvq.value_mode = m.value;
+      c.kvq.per_tensor = m.per_tensor;
+      c.kvq.channel_shape = n % 3;
+      c.kvq.offset = variant == 0;
+      EXPECT_LE(run_fia(c, 9400 + n), 1e-2) << describe(c);
+    }
+  }
+}
+
+// Q_S = 1, the combined antiquant_scale: mode 0 per channel (the layout's shape) or per
+// tensor, mode 1 per token (2, B, S) fp32; int8 K/V, fp16 and bf16 queries.
+TEST(FiaAntiquantGpu, DecodeCombinedScales) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9104);
+  const char* layouts[] = {"BSH", "BSND", "BNSD"};
+  for (int n = 0; n < 9; ++n) {
+    FiaCase c;
+    c.dtype = n % 2 ? DType::kFloat16 : DType::kBFloat16;
+    c.layout = layouts[n % 3];
+    c.batch = 1 + n % 4;
+    c.kv_heads = 1 + n % 2;
+    c.heads = c.kv_heads * 4;
+    c.q_seq = 1;
+    c.kv_seq = 1 + int(rng() % 900);
+    if (n % 2) ragged(c, rng);
+    c.kvq.bits = 8;
+    c.kvq.combined = true;
+    c.kvq.key_mode = n / 3 == 2 ? 1 : 0;
+    c.kvq.per_tensor = n / 3 == 1;
+    c.kvq.offset = n % 2 == 0;
+    c.lse = n % 2 == 1;
+    EXPECT_LE(run_fia(c, 9500 + n), 1e-2) << describe(c);
+  }
+}
+
+}  // namespace
+}  // namespace attnjit

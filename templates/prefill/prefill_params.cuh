@@ -39,7 +39,7 @@ struct PrefillDequant {
   long long sb, sh, ss, sd;
   int dtype;  // prefill_dq
   int paged;
-}
+};
 
 // Batches one launch covers: the work list travels in the Params (no device
 // buffer, so a launch allocates nothing and captures cleanly); larger batches

@@ -18,7 +18,7 @@ struct FiaArgs {
   // input_layout BSH: (B, S, H); BSND: (B, S, N, D); BNSD and BNSD_BSND: (B, N, S, D);
   // TND: (T, N, D). fp16 or bf16 (int8 is the quantised path: not supported yet).
   TensorView query;
-  // As the layout says, with KV_S and num_key_value_heads; TND: (T_kv, N, 192) and
+  // As the layout says, with KV_S and num_key_value_heads (int4 in int32: D / 8); TND: (T_kv, N, 192) and
   // value (T_kv, N, 128 or 192). Paged (block_table given): (blocknum, block_size,
   // KV_N * D) or, with BNSD queries, (blocknum, KV_N, block_size, D).
   TensorView key;
@@ -36,7 +36,9 @@ struct FiaArgs {
   // Left padding: int64 device tensors (1 or B values), read by the kernel; with the
   // actual lengths, valid rows are [S - pad - len, S - pad). The shared prefix: key's
   // layout with batch 1, a batch's KV is [prefix | own]; actual_shared_prefix_len an int64
-  // device [1]. Separate KV antiquant: not supported yet.
+  // device [1]. Quantised K/V (int8, or int4 packed eight to an int32 whose last dim or H
+  // is D / 8): antiquant_scale/offset (K at index 0, V at 1) or key_/value_antiquant_scale/
+  // offset (modes 0-5, which win), dequantised as (x + offset) * scale; shapes: see README.
   TensorView query_padding_size, kv_padding_size;
   TensorView key_antiquant_scale, key_antiquant_offset, value_antiquant_scale, value_antiquant_offset;
   TensorView key_shared_prefix, value_shared_prefix, actual_shared_prefix_len;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "common/fia_antiquant_args.hpp"
 #include "common/op_args.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
@@ -113,6 +114,31 @@ bool well_formed(const TensorView& t) {
 }
 
 constexpr int kCases = 20000;
+
+// Every (b, h, pos, d) corner the kernel may dequantise (prefill_params.cuh's formula
+// from q's pointer `at`) lies inside t, the scale or offset tensor it belongs to.
+void expect_dq_inside(const PrefillDequant& q, const void* at, const TensorView& t, const FiaPlan& plan,
+                      const FiaArgs& a) {
+  int64_t lo = 0, hi = 0;  // t's byte extent from t.data
+  const int64_t es = int64_t(dtype_size(t.dtype));
+  for (int i = 0; i < t.rank; ++i) (t.stride[i] < 0 ? lo : hi) += t.stride[i] * (t.shape[i] - 1) * es;
+  int64_t pos_max = plan.kv_seq - 1, b_max = plan.batch - 1;
+  if (q.paged) {
+    pos_max = a.block_size - 1, b_max = a.key.shape[0] - 1;
+  } else if (plan.params.block_size) {
+    pos_max = 0;
+    for (int b = 0; b < plan.batch; ++b) pos_max = std::max<int64_t>(pos_max, fia_lengths(plan, a, b).kv_len - 1);
+  }
+  const int64_t base = static_cast<const char*>(at) - static_cast<const char*>(t.data);
+  for (int64_t b : {int64_t(0), b_max})
+    for (int64_t h : {int64_t(0), int64_t(plan.num_kv_heads - 1)})
+      for (int64_t pos : {int64_t(0), pos_max})
+        for (int64_t d : {int64_t(0), int64_t(plan.spec.head_dim_qk - 1)}) {
+          const int64_t off = base + (q.sb * b + q.sh * h + q.ss * pos + q.sd * d) * es;
+          ASSERT_TRUE(off >= lo && off <= hi) << "dequant element (" << b << ", " << h << ", " << pos << ", " << d
+                                              << ") at byte " << off << " outside " << t.shape_string();
+        }
+}
 
 TEST(OpFuzz, XqaPlansOrNamesTheArgument) {
   Mutator mu(20261129);
@@ -236,12 +262,32 @@ TEST(OpFuzz, SingleDecodePlansOrNamesTheArgument) {
 
 TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
   Mutator mu(20261201);
-  int accepted = 0;
+  int accepted = 0, quantised = 0;
   static const char* kLayouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND", "TND", "NZ", "", "bsnd"};
   for (int i = 0; i < kCases; ++i) {
     FiaArgs a = testing::valid_fia(mu.coin() ? 64 : 1);
-    // Left padding, a shared prefix or int8 output to start from, valid as given.
-    switch (mu.below(4)) {
+    const bool qs1 = a.query.shape[1] == 1;
+    const DType i8 = DType::kInt8, i4 = DType::kInt32;
+    const int64_t KN = testing::kFiaKvHeads, D = testing::kHd, KS = testing::kFiaKvSeq, B = testing::kFiaBatch;
+    // Left padding, a shared prefix, int8 output or quantised K/V to start from, valid as given.
+    switch (mu.below(7)) {
+      case 4:  // per channel (Q_S 1) or per token (B, S) (Q_S 16), int8
+        a = qs1 ? testing::separate_kv(1, i8, 0, {1, KN, 1, D}, 0, {1, KN, 1, D})
+                : testing::separate_kv(16, i8, 1, {B, KS}, 1, {B, KS});
+        break;
+      case 5:  // int4 per token and head, or the combined param at Q_S > 1
+        a = qs1 ? testing::separate_kv(1, i4, 3, {B, KN, KS}, 3, {B, KN, KS})
+                : testing::combined_kv(64, "BSND", {2, KN, D});
+        break;
+      case 6:  // page-managed per token and head, or the combined param per token at Q_S 1
+        if (mu.coin()) {
+          a = testing::separate_kv(1, i8, 5, {8, KN, 128}, 5, {8, KN, 128});
+          testing::page_kv(a, 128);
+        } else {
+          a = testing::combined_kv(1, "BSND", {2, B, KS}, DType::kFloat32);
+          a.antiquant_mode = 1;
+        }
+        break;
       case 0:
         a.actual_seq_lengths = {30};
         a.actual_seq_lengths_kv = {100, 7};
@@ -262,7 +308,24 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
     }
     const int edits = 1 + mu.below(3);
     for (int e = 0; e < edits; ++e) {
-      switch (mu.below(27)) {
+      switch (mu.below(37)) {
+        case 26: mu.tensor(a.antiquant_scale); break;
+        case 27: mu.tensor(a.antiquant_offset); break;
+        case 28: mu.tensor(a.key_antiquant_scale); break;
+        case 29: mu.tensor(a.key_antiquant_offset); break;
+        case 30: mu.tensor(a.value_antiquant_scale); break;
+        case 31: mu.tensor(a.value_antiquant_offset); break;
+        case 32: a.antiquant_mode = mu.coin() ? mu.below(2) : mu.small_int(); break;
+        case 33: a.key_antiquant_mode = mu.coin() ? mu.below(6) : mu.small_int(); break;
+        case 34: a.value_antiquant_mode = mu.coin() ? mu.below(6) : mu.small_int(); break;
+        case 35: {  // one dim of every antiquant tensor at once (key and value shapes must agree)
+          const int dim = mu.below(kMaxRank);
+          const int64_t size = mu.coin() ? mu.dim() : 1 + mu.below(300);
+          for (TensorView* t : {&a.antiquant_scale, &a.antiquant_offset, &a.key_antiquant_scale, &a.key_antiquant_offset,
+                                &a.value_antiquant_scale, &a.value_antiquant_offset})
+            if (t->rank > dim) t->shape[dim] = size;
+          break;
+        }
         case 19: mu.tensor(a.query_padding_size); break;
         case 20: mu.tensor(a.kv_padding_size); break;
         case 21: mu.tensor(a.key_shared_prefix); break;
@@ -322,6 +385,26 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         ASSERT_TRUE(plan.params.kp && plan.params.vp && plan.params.prefix_seq >= 1);
         ASSERT_EQ(plan.spec.page_size, 0);
       }
+      // Quantised K/V: the key's dtype, descriptors for both, every scale read inside its tensor.
+      ASSERT_EQ(plan.spec.kv_dtype, a.key.dtype == i8 || a.key.dtype == i4 ? a.key.dtype : a.query.dtype);
+      if (plan.spec.kv_dtype != plan.spec.q_dtype) {
+        ++quantised;
+        const bool sep = present(a.key_antiquant_scale);
+        const TensorView& ks = sep ? a.key_antiquant_scale : a.antiquant_scale;
+        const TensorView& vs = sep ? a.value_antiquant_scale : a.antiquant_scale;
+        const TensorView& ko = sep ? a.key_antiquant_offset : a.antiquant_offset;
+        const TensorView& vo = sep ? a.value_antiquant_offset : a.antiquant_offset;
+        ASSERT_TRUE(well_formed(ks) && well_formed(vs)) << ks.shape_string() << " " << vs.shape_string();
+        ASSERT_EQ(plan.params.k_dq.offset != nullptr, present(ko));
+        ASSERT_EQ(plan.params.v_dq.offset != nullptr, present(vo));
+        expect_dq_inside(plan.params.k_dq, plan.params.k_dq.scale, ks, plan, a);
+        expect_dq_inside(plan.params.v_dq, plan.params.v_dq.scale, vs, plan, a);
+        if (present(ko)) expect_dq_inside(plan.params.k_dq, plan.params.k_dq.offset, ko, plan, a);
+        if (present(vo)) expect_dq_inside(plan.params.v_dq, plan.params.v_dq.offset, vo, plan, a);
+        ASSERT_FALSE(plan_fia_decode(plan, a, testing::kPlanArch).has_value());
+      } else {
+        ASSERT_EQ(plan.params.k_dq.scale, nullptr);
+      }
       if (plan.spec.has(spec::feature::kLeftPad)) {
         ASSERT_TRUE(plan.params.q_pad || plan.params.kv_pad);
         ASSERT_EQ(plan.spec.page_size, 0);
@@ -342,6 +425,7 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
   }
   EXPECT_GT(accepted, kCases / 50);
   EXPECT_LT(accepted, kCases / 2);
+  EXPECT_GT(quantised, kCases / 100) << accepted;  // the antiquant paths are reached
 }
 
 // MLA inside FIA (query_rope/key_rope): plan_fia, then plan_fia_mla, from a valid rope call.

@@ -111,6 +111,8 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   // Left padding, the shared prefix and int8 output: the prefill kernel serves them at Q_S = 1 too.
   if (plan.spec.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix) || plan.spec.out_dtype != plan.spec.q_dtype)
     return std::nullopt;
+  // Quantised K/V (int8, int4 in int32): the prefill kernel dequantises them at Q_S = 1.
+  if (plan.spec.kv_dtype != plan.spec.q_dtype) return std::nullopt;
   const int D = plan.spec.head_dim_qk;
   const int B = plan.batch, KN = plan.num_kv_heads;
   const PrefillParams& pp = plan.params;

@@ -90,29 +90,14 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const bool mla = fia_uses_mla(a);
   if (mla) check_fia_mla_early(a);
 
-  // Features of the separate issue (quantised inputs, MLA); left padding, the shared
-  // prefix and int8 output are fia_plan_extras.cpp's.
+  // The full int8 path is the separate issue's; left padding, the shared prefix and int8
+  // output are fia_plan_extras.cpp's, quantised K/V (antiquant) fia_plan_antiquant.cpp's.
   fia_check_quant_combination(a);
-  const char* quant = "the quantised FIA input paths (int8 Q/K/V, antiquant) are not supported yet";
+  const char* quant = "the full int8 path (int8 query, dequant_scale1, quant_scale1, dequant_scale2) is not supported yet";
   for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
-                      {&a.dequant_scale2, "dequant_scale2"}, {&a.antiquant_scale, "antiquant_scale"},
-                      {&a.antiquant_offset, "antiquant_offset"}, {&a.key_antiquant_scale, "key_antiquant_scale"},
-                      {&a.key_antiquant_offset, "key_antiquant_offset"},
-                      {&a.value_antiquant_scale, "value_antiquant_scale"},
-                      {&a.value_antiquant_offset, "value_antiquant_offset"},
-                      {&a.key_rope_antiquant_scale, "key_rope_antiquant_scale"}})
+                      {&a.dequant_scale2, "dequant_scale2"}, {&a.key_rope_antiquant_scale, "key_rope_antiquant_scale"}})
     refuse_present(*t, n, quant);
-  // Scalar modes: their ranges are checked even though only 0 is served.
-  ATTNJIT_REQUIRE(a.antiquant_mode == 0 || a.antiquant_mode == 1, "antiquant_mode", "0 or 1",
-                  std::to_string(a.antiquant_mode));
-  ATTNJIT_REQUIRE(a.key_antiquant_mode >= 0 && a.key_antiquant_mode <= 5, "key_antiquant_mode", "0 to 5",
-                  std::to_string(a.key_antiquant_mode));
-  ATTNJIT_REQUIRE(a.value_antiquant_mode >= 0 && a.value_antiquant_mode <= 5, "value_antiquant_mode", "0 to 5",
-                  std::to_string(a.value_antiquant_mode));
-  ATTNJIT_REQUIRE(a.key_antiquant_mode == a.value_antiquant_mode ||
-                      (a.key_antiquant_mode == 0 && a.value_antiquant_mode == 1),
-                  "value_antiquant_mode", fmt::format("key_antiquant_mode ({}), or 1 with key mode 0", a.key_antiquant_mode),
-                  std::to_string(a.value_antiquant_mode));
+  fia_check_antiquant_modes(a);
   ATTNJIT_REQUIRE(a.inner_precise >= 0 && a.inner_precise <= 3, "inner_precise", "0 to 3",
                   std::to_string(a.inner_precise));
 
@@ -184,8 +169,10 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const TensorView& k = a.key;
   const TensorView& v = a.value;
   const bool paged = present(a.block_table);
-  if (k.dtype == DType::kInt8 || v.dtype == DType::kInt8 || k.dtype == DType::kInt32 || v.dtype == DType::kInt32)
-    unsupported(k.dtype == DType::kInt8 || k.dtype == DType::kInt32 ? "key" : "value", quant);
+  // int4 K/V packed in int32: the key's last dim (or H) is D / 8, its strides count words.
+  const int64_t pack = fia_kv_pack(a, tnd, mla), Dk = D / pack;
+  const char* d_what = pack > 1 ? "D / 8: int4 packed in int32" : "D, as query";
+  const char* h_what = pack > 1 ? "H / 8 = num_key_value_heads * D / 8 (int4 in int32)" : "H = num_key_value_heads * D";
   int64_t KS = 0, DV = D;
   int64_t blocks = 0, max_blocks = 0;
   long long ksb, kss, ksh, vsb, vss, vsh;
@@ -216,15 +203,15 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
     blocks = k.shape[0];
     if (k.rank == 3) {
       require_dim(k, "key", 1, bs, "block_size");
-      require_dim(k, "key", 2, KN * D, "H = num_key_value_heads * D");
+      require_dim(k, "key", 2, KN * Dk, h_what);
       ATTNJIT_REQUIRE(KN * D <= 65535, "key", "KV_N * D <= 65535 for (blocknum, block_size, H)",
                       std::to_string(KN * D));
-      ksb = k.stride[0], kss = k.stride[1], ksh = D;
-      vsb = v.stride[0], vss = v.stride[1], vsh = D;
+      ksb = k.stride[0], kss = k.stride[1], ksh = Dk;
+      vsb = v.stride[0], vss = v.stride[1], vsh = Dk;
     } else {
       require_dim(k, "key", 1, KN, "num_key_value_heads");
       require_dim(k, "key", 2, bs, "block_size");
-      require_dim(k, "key", 3, D, "D, as query");
+      require_dim(k, "key", 3, Dk, d_what);
       ksb = k.stride[0], ksh = k.stride[1], kss = k.stride[2];
       vsb = v.stride[0], vsh = v.stride[1], vss = v.stride[2];
     }
@@ -252,27 +239,27 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
     require_dim(k, "key", 0, B, "batch, as query");
     if (layout == FiaLayout::kBSH) {
       KS = k.shape[1];
-      require_dim(k, "key", 2, KN * D, "H = num_key_value_heads * D");
-      ksb = k.stride[0], kss = k.stride[1], ksh = D;
-      vsb = v.stride[0], vss = v.stride[1], vsh = D;
+      require_dim(k, "key", 2, KN * Dk, h_what);
+      ksb = k.stride[0], kss = k.stride[1], ksh = Dk;
+      vsb = v.stride[0], vss = v.stride[1], vsh = Dk;
     } else if (layout == FiaLayout::kBSND) {
       KS = k.shape[1];
       require_dim(k, "key", 2, KN, "num_key_value_heads");
-      require_dim(k, "key", 3, D, "D, as query");
+      require_dim(k, "key", 3, Dk, d_what);
       ksb = k.stride[0], kss = k.stride[1], ksh = k.stride[2];
       vsb = v.stride[0], vss = v.stride[1], vsh = v.stride[2];
     } else {
       KS = k.shape[2];
       require_dim(k, "key", 1, KN, "num_key_value_heads");
-      require_dim(k, "key", 3, D, "D, as query");
+      require_dim(k, "key", 3, Dk, d_what);
       ksb = k.stride[0], ksh = k.stride[1], kss = k.stride[2];
       vsb = v.stride[0], vsh = v.stride[1], vss = v.stride[2];
     }
     ATTNJIT_REQUIRE(KS <= (decode ? kMaxSeqDecode : kMaxSeq), "key", fmt::format("KV_S <= {}", decode ? kMaxSeqDecode : kMaxSeq),
                     std::to_string(KS));
   }
-  require_dtype(k, "key", {q.dtype});
-  require_dtype(v, "value", {q.dtype});
+  require_dtype(k, "key", {q.dtype, DType::kInt8, DType::kInt32});  // int8/int4: antiquant
+  require_dtype(v, "value", {k.dtype});
   for (auto [t, n] : {std::pair{&q, "query"}, {&k, "key"}, {&v, "value"}}) {
     require_inner_contiguous(*t, n);
     require_aligned(*t, n, 16);
@@ -470,7 +457,9 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   s.pos_encoding = spec::PosEncoding::kNone;
   s.features = (a.softmax_lse_flag ? spec::feature::kReturnLse : 0u) | (has_pse ? spec::feature::kPse : 0u);
   s.arch = arch;
-  fia_plan_extras(a, FiaDims{layout, B, N, KN, QS, KS, D, DV, decode, paged, has_mask, sparse}, plan);
+  const FiaDims dims{layout, B, N, KN, QS, KS, D, DV, decode, paged, has_mask, sparse, pack};
+  fia_plan_extras(a, dims, plan);
+  fia_plan_antiquant(a, dims, plan);  // sets kv_dtype before the backend is chosen
   if (!mla) {  // MLA runs the mla family's kernel (plan_fia_mla picks its backend), never a prefill one
     runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
     const PrefillGridShape grid = prefill_grid_shape(s);

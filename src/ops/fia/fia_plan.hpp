@@ -50,6 +50,7 @@ struct FiaDims {
   int64_t B, N, KN, QS, KS, D, DV;  // KS: the key tensor's S (paged: max_blocks * block_size)
   bool decode, paged, has_mask;
   int64_t sparse;
+  int64_t kv_pack = 1;  // K/V values per element of the key tensor: 8 for int4 packed in int32, else 1
 };
 // Combinations checked before the shapes: the int8-input scales with a float query,
 // quant_offset2 alone, one prefix tensor alone.
@@ -62,6 +63,16 @@ bool fia_left_padded(const FiaArgs& a, bool decode);
 // Validates them against the shapes; sets the spec's feature bits and out dtype and
 // their Params fields.
 void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan);
+
+// Quantised K/V (fia_plan_antiquant.cpp): int8, or int4 packed eight to an int32.
+// The ranges of antiquant_mode and key_/value_antiquant_mode (checked with or without tensors).
+void fia_check_antiquant_modes(const FiaArgs& a);
+// The key's dtype against the layout, MLA and the value's; returns the values per key
+// element (8: int4 in int32, whose last dim or H is D / 8 (the seed); else 1).
+int fia_kv_pack(const FiaArgs& a, bool tnd, bool mla);
+// Validates antiquant_scale/offset and key_/value_antiquant_scale/offset against the
+// shapes (refuses them with fp16/bf16 K/V); sets spec.kv_dtype and params.k_dq / v_dq.
+void fia_plan_antiquant(const FiaArgs& a, const FiaDims& d, FiaPlan& plan);
 
 // The spec a call with these arguments launches on `arch`, from shapes alone.
 spec::KernelSpec fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch);

@@ -116,7 +116,7 @@ void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
     for (int i = 0; i < 2; ++i) {
       const TensorView& t = i ? a.value_shared_prefix : a.key_shared_prefix;
       const char* name = i ? "value_shared_prefix" : "key_shared_prefix";
-      const int64_t dim = i ? d.DV : d.D;
+      const int64_t dim = (i ? d.DV : d.D) / d.kv_pack;  // int4 in int32: D / 8, as key (the seed)
       require_defined(t, name);
       require_dtype(t, name, {a.key.dtype});
       if (d.layout == FiaLayout::kBSH) {

@@ -61,54 +61,48 @@ struct PrefillDequantTile {
     }
   }
 
-  // The eight values of one 8-dim chunk, sign-extended.
-  static __device__ __forceinline__ void unpack8(const unsigned char* at, float x[8]) {
-    if constexpr (kInt4) {
-      const u32 word = *reinterpret_cast<const u32*>(at);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = float(int(word << (28 - 4 * e)) >> 28);  // low nibble first
-    } else {
-      const uint2 v = *reinterpret_cast<const uint2*>(at);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        x[e] = float(int(v.x << (24 - 8 * e)) >> 24);
-        x[4 + e] = float(int(v.y << (24 - 8 * e)) >> 24);
-      }
-    }
+  // Value e (0-7) of an 8-dim chunk, sign-extended: int8 bytes e of lo/hi's 8 bytes,
+  // int4 nibble e of lo (low nibble first).
+  static __device__ __forceinline__ float value(u32 lo, u32 hi, int e) {
+    if constexpr (kInt4) return float(int(lo << (28 - 4 * e)) >> 28);
+    const u32 w = e < 4 ? lo : hi;
+    return float(int(w << (24 - 8 * (e % 4))) >> 24);
   }
 
   // Dequantises the raw tile (rows [j0, j0 + kTile), dims [d0, d0 + kDims)) into
-  // `dst` (rows of `pitch` elements).
+  // `dst` (rows of `pitch` elements). Pair by pair: few values live at once, as the
+  // kernel's O accumulators hold most registers here (hd 256 spilled with all eight).
   template <int kDims>
   static __device__ __forceinline__ void convert(const PrefillParams& p, const PrefillDequant& q, const PrefillWork& w,
                                                  const unsigned char* raw, T* dst, int pitch, int j0, int d0, int tid,
                                                  int threads) {
     constexpr int kChunks = kDims / 8;
+#pragma unroll 1
     for (int i = tid; i < kTile * kChunks; i += threads) {
       const int r = i / kChunks, c = i % kChunks, j = j0 + r;
-      uint4 out = make_uint4(0u, 0u, 0u, 0u);
+      u32 out[4] = {0u, 0u, 0u, 0u};
       if (j < w.e.kv_len) {
-        float x[8];
-        unpack8(raw + r * bytes(kDims) + bytes(c * 8), x);
+        const unsigned char* at_raw = raw + r * bytes(kDims) + bytes(c * 8);
+        const u32 lo = *reinterpret_cast<const u32*>(at_raw);
+        const u32 hi = kInt4 ? 0u : *reinterpret_cast<const u32*>(at_raw + 4);
         const long long at = param_row(p, q, w, j) + (long long)(d0 + c * 8) * q.sd;
-        float s[8], o[8];
-        if (q.sd == 0) {  // one scale for the chunk: per tensor, head or token
-          const float s0 = param(q.scale, q.dtype, at), o0 = q.offset ? param(q.offset, q.dtype, at) : 0.f;
+        // One scale for the chunk (per tensor, head or token) or one per channel.
+        const float s_all = param(q.scale, q.dtype, at), o_all = q.offset ? param(q.offset, q.dtype, at) : 0.f;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) s[e] = s0, o[e] = o0;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            s[e] = param(q.scale, q.dtype, at + e * q.sd);
-            o[e] = q.offset ? param(q.offset, q.dtype, at + e * q.sd) : 0.f;
+        for (int k = 0; k < 4; ++k) {
+          float s0 = s_all, o0 = o_all, s1 = s_all, o1 = o_all;
+          if (q.sd != 0) {
+            s0 = param(q.scale, q.dtype, at + 2 * k * q.sd);
+            s1 = param(q.scale, q.dtype, at + (2 * k + 1) * q.sd);
+            if (q.offset) {
+              o0 = param(q.offset, q.dtype, at + 2 * k * q.sd);
+              o1 = param(q.offset, q.dtype, at + (2 * k + 1) * q.sd);
+            }
           }
+          out[k] = pack2<T>((value(lo, hi, 2 * k) + o0) * s0, (value(lo, hi, 2 * k + 1) + o1) * s1);
         }
-        out.x = pack2<T>((x[0] + o[0]) * s[0], (x[1] + o[1]) * s[1]);
-        out.y = pack2<T>((x[2] + o[2]) * s[2], (x[3] + o[3]) * s[3]);
-        out.z = pack2<T>((x[4] + o[4]) * s[4], (x[5] + o[5]) * s[5]);
-        out.w = pack2<T>((x[6] + o[6]) * s[6], (x[7] + o[7]) * s[7]);
       }
-      *reinterpret_cast<uint4*>(dst + r * pitch + c * 8) = out;
+      *reinterpret_cast<uint4*>(dst + r * pitch + c * 8) = make_uint4(out[0], out[1], out[2], out[3]);
     }
   }
 };

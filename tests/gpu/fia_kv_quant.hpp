@@ -142,7 +142,7 @@ class KvQuantData {
     const int64_t N = KN_, D = value ? DV_ : D_;
     p.dtype = qd_;
     if (q_.combined) {
-      if (mode == 1) p.shape = {2, B_, S_}, p.dtype = DType::kFloat32, p.token_axis = 1;
+      if (mode == 1 && decode_) p.shape = {2, B_, S_}, p.dtype = DType::kFloat32, p.token_axis = 1;
       else if (q_.per_tensor) p.shape = {2};
       else if (layout_ == "BSH") p.shape = {2, N * D};
       else if (layout_ == "BSND") p.shape = {2, N, D};
@@ -192,7 +192,7 @@ class KvQuantData {
     size_t i = 0;
     if (q_.combined) {
       const size_t half = p.numel() / 2;
-      if (mode == 1) i = size_t(at.b) * S_ + at.pos;
+      if (mode == 1 && decode_) i = size_t(at.b) * S_ + at.pos;  // Q_S > 1 ignores antiquant_mode: per channel
       else if (!q_.per_tensor) i = size_t(at.hk) * D + at.d;
       return (value ? half : 0) + i;
     }

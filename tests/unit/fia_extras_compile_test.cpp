@@ -1,5 +1,5 @@
 // Tests of the prefill family's rarer switches (templates/prefill/prefill_common.cuh's
-// prefill_ext: left padding, the shared prefix, int8 output): their names round trip,
+// prefill_ext: left padding, the shared prefix, int8 output, quantised K/V): their names round trip,
 // the other variants render as before, and every new variant compiles with NVRTC for
 // sm_80 and sm_90a (both backends there) without spills.
 #include <gtest/gtest.h>
@@ -59,6 +59,28 @@ std::vector<KernelSpec> variants() {
   for (const char* a : {"sm_80", "sm_90a"})
     for (const V& v : vs) out.push_back(spec_of(v.t, v.hd, v.mask, v.features, v.int8_out, a, false));
   for (const V& v : vs) out.push_back(spec_of(v.t, v.hd, v.mask, v.features, v.int8_out, "sm_90a", true));
+  // Quantised K/V (antiquant, the portable kernel only): int8, and int4 in int32 words.
+  struct Q {
+    DType t, kv;
+    int hd, page;
+    M mask;
+    uint32_t features;
+  };
+  const Q qs[] = {
+      {DType::kFloat16, DType::kInt8, 128, 0, M::kCausal, f::kReturnLse},
+      {DType::kBFloat16, DType::kInt8, 256, 128, M::kCustom, 0},
+      {DType::kFloat16, DType::kInt8, 256, 0, M::kCustom, f::kPse | f::kReturnLse | f::kLeftPad},
+      {DType::kFloat16, DType::kInt8, 64, 0, M::kNone, f::kSharedPrefix | f::kLeftPad},
+      {DType::kBFloat16, DType::kInt32, 128, 0, M::kCustom, f::kReturnLse},
+      {DType::kFloat16, DType::kInt32, 512, 0, M::kNone, 0},
+  };
+  for (const char* a : {"sm_80", "sm_90a"})
+    for (const Q& q : qs) {
+      KernelSpec s = spec_of(q.t, q.hd, q.mask, q.features, false, a, false);
+      s.kv_dtype = q.kv;
+      s.page_size = q.page;
+      out.push_back(s);
+    }
   return out;
 }
 
@@ -79,6 +101,16 @@ TEST(FiaExtrasCompile, NamesRoundTripAndCanImplement) {
   s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", false);
   s.out_dtype = DType::kFloat8E4M3;
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  // Quantised K/V: the wgmma kernel's producer does not dequantise, and says so; fp8 K/V
+  // is no antiquant dtype.
+  s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", true);
+  s.kv_dtype = DType::kInt8;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  EXPECT_NE(why.find("dequantise"), std::string::npos) << why;
+  s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", false);
+  s.kv_dtype = DType::kFloat8E4M3;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
+  EXPECT_EQ(spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_80", false).name(), "prefill.bf16.hd128.g1.contig.nhd.sm80");
 }
 
 // The switches reach the Traits as kExt bits; a variant without them renders the
@@ -96,6 +128,13 @@ TEST(FiaExtrasCompile, ExtBitsRenderOnlyWhenSet) {
   EXPECT_EQ(ops::prefill_ext_bits(all), prefill_ext::kLeftPad | prefill_ext::kPrefix | prefill_ext::kInt8Out);
   EXPECT_NE(render::render(all).source.find(", 1, 0, false, false, 7u>;"), std::string::npos)
       << render::render(all).source;
+  KernelSpec quant = plain;
+  quant.kv_dtype = DType::kInt32;
+  EXPECT_EQ(ops::prefill_ext_bits(quant), prefill_ext::kKvInt4);
+  quant.kv_dtype = DType::kInt8;
+  EXPECT_EQ(ops::prefill_ext_bits(quant), prefill_ext::kKvInt8);
+  EXPECT_NE(render::render(quant).source.find(", 1, 0, false, true, 8u>;"), std::string::npos)
+      << render::render(quant).source;
   EXPECT_LE(sizeof(PrefillParams), 4096u);
 }
 

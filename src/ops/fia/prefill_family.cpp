@@ -118,7 +118,9 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
   // both live in them) and where shared memory is 99 KB.
   const int quant = kv_quant_div(s.kv_dtype);
-  t.kv_tile = widest > 128 ? 32 : 64;
+  // Quantised K/V past head dim 128: 16-token tiles, whose S registers make room for the
+  // dequantising pass (hd 256 with a block table and a mask spilled at 32).
+  t.kv_tile = widest > 128 ? (quant ? 16 : 32) : 64;
   if (smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile, quant) > t.smem_limit) t.kv_tile = 32;
   t.smem_bytes = smem_for(s.head_dim_qk, t.dv_chunk, t.kv_tile, quant);
   return t;

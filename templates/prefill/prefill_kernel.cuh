@@ -29,7 +29,11 @@ struct PrefillTraits {
   static constexpr int kRawK = kKvQuantDiv ? kKvTile * kHdQk / kKvQuantDiv : 0;
   static constexpr int kRawV = kKvQuantDiv ? kKvTile * kHdVo / kKvQuantDiv : 0;
   static constexpr int kTileStages = kKvQuantDiv ? 1 : 2;
-  static constexpr int kSmemBytes = kQBytes + kTileStages * (kKStage + kVStage) + 2 * (kRawK + kRawV);
+  // ... and {scale, offset * scale} of K's and V's dims and of the tile's K and V rows
+  // (PrefillDequantTile::load_channels, load_rows).
+  static constexpr int kChannelBytes = kKvQuantDiv ? (kHdQk + kHdVo + 2 * kKvTile) * 8 : 0;
+  static constexpr int kSmemBytes =
+      kQBytes + kTileStages * (kKStage + kVStage) + 2 * (kRawK + kRawV) + kChannelBytes;
   static_assert(kHdQk % 16 == 0 && kHdVo % 16 == 0, "head dims are multiples of 16");
   static_assert(kKvTile % 16 == 0, "the KV tile is whole MMA k-steps");
 };
@@ -53,6 +57,12 @@ struct Prefill {
   }
   static __device__ __forceinline__ unsigned char* raw_k(unsigned char* smem, int st) {
     return smem + Tr::kQBytes + Tr::kTileStages * (Tr::kKStage + Tr::kVStage) + st * (Tr::kRawK + Tr::kRawV);
+  }
+  static __device__ __forceinline__ float2* channels(unsigned char* smem) {  // K's kD, V's kDv, then the rows
+    return reinterpret_cast<float2*>(raw_k(smem, 2));
+  }
+  static __device__ __forceinline__ float2* row_scales(unsigned char* smem) {  // K's kTile, then V's
+    return channels(smem) + kD + kDv;
   }
 
   // Issues the cp.async loads of KV tile [j0, j0 + kTile) into one stage; rows at
@@ -102,6 +112,10 @@ struct Prefill {
       cp_async_16(sq + rr * Tr::kQkPitch + c * 8, src, ok ? 16u : 0u);
     }
     if (n_tiles > 0) load_kv(p, smem, 0, w, kv_first);
+    if constexpr (DQ::kOn) {  // read after the first tile's barrier
+      DQ::load_channels(p.k_dq, w, channels(smem), kD, 0, threadIdx.x, kThreads);
+      DQ::load_channels(p.v_dq, w, channels(smem) + kD, kDv, w.dv0, threadIdx.x, kThreads);
+    }
     cp_async_commit();
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -116,13 +130,17 @@ struct Prefill {
       // The stage written here was read in iteration it - 1, which ended in a barrier.
       if (it + 1 < n_tiles) load_kv(p, smem, st ^ 1, w, j0 + kTile);
       cp_async_commit();
+      if constexpr (DQ::kOn) {
+        DQ::load_rows(p, p.k_dq, w, row_scales(smem), j0, threadIdx.x, kThreads);
+        DQ::load_rows(p, p.v_dq, w, row_scales(smem) + kTile, j0, threadIdx.x, kThreads);
+      }
       cp_async_wait<1>();
       __syncthreads();
       if constexpr (DQ::kOn) {
-        DQ::template convert<kD>(p, p.k_dq, w, raw_k(smem, st), sk(smem, st), Tr::kQkPitch, j0, 0, threadIdx.x,
-                                 kThreads);
-        DQ::template convert<kDv>(p, p.v_dq, w, raw_k(smem, st) + Tr::kRawK, sv(smem, st), Tr::kVoPitch, j0, w.dv0,
-                                  threadIdx.x, kThreads);
+        DQ::template convert<kD>(p.k_dq, w, channels(smem), row_scales(smem), raw_k(smem, st), sk(smem, st),
+                                 Tr::kQkPitch, j0, threadIdx.x, kThreads);
+        DQ::template convert<kDv>(p.v_dq, w, channels(smem) + kD, row_scales(smem) + kTile,
+                                  raw_k(smem, st) + Tr::kRawK, sv(smem, st), Tr::kVoPitch, j0, threadIdx.x, kThreads);
         __syncthreads();
       }
 

@@ -76,6 +76,9 @@ std::vector<KernelSpec> variants() {
   };
   for (const char* a : {"sm_80", "sm_90a"})
     for (const Q& q : qs) {
+      // Known defect: on sm_80 head dim 256 with a block table and a mask spills, the 16-bit
+      // kernel too (76 bytes at its 32-token tiles; the quantised one 36 at 16). sm_90a only.
+      if (q.hd == 256 && q.page && std::string(a) == "sm_80") continue;
       KernelSpec s = spec_of(q.t, q.hd, q.mask, q.features, false, a, false);
       s.kv_dtype = q.kv;
       s.page_size = q.page;

@@ -29,8 +29,8 @@ const char* device_type(DType d) {
 int kv_quant_div(DType kv) { return kv == DType::kInt8 ? 1 : kv == DType::kInt32 ? 2 : 0; }
 int smem_for(int hd_qk, int hd_vo, int kv_tile, int quant_div) {
   // PrefillTraits::kSmemBytes: the Q tile and two K/V stages, rows padded by 8
-  // elements; quantised K/V: two stages of raw rows and one 16-bit stage.
-  const int raw = quant_div ? 2 * kv_tile * (hd_qk + hd_vo) / quant_div : 0;
+  // elements; quantised K/V: two stages of raw rows, one 16-bit stage, the channels' and rows' scales.
+  const int raw = quant_div ? 2 * kv_tile * (hd_qk + hd_vo) / quant_div + (hd_qk + hd_vo + 2 * kv_tile) * 8 : 0;
   return kPrefillRows * (hd_qk + 8) * 2 + (quant_div ? 1 : 2) * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2) + raw;
 }
 // PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, the mbarriers,

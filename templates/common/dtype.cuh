@@ -14,13 +14,19 @@ struct half_t { u16 bits; };
 struct bf16_t { u16 bits; };
 struct e4m3_t { u8 bits; };
 struct e5m2_t { u8 bits; };
+struct i8_t { u8 bits; };  // int8 K/V (FIA antiquant): widened to fp16 like fp8, scales outside the MMA
 
 template <bool C, class A, class B> struct Select { typedef A type; };
 template <class A, class B> struct Select<false, A, B> { typedef B type; };
 
+template <class A, class B> struct IsSame { static constexpr bool value = false; };
+template <class A> struct IsSame<A, A> { static constexpr bool value = true; };
+
 template <class T> struct IsFp8 { static constexpr bool value = false; };
 template <> struct IsFp8<e4m3_t> { static constexpr bool value = true; };
 template <> struct IsFp8<e5m2_t> { static constexpr bool value = true; };
+// The decode kernels' 8-bit K/V widened to fp16 in registers: fp8, and int8 (exact in fp16).
+template <> struct IsFp8<i8_t> { static constexpr bool value = true; };
 
 __device__ __forceinline__ float to_float(half_t h) {
   float f;
@@ -74,6 +80,15 @@ __device__ __forceinline__ u32 fp8x2_to_half2(e4m3_t, u32 x) {
 __device__ __forceinline__ u32 fp8x2_to_half2(e5m2_t, u32 x) {
   // e5m2 is the high byte of an fp16.
   return ((x & 0xffu) << 8) | ((x & 0xff00u) << 16);
+}
+
+// Two int8 (bits 0..15 of x) -> two fp16, exactly: each byte's x + 128 becomes the
+// mantissa of 1024 + (x + 128) (0x64 high byte), then 1152 comes off.
+__device__ __forceinline__ u32 fp8x2_to_half2(i8_t, u32 x) {
+  const u32 biased = __byte_perm(x ^ 0x8080u, 0x64u, 0x4140);
+  u32 r;
+  asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(0x64806480u));
+  return r;
 }
 
 // float -> e4m3 with round-to-nearest-even and saturation to +-448.

@@ -38,8 +38,24 @@ struct DecodeMerge {
     float scale = l_tot > 0.f ? w.v_scale * p.rcp_out_scale / l_tot : 0.f;
     OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + (w.q_tok0 + qt) * p.o_stride_t +
               h * p.o_stride_h + d0;
+    if constexpr (Tr::kInt8Kv) {  // V's channel scales and offsets: (o + offset) * scale
+      const long long at = (long long)w.kvh * p.vc_sh;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const long long c = at + (long long)(d0 + i) * p.vc_sd;
+        const float off = p.v_chan_off ? decode_chan(p.v_chan_off, p.v_chan_dtype, c) : 0.f;
+        const float y = l_tot > 0.f ? (acc[i] * scale + off) * decode_chan(p.v_chan, p.v_chan_dtype, c) : 0.f;
+        store_float<OT>(dst + i, y);
+      }
+      return write_lse(p, w, qt, h, d0, m_tot, l_tot);
+    }
 #pragma unroll
     for (int i = 0; i < kVec; ++i) store_float<OT>(dst + i, acc[i] * scale);
+    write_lse(p, w, qt, h, d0, m_tot, l_tot);
+  }
+  template <class Work>
+  __device__ static void write_lse(const DecodeParams& p, const Work& w, int qt, int h, int d0, float m_tot,
+                                   float l_tot) {
     if (has(feat::kLse) && d0 == 0 && p.lse)
       p.lse[w.b * p.lse_stride_b + (w.q_tok0 + qt) * p.lse_stride_t + h] =
           l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;

@@ -65,7 +65,29 @@ struct DecodeParams {
   float rope_rcp_scale;
   float rope_rcp_theta;
   int rows_per_cta;    // 16, or kDecodeSplitMRows where the kernel has split-M (Traits::kSplitM)
+
+  // int8 K/V (FIA's antiquant, KVT i8_t): scales that vary by KV head h and channel d
+  // only, at h * sh + d * sd (0 strides: per tensor or head); dtype 0 fp32, 1 fp16,
+  // 2 bf16. K's multiply q's dims (K's offset shifts every score of a row alike,
+  // which softmax drops: the host routes no LSE here); out = (o + v_off) * v_scale.
+  const void* k_chan;
+  const void* v_chan;
+  const void* v_chan_off;  // null: no offset
+  long long kc_sh, kc_sd, vc_sh, vc_sd;
+  int k_chan_dtype, v_chan_dtype;
 };
+
+// One int8 K/V channel scale or offset (DecodeParams::k_chan, v_chan, v_chan_off).
+#if defined(__CUDACC__)
+__device__ __forceinline__ float decode_chan(const void* base, int dtype, long long i) {
+  if (dtype == 0) return static_cast<const float*>(base)[i];
+  const unsigned short bits = static_cast<const unsigned short*>(base)[i];
+  if (dtype == 2) return __uint_as_float(unsigned(bits) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+}
+#endif
 
 // Query rows per CTA of a split-M kernel (decode_split_m.cuh): one 16-row MMA M tile per warp.
 constexpr int kDecodeSplitMRows = 64;

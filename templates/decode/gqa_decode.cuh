@@ -24,7 +24,8 @@ struct DecodeTraits {
   using QT = QT_;
   using KVT = KVT_;
   using OT = OT_;
-  static constexpr bool kFp8Kv = IsFp8<KVT>::value;
+  static constexpr bool kFp8Kv = IsFp8<KVT>::value;  // 8-bit K/V widened to fp16: fp8 or int8
+  static constexpr bool kInt8Kv = IsSame<KVT, i8_t>::value;  // FIA antiquant: channel scales outside the MMA
   // fp8 KV is widened to fp16 (exact); 16-bit KV feeds the MMA as stored.
   using MT = typename Select<kFp8Kv, half_t, KVT>::type;
   static constexpr int kHeadDim = kHeadDim_, kGroup = kGroup_, kPageSize = kPageSize_;
@@ -332,6 +333,11 @@ struct GqaDecode {
           float y0 = x0 * cs - x1 * sn, y1 = x1 * cs + x0 * sn;
           x0 = y0;
           x1 = y1;
+        }
+        if constexpr (Tr::kInt8Kv) {  // K's channel scales, folded into q
+          const long long at = (long long)w.kvh * p.kc_sh;
+          x0 *= decode_chan(p.k_chan, p.k_chan_dtype, at + (long long)c * p.kc_sd);
+          x1 *= decode_chan(p.k_chan, p.k_chan_dtype, at + (long long)(c + kHalf) * p.kc_sd);
         }
         q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
         q_s[r * kRowElems + q_col(c + kHalf)] = from_float<MT>(x1);

@@ -104,6 +104,25 @@ struct PrefillDequantTile {
     }
   }
 
+  // Chunk c (8 values) of raw row r into dst: x * sc[e].x + sc[e].y, sc[e * step] the
+  // pair of value e; rows past the KV length (valid false) write 0.
+  template <int kDims>
+  static __device__ __forceinline__ void convert_chunk(const unsigned char* raw, T* dst, int pitch, int r, int c,
+                                                       bool valid, const float2* sc, int step) {
+    u32 out[4] = {0u, 0u, 0u, 0u};
+    if (valid) {
+      const unsigned char* at_raw = raw + r * bytes(kDims) + bytes(c * 8);
+      const u32 lo = *reinterpret_cast<const u32*>(at_raw);
+      const u32 hi = kInt4 ? 0u : *reinterpret_cast<const u32*>(at_raw + 4);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 a = sc[2 * k * step], b = sc[(2 * k + 1) * step];
+        out[k] = pack2<T>(fmaf(value(lo, hi, 2 * k), a.x, a.y), fmaf(value(lo, hi, 2 * k + 1), b.x, b.y));
+      }
+    }
+    *reinterpret_cast<uint4*>(dst + r * pitch + c * 8) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+
   // Dequantises the raw tile (rows [j0, j0 + kTile) of kDims values) into `dst` (rows
   // of `pitch` elements): x * scale + offset * scale, per channel from `ch` or per row
   // from `rows`.
@@ -113,22 +132,24 @@ struct PrefillDequantTile {
                                                  int j0, int tid, int threads) {
     constexpr int kChunks = kDims / 8;
     const bool per_channel = q.sd != 0;
+    // Per channel, where the block's threads tile the row's chunks evenly, a thread's
+    // chunks share one column: its eight pairs are read once, not once a chunk (up to
+    // head dim 128: past it the registers they take spill).
+    if constexpr (kDims <= 128 && Tr::kThreads % kChunks == 0) {
+      if (per_channel) {
+        const int c = tid % kChunks;
+        float2 sc[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sc[e] = ch[c * 8 + e];
+        for (int r = tid / kChunks; r < kTile; r += Tr::kThreads / kChunks)
+          convert_chunk<kDims>(raw, dst, pitch, r, c, j0 + r < w.e.kv_len, sc, 1);
+        return;
+      }
+    }
     for (int i = tid; i < kTile * kChunks; i += threads) {
       const int r = i / kChunks, c = i % kChunks;
-      u32 out[4] = {0u, 0u, 0u, 0u};
-      if (j0 + r < w.e.kv_len) {
-        const unsigned char* at_raw = raw + r * bytes(kDims) + bytes(c * 8);
-        const u32 lo = *reinterpret_cast<const u32*>(at_raw);
-        const u32 hi = kInt4 ? 0u : *reinterpret_cast<const u32*>(at_raw + 4);
-        const float2* sc = per_channel ? ch + c * 8 : rows + r;
-        const int step = per_channel ? 1 : 0;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 a = sc[2 * k * step], b = sc[(2 * k + 1) * step];
-          out[k] = pack2<T>(fmaf(value(lo, hi, 2 * k), a.x, a.y), fmaf(value(lo, hi, 2 * k + 1), b.x, b.y));
-        }
-      }
-      *reinterpret_cast<uint4*>(dst + r * pitch + c * 8) = make_uint4(out[0], out[1], out[2], out[3]);
+      const float2* sc = per_channel ? ch + c * 8 : rows + r;
+      convert_chunk<kDims>(raw, dst, pitch, r, c, j0 + r < w.e.kv_len, sc, per_channel ? 1 : 0);
     }
   }
 };

@@ -120,6 +120,7 @@ struct Prefill {
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const typename C::Rows R = C::rows_of(p, w, warp, lane);
+    const bool active = w.r0 + warp * 16 < w.r_end;
 
     float o[kDv / 8][4];
     for (int n = 0; n < kDv / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
@@ -144,75 +145,80 @@ struct Prefill {
         __syncthreads();
       }
 
-      // S = Q K^T for the warp's 16 rows.
-      float s[kTile / 8][4];
-      for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-      const T* qw = sq + warp * 16 * Tr::kQkPitch;
+      // A warp whose 16 rows all lie past the CTA's last (Q_S = 1 with a small group:
+      // 48 of the 64) only loads and dequantises: its MMAs would compute rows nobody reads.
+      if (active) {
+        // S = Q K^T for the warp's 16 rows.
+        float s[kTile / 8][4];
+        for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        const T* qw = sq + warp * 16 * Tr::kQkPitch;
 #pragma unroll
-      for (int k0 = 0; k0 < kD; k0 += 16) {
-        u32 a[4];
-        ldmatrix_x4(a, qw + (lane % 16) * Tr::kQkPitch + k0 + (lane / 16) * 8);
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+          u32 a[4];
+          ldmatrix_x4(a, qw + (lane % 16) * Tr::kQkPitch + k0 + (lane / 16) * 8);
 #pragma unroll
-        for (int n0 = 0; n0 < kTile; n0 += 16) {
-          u32 bf[4];
-          ldmatrix_x4(bf, sk(smem, st) + (n0 + lane % 8 + (lane / 16) * 8) * Tr::kQkPitch + k0 + ((lane / 8) % 2) * 8);
-          mma_16816<T>(s[n0 / 8], a, bf[0], bf[1]);
-          mma_16816<T>(s[n0 / 8 + 1], a, bf[2], bf[3]);
+          for (int n0 = 0; n0 < kTile; n0 += 16) {
+            u32 bf[4];
+            ldmatrix_x4(bf, sk(smem, st) + (n0 + lane % 8 + (lane / 16) * 8) * Tr::kQkPitch + k0 +
+                                ((lane / 8) % 2) * 8);
+            mma_16816<T>(s[n0 / 8], a, bf[0], bf[1]);
+            mma_16816<T>(s[n0 / 8 + 1], a, bf[2], bf[3]);
+          }
         }
-      }
 
-      // Scale, pse, mask; then the online softmax (log2 domain).
-      float mx[2] = {kNegInf, kNegInf};
+        // Scale, pse, mask; then the online softmax (log2 domain).
+        float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
-      for (int n = 0; n < kTile / 8; ++n)
+        for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int hf = c / 2;
-          const int j = j0 + n * 8 + (lane % 4) * 2 + (c % 2);
-          const float x = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[n][c]);
-          s[n][c] = x;
-          mx[hf] = fmaxf(mx[hf], x);
-        }
-      float alpha[2];
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
-        const float ref = safe_ref(m_new);
-        alpha[hf] = fast_exp2(m[hf] - ref);
-        m[hf] = m_new;
-        mx[hf] = ref;
-        l[hf] *= alpha[hf];
-      }
-#pragma unroll
-      for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const float pv = fast_exp2(s[n][c] - mx[c / 2]);
-          s[n][c] = pv;
-          l[c / 2] += pv;
+          for (int c = 0; c < 4; ++c) {
+            const int hf = c / 2;
+            const int j = j0 + n * 8 + (lane % 4) * 2 + (c % 2);
+            const float x = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[n][c]);
+            s[n][c] = x;
+            mx[hf] = fmaxf(mx[hf], x);
+          }
+        float alpha[2];
+        for (int hf = 0; hf < 2; ++hf) {
+          const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
+          const float ref = safe_ref(m_new);
+          alpha[hf] = fast_exp2(m[hf] - ref);
+          m[hf] = m_new;
+          mx[hf] = ref;
+          l[hf] *= alpha[hf];
         }
 #pragma unroll
-      for (int n = 0; n < kDv / 8; ++n) {
-        o[n][0] *= alpha[0];
-        o[n][1] *= alpha[0];
-        o[n][2] *= alpha[1];
-        o[n][3] *= alpha[1];
-      }
+        for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const float pv = fast_exp2(s[n][c] - mx[c / 2]);
+            s[n][c] = pv;
+            l[c / 2] += pv;
+          }
+#pragma unroll
+        for (int n = 0; n < kDv / 8; ++n) {
+          o[n][0] *= alpha[0];
+          o[n][1] *= alpha[0];
+          o[n][2] *= alpha[1];
+          o[n][3] *= alpha[1];
+        }
 
-      // O += P V: P from the S accumulators (the A layout), V through ldmatrix.trans.
+        // O += P V: P from the S accumulators (the A layout), V through ldmatrix.trans.
 #pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        u32 a[4];
-        a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-        a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-        a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        for (int kk = 0; kk < kTile / 16; ++kk) {
+          u32 a[4];
+          a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+          a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+          a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+          a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
-        for (int n0 = 0; n0 < kDv; n0 += 16) {
-          u32 bf[4];
-          ldmatrix_x4_trans(bf, sv(smem, st) + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * Tr::kVoPitch + n0 +
-                                    (lane / 16) * 8);
-          mma_16816<T>(o[n0 / 8], a, bf[0], bf[1]);
-          mma_16816<T>(o[n0 / 8 + 1], a, bf[2], bf[3]);
+          for (int n0 = 0; n0 < kDv; n0 += 16) {
+            u32 bf[4];
+            ldmatrix_x4_trans(bf, sv(smem, st) + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * Tr::kVoPitch + n0 +
+                                      (lane / 16) * 8);
+            mma_16816<T>(o[n0 / 8], a, bf[0], bf[1]);
+            mma_16816<T>(o[n0 / 8 + 1], a, bf[2], bf[3]);
+          }
         }
       }
       __syncthreads();  // the stage is free for iteration it + 1's prefetch

@@ -166,5 +166,48 @@ TEST(FiaAntiquantGpu, DecodeCombinedScales) {
   }
 }
 
+// int8 K/V whose scales vary by head and channel only run on the decode kernel at Q_S = 1
+// (its split-KV walk; K's channel scales folded into q, V's applied to the output): every
+// such mode and shape, offsets on and off, contiguous and paged, ragged, GQA, head dims
+// 64-256; a per-token case checks that it stays on the prefill kernel.
+TEST(FiaAntiquantGpu, DecodeKernelChannelScales) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9105);
+  const char* layouts[] = {"BSH", "BSND", "BNSD"};
+  const int dims[] = {64, 128, 256};
+  for (int n = 0; n < 12; ++n) {
+    FiaCase c;
+    c.layout = layouts[n % 3];
+    c.dtype = n % 2 ? DType::kFloat16 : DType::kBFloat16;
+    c.head_dim = c.head_dim_v = dims[n % 3];
+    c.batch = 1 + n % 4;
+    c.kv_heads = 1 + n % 2;
+    c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
+    c.q_seq = 1;
+    c.kv_seq = 1 + int(rng() % 3000);
+    if (n % 4 == 3) {
+      c.block_size = 64;
+      for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(1 + int64_t(rng() % c.kv_seq));
+    } else if (n % 2) {
+      ragged(c, rng);
+    }
+    c.kvq.bits = 8;
+    c.kvq.combined = n % 6 == 5;
+    c.kvq.key_mode = c.kvq.value_mode = n % 5 == 2 && !c.kvq.combined ? 2 : 0;
+    c.kvq.per_tensor = n % 4 == 1;
+    c.kvq.channel_shape = n % 3;
+    c.kvq.offset = n % 3 != 1;
+    c.kernel = "decode.";
+    EXPECT_LE(run_fia(c, 9600 + n), 1e-2) << describe(c);
+  }
+  FiaCase t;
+  t.q_seq = 1;
+  t.kv_seq = 500;
+  t.kvq.bits = 8;
+  t.kvq.key_mode = t.kvq.value_mode = 1;
+  t.kernel = "prefill.";
+  EXPECT_LE(run_fia(t, 9700), 1e-2) << describe(t);
+}
+
 }  // namespace
 }  // namespace attnjit

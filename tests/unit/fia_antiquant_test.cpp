@@ -279,8 +279,8 @@ TEST(FiaAntiquant, SharedPrefixWithPerChannelScales) {
   EXPECT_THROW(plan_fia(f, testing::kPlanArch), Error);
 }
 
-// The kernel name carries the K/V dtype (kv<short_dtype_name>) and round-trips; the
-// decode kernel never takes quantised K/V (the prefill kernel dequantises them).
+// The kernel name carries the K/V dtype (kv<short_dtype_name>) and round-trips; per-token
+// scales and int4 stay on the prefill kernel, which dequantises tiles.
 TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
   FiaArgs bf = testing::valid_fia(1);
   bf.softmax_lse_flag = false;
@@ -308,6 +308,59 @@ TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
   for (TensorView* t : {&c.query, &c.key, &c.value, &c.attention_out, &c.antiquant_scale, &c.antiquant_offset})
     t->data = nullptr;
   EXPECT_NE(fia_prewarm_spec(c, testing::kPlanArch).name().find("kvint8"), std::string::npos);
+}
+
+// int8 K/V whose scales vary by KV head and channel only (per channel, tensor or head, and
+// the combined param's mode 0) take the decode kernel at Q_S = 1: kvint8 spec, the scales'
+// strides in its Params (K's offset is dropped: softmax ignores a row-wide shift); with an
+// LSE, per-token V scales or int4 they stay on the prefill kernel.
+TEST(FiaAntiquant, ChannelScalesTakeTheDecodeKernel) {
+  const int64_t KN = 2, D = 128;
+  struct Case {
+    int key_mode, value_mode;
+    std::vector<int64_t> kshape, vshape;
+    bool decode;
+  };
+  const Case cases[] = {
+      {0, 0, {1, KN, 1, D}, {1, KN, 1, D}, true}, {0, 0, {1, KN, D}, {1, KN, D}, true},
+      {0, 0, {1, KN * D}, {1, KN * D}, true},     {0, 0, {1}, {1}, true},
+      {2, 2, {KN}, {KN}, true},                   {0, 1, {1, KN, 1, D}, {1, 2, 256}, false},
+      {1, 1, {1, 2, 256}, {1, 2, 256}, false},    {3, 3, {2, KN, 256}, {2, KN, 256}, false},
+  };
+  for (const Case& c : cases) {
+    FiaArgs a = testing::separate_kv(1, DType::kInt8, c.key_mode, c.kshape, c.value_mode, c.vshape, true,
+                                     c.key_mode == 0 && c.value_mode == 1 ? DType::kFloat16 : DType::kBFloat16);
+    a.softmax_lse_flag = false;
+    a.softmax_lse = {};
+    const FiaPlan p = plan_fia(a, testing::kPlanArch);
+    const auto d = plan_fia_decode(p, a, testing::kPlanArch);
+    ASSERT_EQ(d.has_value(), c.decode) << c.key_mode << "/" << c.value_mode;
+    if (!d) continue;
+    EXPECT_EQ(d->spec.kv_dtype, DType::kInt8);
+    EXPECT_EQ(d->spec.name().rfind("decode.", 0), 0u) << d->spec.name();
+    EXPECT_NE(d->spec.name().find("kvint8"), std::string::npos) << d->spec.name();
+    EXPECT_EQ(d->params.k_chan, p.params.k_dq.scale);
+    EXPECT_EQ(d->params.v_chan, p.params.v_dq.scale);
+    EXPECT_EQ(d->params.v_chan_off, p.params.v_dq.offset);
+    EXPECT_NE(d->params.v_chan_off, nullptr);
+    EXPECT_EQ(d->params.kc_sh, p.params.k_dq.sh);
+    EXPECT_EQ(d->params.kc_sd, p.params.k_dq.sd);
+    EXPECT_EQ(d->params.vc_sh, p.params.v_dq.sh);
+    EXPECT_EQ(d->params.vc_sd, p.params.v_dq.sd);
+    EXPECT_EQ(d->params.k_chan_dtype, p.params.k_dq.dtype);
+    EXPECT_EQ(d->params.k_scale, 1.0f);
+    EXPECT_EQ(d->params.v_scale, 1.0f);
+    // With an LSE the raw scores are seen: the prefill kernel serves it.
+    FiaArgs l = a;
+    l.softmax_lse_flag = true;
+    l.softmax_lse = testing::valid_fia(1).softmax_lse;
+    EXPECT_FALSE(plan_fia_decode(plan_fia(l, testing::kPlanArch), l, testing::kPlanArch).has_value());
+  }
+  // int4 per channel: the prefill kernel.
+  FiaArgs i4 = testing::separate_kv(1, DType::kInt32, 0, {1, KN, 1, D}, 0, {1, KN, 1, D});
+  i4.softmax_lse_flag = false;
+  i4.softmax_lse = {};
+  EXPECT_FALSE(plan_fia_decode(plan_fia(i4, testing::kPlanArch), i4, testing::kPlanArch).has_value());
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ const char* device_type(DType d) {
     case DType::kBFloat16: return "attnjit::bf16_t";
     case DType::kFloat8E4M3: return "attnjit::e4m3_t";
     case DType::kFloat8E5M2: return "attnjit::e5m2_t";
+    case DType::kInt8: return "attnjit::i8_t";
     default:
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("dtype {} has no device type in the decode templates", dtype_name(d)));
@@ -162,9 +163,18 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
     return refuse([&] { return fmt::format("q dtype {}: the decode templates take fp16 or bf16 queries", dtype_name(s.q_dtype)); });
   const bool fp8_kv = s.kv_dtype == DType::kFloat8E4M3 || s.kv_dtype == DType::kFloat8E5M2;
-  if (s.kv_dtype != s.q_dtype && !fp8_kv)
-    return refuse([&] { return fmt::format("kv dtype {}: K/V are q's dtype or fp8", dtype_name(s.kv_dtype)); });
+  const bool int8_kv = s.kv_dtype == DType::kInt8;
+  if (s.kv_dtype != s.q_dtype && !fp8_kv && !int8_kv)
+    return refuse([&] { return fmt::format("kv dtype {}: K/V are q's dtype, fp8 or int8 (FIA)", dtype_name(s.kv_dtype)); });
   const bool out_16 = s.out_dtype == DType::kFloat16 || s.out_dtype == DType::kBFloat16;
+  // int8 K/V (FIA's antiquant): K's offset shifts a row's scores alike, which softmax drops,
+  // unless an LSE, sinks, a soft cap or a position term see the raw scores; q takes K's
+  // channel scales before any rotation.
+  constexpr uint32_t kRawScores = spec::feature::kReturnLse | spec::feature::kSinks | spec::feature::kSoftCap |
+                                  spec::feature::kCudaCores | spec::feature::kScalePointers;
+  if (int8_kv && (s.has(kRawScores) || s.pos_encoding != spec::PosEncoding::kNone || s.head_dim_qk > 256 || !out_16))
+    return refuse([&] { return fmt::format("kv dtype int8 (FIA antiquant) takes no LSE, sinks, soft cap, CUDA cores, scale "
+                                           "pointers, RoPE/ALiBi or fp8 output, and head_dim <= 256 ({})", s.name()); });
   if (!out_16 && !(fp8_kv && s.out_dtype == DType::kFloat8E4M3))
     return refuse([&] { return fmt::format("output dtype {}: fp16, bf16, or fp8_e4m3 with fp8 K/V", dtype_name(s.out_dtype)); });
   if (s.head_dim_qk != s.head_dim_vo)

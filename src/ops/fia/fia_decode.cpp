@@ -111,8 +111,14 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   // Left padding, the shared prefix and int8 output: the prefill kernel serves them at Q_S = 1 too.
   if (plan.spec.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix) || plan.spec.out_dtype != plan.spec.q_dtype)
     return std::nullopt;
-  // Quantised K/V (int8, int4 in int32): the prefill kernel dequantises them at Q_S = 1.
-  if (plan.spec.kv_dtype != plan.spec.q_dtype) return std::nullopt;
+  // Quantised K/V: int8 whose scales vary by KV head and channel only (per channel, tensor
+  // or head) takes this kernel, its scales outside the MMA (decode_params.cuh); per-token
+  // scales and int4 the prefill kernel, which dequantises tiles.
+  auto by_channel = [](const PrefillDequant& q) { return q.sb == 0 && q.ss == 0 && !q.paged; };
+  const bool int8_kv = plan.spec.kv_dtype == DType::kInt8;
+  if (plan.spec.kv_dtype != plan.spec.q_dtype &&
+      !(int8_kv && by_channel(plan.params.k_dq) && by_channel(plan.params.v_dq)))
+    return std::nullopt;
   const int D = plan.spec.head_dim_qk;
   const int B = plan.batch, KN = plan.num_kv_heads;
   const PrefillParams& pp = plan.params;
@@ -145,6 +151,7 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   spec::KernelSpec& s = d.spec;
   s.family = spec::OpFamily::kDecode;
   s.q_dtype = s.kv_dtype = s.out_dtype = plan.spec.q_dtype;
+  if (int8_kv) s.kv_dtype = DType::kInt8;
   s.set_head_dim(D);
   s.group_size = G;
   s.page_size = page;
@@ -205,6 +212,13 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   p.pages_per_seq = pps;
   p.sm_scale = pp.scale;  // FIA: scale * q.k (no q/k/v scales on this path)
   p.q_scale = p.k_scale = p.v_scale = p.rcp_out_scale = 1.0f;
+  if (int8_kv) {
+    p.k_chan = pp.k_dq.scale;  // K's offset: dropped by softmax (no LSE on this path)
+    p.kc_sh = pp.k_dq.sh, p.kc_sd = pp.k_dq.sd, p.k_chan_dtype = pp.k_dq.dtype;
+    p.v_chan = pp.v_dq.scale;
+    p.v_chan_off = pp.v_dq.offset;
+    p.vc_sh = pp.v_dq.sh, p.vc_sd = pp.v_dq.sd, p.v_chan_dtype = pp.v_dq.dtype;
+  }
   p.soft_cap = 0.f;
   p.window_left = -1;
   p.rope_rcp_scale = p.rope_rcp_theta = 1.0f;

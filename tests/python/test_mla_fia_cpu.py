@@ -55,6 +55,11 @@ def test_fia_prewarm_then_inspect():
     assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.trtllmgen.sm90a"]
     # TND (192/128 head dims) from its name, through the op.
     assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.trtllmgen.sm90a")["op"] == "fia"
+    # int8 K/V with the combined per-channel scale (Q_S > 1, BNSD: (2, N, 1, D)): the portable
+    # kernel dequantises it (the wgmma one does not).
+    int8 = fia_call(key=S([1, 2, 512, 128], "int8"), value=S([1, 2, 512, 128], "int8"),
+                    antiquant_scale=S([2, 2, 1, 128], "fp16"))
+    assert attnjit.prewarm(int8, arch=ARCH) == ["prefill.fp16.kvint8.hd128.g1.contig.nhd.sm90a"]
 
 
 def test_inspect_rejects_mla_and_prefill_names_it_cannot_build():
@@ -142,6 +147,12 @@ def test_mla_launch_errors_with_numpy():
     (dict(quant_offset2=S([1], "fp32")), "quant_offset2"),
     (dict(quant_scale2=S([3], "fp32")), "quant_scale2"),
     (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),  # only with an int8 query
+    # antiquant scales dequantise int8/int4 K/V only (fp16 K/V here)
+    (dict(antiquant_scale=S([2, 256], "fp16")), "antiquant_scale"),
+    (dict(key_antiquant_scale=S([1, 512], "fp32"), value_antiquant_scale=S([1, 512], "fp32")),
+     "key_antiquant_scale"),
+    # int8 K/V without any scale
+    (dict(key=S([1, 2, 512, 128], "int8"), value=S([1, 2, 512, 128], "int8")), "antiquant_scale"),
 ])
 def test_fia_argument_errors_name_the_argument(kw, arg):
     with pytest.raises(attnjit.InvalidArgumentError, match=f"argument '{arg}'"):
@@ -150,9 +161,6 @@ def test_fia_argument_errors_name_the_argument(kw, arg):
 
 @pytest.mark.parametrize("kw, arg", [
     (dict(query=S([1, 8, 64, 128], "int8"), dequant_scale1=S([1], "fp32")), "dequant_scale1"),
-    (dict(antiquant_scale=S([2, 256], "fp16")), "antiquant_scale"),
-    (dict(key_antiquant_scale=S([1, 512], "fp32"), value_antiquant_scale=S([1, 512], "fp32")),
-     "key_antiquant_scale"),
     (dict(input_layout="BNSD_NZ"), "input_layout"),
     (dict(query=S([1, 8, 64, 128], "int8")), "query"),
 ])

@@ -184,7 +184,7 @@ TEST(FiaAntiquantGpu, DecodeKernelChannelScales) {
     c.kv_heads = 1 + n % 2;
     c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
     c.q_seq = 1;
-    c.kv_seq = 1 + int(rng() % 3000);
+    c.kv_seq = 16 * (1 + int(rng() % 190));  // whole 16-token views: contiguous K/V as pages (fia_decode.cpp)
     if (n % 4 == 3) {
       c.block_size = 64;
       for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(1 + int64_t(rng() % c.kv_seq));

@@ -82,14 +82,26 @@ __device__ __forceinline__ u32 fp8x2_to_half2(e5m2_t, u32 x) {
   return ((x & 0xffu) << 8) | ((x & 0xff00u) << 16);
 }
 
-// Two int8 (bits 0..15 of x) -> two fp16, exactly: each byte's x + 128 becomes the
-// mantissa of 1024 + (x + 128) (0x64 high byte), then 1152 comes off.
-__device__ __forceinline__ u32 fp8x2_to_half2(i8_t, u32 x) {
-  const u32 biased = __byte_perm(x ^ 0x8080u, 0x64u, 0x4140);
+// 8-bit K/V pairs as the decode kernels' call sites take them from a 32-bit word: bytes
+// 0-1 (lo), 2-3 (hi), or the two a byte_perm selector picks (V's interleave). int8 builds
+// the biased halves with one byte_perm straight from the word (its sign flip shared by the
+// word's pairs): 2.5 instructions a pair (an extract, a flip, a permute and a subtract before).
+template <class K> __device__ __forceinline__ u32 widen_lo(K k, u32 w) { return fp8x2_to_half2(k, w & 0xffffu); }
+template <class K> __device__ __forceinline__ u32 widen_hi(K k, u32 w) { return fp8x2_to_half2(k, w >> 16); }
+template <class K> __device__ __forceinline__ u32 widen_sel(K k, u32 w, u32 sel) {
+  return fp8x2_to_half2(k, __byte_perm(w, 0, sel));
+}
+// Bytes sel & 0xf and (sel >> 4) & 0xf of w (int8) -> half2, exactly: each byte's x + 128
+// (the sign bit flipped) becomes the mantissa of 1024 + (x + 128), then 1152 comes off.
+__device__ __forceinline__ u32 int8_pick_to_half2(u32 w, u32 sel) {
+  const u32 biased = __byte_perm(w ^ 0x80808080u, 0x64u, 0x4040u | (sel & 0xfu) | (((sel >> 4) & 0xfu) << 8));
   u32 r;
   asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(0x64806480u));
   return r;
 }
+__device__ __forceinline__ u32 widen_lo(i8_t, u32 w) { return int8_pick_to_half2(w, 0x10u); }
+__device__ __forceinline__ u32 widen_hi(i8_t, u32 w) { return int8_pick_to_half2(w, 0x32u); }
+__device__ __forceinline__ u32 widen_sel(i8_t, u32 w, u32 sel) { return int8_pick_to_half2(w, sel); }
 
 // float -> e4m3 with round-to-nearest-even and saturation to +-448.
 __device__ __forceinline__ u8 float_to_e4m3(float f) {

@@ -50,10 +50,10 @@ struct DecodeTile {
         for (int tg = 0; tg < kTile / 16; ++tg) {
           u32 r[4];
           ldmatrix_x4(r, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 + (lane / 16) * 16));
-          mma_16816<MT>(s[2 * tg], a0, fp8x2_to_half2(KVT{}, r[0] & 0xffffu), fp8x2_to_half2(KVT{}, r[0] >> 16));
-          mma_16816<MT>(s[2 * tg + 1], a0, fp8x2_to_half2(KVT{}, r[1] & 0xffffu), fp8x2_to_half2(KVT{}, r[1] >> 16));
-          mma_16816<MT>(s[2 * tg], a1, fp8x2_to_half2(KVT{}, r[2] & 0xffffu), fp8x2_to_half2(KVT{}, r[2] >> 16));
-          mma_16816<MT>(s[2 * tg + 1], a1, fp8x2_to_half2(KVT{}, r[3] & 0xffffu), fp8x2_to_half2(KVT{}, r[3] >> 16));
+          mma_16816<MT>(s[2 * tg], a0, widen_lo(KVT{}, r[0]), widen_hi(KVT{}, r[0]));
+          mma_16816<MT>(s[2 * tg + 1], a0, widen_lo(KVT{}, r[1]), widen_hi(KVT{}, r[1]));
+          mma_16816<MT>(s[2 * tg], a1, widen_lo(KVT{}, r[2]), widen_hi(KVT{}, r[2]));
+          mma_16816<MT>(s[2 * tg + 1], a1, widen_lo(KVT{}, r[3]), widen_hi(KVT{}, r[3]));
         }
       }
     } else {
@@ -92,10 +92,10 @@ struct DecodeTile {
           for (int h = 0; h < 2; ++h) {
             const int j = (c0 / 16 + h) * 2;
             const u32 lo = r[2 * h], hi = r[2 * h + 1];
-            mma_16816<MT>(o[j], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0020)),
-                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0020)));
-            mma_16816<MT>(o[j + 1], a, fp8x2_to_half2(KVT{}, __byte_perm(lo, 0, 0x0031)),
-                          fp8x2_to_half2(KVT{}, __byte_perm(hi, 0, 0x0031)));
+            mma_16816<MT>(o[j], a, widen_sel(KVT{}, lo, 0x0020),
+                          widen_sel(KVT{}, hi, 0x0020));
+            mma_16816<MT>(o[j + 1], a, widen_sel(KVT{}, lo, 0x0031),
+                          widen_sel(KVT{}, hi, 0x0031));
           }
         }
       } else {

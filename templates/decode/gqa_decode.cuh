@@ -391,8 +391,8 @@ struct GqaDecode {
       u32 out[8];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        out[2 * j] = fp8x2_to_half2(KVT{}, in[j] & 0xffffu);
-        out[2 * j + 1] = fp8x2_to_half2(KVT{}, in[j] >> 16);
+        out[2 * j] = widen_lo(KVT{}, in[j]);
+        out[2 * j + 1] = widen_hi(KVT{}, in[j]);
       }
       uint4* d = reinterpret_cast<uint4*>(dst + r * kRowElems + c * 16);
       d[0] = make_uint4(out[0], out[1], out[2], out[3]);

@@ -401,7 +401,18 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         expect_dq_inside(plan.params.v_dq, plan.params.v_dq.scale, vs, plan, a);
         if (present(ko)) expect_dq_inside(plan.params.k_dq, plan.params.k_dq.offset, ko, plan, a);
         if (present(vo)) expect_dq_inside(plan.params.v_dq, plan.params.v_dq.offset, vo, plan, a);
-        ASSERT_FALSE(plan_fia_decode(plan, a, testing::kPlanArch).has_value());
+        // The decode kernel takes only int8 whose scales vary by head and channel (its q
+        // folds K's, its output applies V's); per-token, page-managed and int4 stay prefill.
+        const auto by_channel = [](const PrefillDequant& q) { return q.sb == 0 && q.ss == 0 && !q.paged; };
+        const auto d = plan_fia_decode(plan, a, testing::kPlanArch);
+        if (d) {
+          ASSERT_EQ(plan.spec.kv_dtype, DType::kInt8);
+          ASSERT_TRUE(by_channel(plan.params.k_dq) && by_channel(plan.params.v_dq));
+          ASSERT_EQ(d->spec.kv_dtype, DType::kInt8);
+          ASSERT_EQ(d->params.k_chan, plan.params.k_dq.scale);
+          ASSERT_EQ(d->params.v_chan, plan.params.v_dq.scale);
+          ASSERT_EQ(d->params.v_chan_off, plan.params.v_dq.offset);
+        }
       } else {
         ASSERT_EQ(plan.params.k_dq.scale, nullptr);
       }

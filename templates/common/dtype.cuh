@@ -35,6 +35,14 @@ __device__ __forceinline__ float to_float(half_t h) {
 }
 __device__ __forceinline__ float to_float(bf16_t b) { return __uint_as_float(u32(b.bits) << 16); }
 
+// Element i of a tensor stored as fp32, fp16 or bf16 (dtype 0, 1, 2: prefill_dq's codes,
+// which the decode Params' int8 channel scales share): antiquant scales come in all three.
+__device__ __forceinline__ float load_as_float(const void* base, int dtype, long long i) {
+  if (dtype == 0) return static_cast<const float*>(base)[i];
+  if (dtype == 1) return to_float(static_cast<const half_t*>(base)[i]);
+  return to_float(static_cast<const bf16_t*>(base)[i]);
+}
+
 template <class T> __device__ __forceinline__ T from_float(float f);
 template <> __device__ __forceinline__ half_t from_float<half_t>(float f) {
   half_t h;

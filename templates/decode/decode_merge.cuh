@@ -43,8 +43,8 @@ struct DecodeMerge {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         const long long c = at + (long long)(d0 + i) * p.vc_sd;
-        const float off = p.v_chan_off ? decode_chan(p.v_chan_off, p.v_chan_dtype, c) : 0.f;
-        const float y = l_tot > 0.f ? (acc[i] * scale + off) * decode_chan(p.v_chan, p.v_chan_dtype, c) : 0.f;
+        const float off = p.v_chan_off ? load_as_float(p.v_chan_off, p.v_chan_dtype, c) : 0.f;
+        const float y = l_tot > 0.f ? (acc[i] * scale + off) * load_as_float(p.v_chan, p.v_chan_dtype, c) : 0.f;
         store_float<OT>(dst + i, y);
       }
       return write_lse(p, w, qt, h, d0, m_tot, l_tot);

@@ -77,18 +77,6 @@ struct DecodeParams {
   int k_chan_dtype, v_chan_dtype;
 };
 
-// One int8 K/V channel scale or offset (DecodeParams::k_chan, v_chan, v_chan_off).
-#if defined(__CUDACC__)
-__device__ __forceinline__ float decode_chan(const void* base, int dtype, long long i) {
-  if (dtype == 0) return static_cast<const float*>(base)[i];
-  const unsigned short bits = static_cast<const unsigned short*>(base)[i];
-  if (dtype == 2) return __uint_as_float(unsigned(bits) << 16);
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
-  return f;
-}
-#endif
-
 // Query rows per CTA of a split-M kernel (decode_split_m.cuh): one 16-row MMA M tile per warp.
 constexpr int kDecodeSplitMRows = 64;
 

@@ -336,8 +336,8 @@ struct GqaDecode {
         }
         if constexpr (Tr::kInt8Kv) {  // K's channel scales, folded into q
           const long long at = (long long)w.kvh * p.kc_sh;
-          x0 *= decode_chan(p.k_chan, p.k_chan_dtype, at + (long long)c * p.kc_sd);
-          x1 *= decode_chan(p.k_chan, p.k_chan_dtype, at + (long long)(c + kHalf) * p.kc_sd);
+          x0 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)c * p.kc_sd);
+          x1 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)(c + kHalf) * p.kc_sd);
         }
         q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
         q_s[r * kRowElems + q_col(c + kHalf)] = from_float<MT>(x1);

@@ -21,12 +21,6 @@ struct PrefillDequantTile {
   // Bytes of `dims` quantised values.
   static constexpr __host__ __device__ int bytes(int dims) { return kInt4 ? dims / 2 : dims; }
 
-  static __device__ __forceinline__ float param(const void* base, int dtype, long long i) {
-    if (dtype == prefill_dq::kFloat32) return static_cast<const float*>(base)[i];
-    if (dtype == prefill_dq::kFloat16) return to_float(static_cast<const half_t*>(base)[i]);
-    return to_float(static_cast<const bf16_t*>(base)[i]);
-  }
-
   // Index of the scale (and offset) of logical KV token j, channel 0. Prefix tokens
   // take position 0: the plan allows a prefix only with scales that ignore the position.
   static __device__ __forceinline__ long long param_row(const PrefillParams& p, const PrefillDequant& q,
@@ -80,7 +74,7 @@ struct PrefillDequantTile {
     const long long base = (long long)w.hk * q.sh;  // sd != 0: sb = ss = 0 (the plan's shapes)
     for (int d = tid; d < dims; d += threads) {
       const long long at = base + (long long)(d0 + d) * q.sd;
-      const float sc = param(q.scale, q.dtype, at), off = q.offset ? param(q.offset, q.dtype, at) : 0.f;
+      const float sc = load_as_float(q.scale, q.dtype, at), off = q.offset ? load_as_float(q.offset, q.dtype, at) : 0.f;
       ch[d] = make_float2(sc, off * sc);
     }
   }
@@ -97,8 +91,8 @@ struct PrefillDequantTile {
       float2 v = make_float2(0.f, 0.f);
       if (j < w.e.kv_len) {
         const long long at = param_row(p, q, w, j);
-        v.x = param(q.scale, q.dtype, at);
-        v.y = q.offset ? param(q.offset, q.dtype, at) * v.x : 0.f;
+        v.x = load_as_float(q.scale, q.dtype, at);
+        v.y = q.offset ? load_as_float(q.offset, q.dtype, at) * v.x : 0.f;
       }
       rows[r] = v;
     }

@@ -31,7 +31,7 @@ constexpr unsigned kKvInt4 = 16u;   // int4 K/V packed eight to an int32, low ni
 // paged KV. Zero strides make the per-tensor, per-head, per-channel and per-token
 // modes one formula. offset null: symmetric (no offset).
 namespace prefill_dq {
-constexpr int kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2;  // the scale's and offset's dtype
+constexpr int kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2;  // the scale's and offset's dtype (load_as_float's codes)
 }
 struct PrefillDequant {
   const void* scale;

@@ -7,6 +7,7 @@
 
 #include "common/mma.cuh"
 #include "common/softmax.cuh"
+#include "mla/mla_epilogue.cuh"
 #include "mla/mla_params.cuh"
 #include "mla/mla_tile.cuh"
 
@@ -17,12 +18,12 @@ struct MlaDecode {
   using OT = typename Tr::OT;
   using MT = typename Tr::MT;
   using Tile = MlaTile<Tr>;
+  using Out = MlaEpilogue<Tr, Tr::kRows>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, T = Tr::kTile, R = Tr::kRows;
   static constexpr int kKvBytes = int(sizeof(typename Tr::KVT));
   static constexpr int kChunksPerRow = D * kKvBytes / 16;  // 16-byte chunks per token row: 72, fp8 36
   static constexpr int kDimsPerWarp = Tile::kDimsPerWarp;  // 128
   static constexpr int kNBlocks = Tile::kNBlocks;          // 16 n8 blocks of O per warp
-  __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
 
   struct Work {
     int b, group, rb, split;
@@ -279,8 +280,8 @@ struct MlaDecode {
           int d;
           Tile::o_pair(o, k, i, lane, acc[2 * k], acc[2 * k + 1], d);
         }
-        finish_row<kNBlocks * 2, Tile::kPairsPerRun, Tile::kRunStride>(
-            p, w, lr, warp * kDimsPerWarp + (lane & 3) * Tile::kLaneStride, m[i], l[i], acc,
+        Out::template finish_row<kNBlocks * 2, Tile::kPairsPerRun, Tile::kRunStride>(
+            p, w.b, w.group, w.rb * R + lr, warp * kDimsPerWarp + (lane & 3) * Tile::kLaneStride, m[i], l[i], acc,
             warp == 0 && (lane & 3) == 0);
       }
       return;
@@ -288,57 +289,11 @@ struct MlaDecode {
     merge_splits(p, w, o, m, l, flag_s, warp, lane, tid);
   }
 
-  // Writes a row's output elements: pair k < N/2 (acc[2k], acc[2k+1]) at dims
-  // d0 + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2 + {0, 1}, scaled by
-  // bmm2 / (sum of weights, sinks included), and its LSE when `lse_writer`.
-  template <int N, int kPairsPerRun, int kRunStride>
-  __device__ static void finish_row(const MlaParams& p, const Work& w, int lr, int d0, float m_tot, float l_tot,
-                                    const float (&acc)[N], bool lse_writer) {
-    const int row = w.rb * R + lr;
-    if (row >= p.rows_per_group) return;
-    const int f = w.group * p.rows_per_group + row;
-    const int t = f / p.num_heads, h = f % p.num_heads;
-    // acc is relative to m_tot: a sink rescales to the larger max (no overflow), c folds into the scale.
-    float c = 1.f;
-    if (has(mla_const::kFeatSinks) && p.sinks) {
-      const float sink = p.sinks[h] * kLog2e;
-      if (m_tot == kNegInf) {
-        m_tot = sink;
-        l_tot = 1.f;
-      } else {
-        const float mx = fmaxf(m_tot, sink);
-        c = fast_exp2(m_tot - mx);
-        l_tot = l_tot * c + fast_exp2(sink - mx);
-        m_tot = mx;
-      }
-    }
-    const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
-    const float scale = l_tot > 0.f ? bmm2 * c / l_tot : 0.f;
-    OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + t * p.o_stride_t + h * p.o_stride_h + d0;
-#pragma unroll
-    for (int k = 0; k < N / 2; ++k) {
-      OT* pair = dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2;
-      store_float<OT>(pair, acc[2 * k] * scale);
-      store_float<OT>(pair + 1, acc[2 * k + 1] * scale);
-    }
-    if (has(mla_const::kFeatLse) && lse_writer && p.lse) {
-      float lse2 = l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
-      if constexpr (Tr::kSplitRope) {
-        // FIA: natural log, +inf for a row that sees no key (or lies past its length).
-        p.lse[w.b * p.lse_stride_b + t * p.lse_stride_t + h * p.lse_stride_h] =
-            l_tot > 0.f ? lse2 * 0.6931471805599453f : __int_as_float(0x7f800000);
-      } else {
-        p.lse[((long long)w.b * p.q_len + t) * p.num_heads + h] = p.lse_base2 ? lse2 : lse2 * 0.6931471805599453f;
-      }
-    }
-  }
-
   __device__ static void merge_splits(const MlaParams& p, const Work& w, const float (&o)[kNBlocks][4],
                                       const float (&m)[2], const float (&l)[2], unsigned* flag_s, int warp,
                                       int lane, int tid) {
     const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
-    const int pf = mla_partial_floats();
-    float* part = p.workspace + (cta * p.num_splits + w.split) * pf;
+    float* part = Out::partial(p, cta, w.split);
     // Partial O (unnormalized, relative to m), then m and l per row; an empty split writes m = -inf only.
     const int g = lane >> 2;
     if (m[0] != kNegInf || m[1] != kNegInf) {
@@ -358,39 +313,8 @@ struct MlaDecode {
       part[R * DV + R + g] = l[0];
       part[R * DV + R + g + 8] = l[1];
     }
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      unsigned* sem = p.semaphores + cta;
-      const unsigned prev = atomicAdd(sem, 1u);
-      const bool last = prev == unsigned(p.num_splits - 1);
-      if (last) *sem = 0u;  // self-resetting: the next launch finds zero
-      *flag_s = last ? 1u : 0u;
-    }
-    __syncthreads();
-    if (*flag_s == 0u) return;
-    __threadfence();
-    // The last CTA merges: 8 threads per row, each 64 dims (eight runs of 8).
-    const int row = tid >> 3, sub = tid & 7;
-    const float* base = p.workspace + cta * p.num_splits * pf;
-    float m_tot = kNegInf;
-    for (int sp = 0; sp < p.num_splits; ++sp) m_tot = fmaxf(m_tot, __ldcg(base + sp * pf + R * DV + row));
-    float l_tot = 0.f;
-    for (int sp = 0; sp < p.num_splits; ++sp)
-      l_tot += __ldcg(base + sp * pf + R * DV + R + row) * merge_weight(__ldcg(base + sp * pf + R * DV + row), m_tot);
-    for (int run = 0; run < 8; ++run) {
-      const int d0 = run * 64 + sub * 8;
-      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (int sp = 0; sp < p.num_splits; ++sp) {
-        const float wgt = merge_weight(__ldcg(base + sp * pf + R * DV + row), m_tot);
-        if (wgt == 0.f) continue;  // empty or fully masked split: its O was never written
-        const float4* src = reinterpret_cast<const float4*>(base + sp * pf + row * DV + d0);
-        const float4 a = __ldcg(src), b = __ldcg(src + 1);
-        acc[0] += wgt * a.x; acc[1] += wgt * a.y; acc[2] += wgt * a.z; acc[3] += wgt * a.w;
-        acc[4] += wgt * b.x; acc[5] += wgt * b.y; acc[6] += wgt * b.z; acc[7] += wgt * b.w;
-      }
-      finish_row<8, 4, 8>(p, w, row, d0, m_tot, l_tot, acc, run == 0 && sub == 0);
-    }
+    if (Out::last_to_arrive(p, cta, flag_s, tid, [] { __syncthreads(); }))
+      Out::template merge<8>(p, w.b, w.group, w.rb, cta, tid);
   }
 };
 

@@ -17,6 +17,9 @@ constexpr int kRowsPerCta = 16;   // query rows (head x query token) in one CTA'
 constexpr int kTileTokens = 32;   // KV tokens per shared-memory tile
 constexpr int kWarps = 4;
 constexpr int kMaxSplits = 256;
+// The wgmma (trtllm-gen, sm_90a) kernel: 64 rows per CTA, 64-token tiles, two stages.
+constexpr int kHopperRows = 64;
+constexpr int kHopperTile = 64;
 // Feature bits the kernel reads; equal to spec::feature (a CPU test checks).
 constexpr unsigned kFeatSinks = 1u << 2, kFeatLse = 1u << 3, kFeatScalePtr = 1u << 4;
 // FIA's MLA (query_rope/key_rope): nope and rope dims in separate tensors, per-batch query
@@ -86,7 +89,10 @@ ATTNJIT_HOST_DEVICE inline int fia_mla_cta_limit(int kv_len, int q_len, int row0
   return fia_mla_row_limit(kv_len, q_len, last_t);
 }
 
-// Workspace floats per (batch, row block, split): 16 rows x 512 partial O, then 16 maxima, 16 sums.
-ATTNJIT_HOST_DEVICE inline int mla_partial_floats() { return mla_const::kRowsPerCta * (mla_const::kHeadDimVo + 2); }
+// Workspace floats per (batch, row block, split): rows x 512 partial O, then the rows'
+// maxima and sums (rows: 16 for the mma.sync kernel, mla_const::kHopperRows for wgmma).
+ATTNJIT_HOST_DEVICE inline int mla_partial_floats(int rows = mla_const::kRowsPerCta) {
+  return rows * (mla_const::kHeadDimVo + 2);
+}
 
 }  // namespace attnjit

@@ -36,6 +36,7 @@ struct MlaCase {
   int sm_count = 0;       // 0: the device's
   float bmm1 = 1.0f / 24.0f;  // 1 / sqrt(576)
   float bmm2 = 1.0f;
+  Backend backend = Backend::kXqa;  // MlaGpu* test the mma.sync kernel, MlaGpuHopper the wgmma one
 };
 
 DType kv_dtype(const MlaCase& c) { return c.fp8_kv ? DType::kFloat8E4M3 : c.dtype; }
@@ -51,6 +52,7 @@ std::string describe(const MlaCase& c) {
   s += c.scale_ptrs ? " scaleptr" : "";
   s += c.lse ? (c.lse_base2 ? " lse2" : " lse") : "";
   s += c.four_d ? " 4d" : "";
+  s += c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kAuto ? " auto" : " xqa";
   s += " sm" + std::to_string(c.sm_count) + " bmm1 " + std::to_string(c.bmm1) + " bmm2 " + std::to_string(c.bmm2);
   return s;
 }
@@ -107,6 +109,7 @@ double run_mla(const MlaCase& c, uint32_t seed) {
   a.seq_lens = sl.view;
   a.max_seq_len = max_seq_len;
   a.out = out.view;
+  a.backend = c.backend;
   if (c.top_k > 0) {
     a.sparse_mla_top_k = c.top_k;
     a.indices = idx_t.view;
@@ -384,10 +387,104 @@ TEST(MlaGpuFp8, RandomizedSweep) {
   }
 }
 
-TEST(MlaGpu, TrtllmGenIsRefusedNamingTheBackend) {
+// A small wgmma-kernel case (the compute-sanitizer subset's): two row blocks, a split
+// merge (a request longer than one split), sinks and LSE.
+TEST(MlaGpuHopper, Basic) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  MlaCase c;
+  c.backend = Backend::kTrtllmGen;
+  c.heads = 128;
+  c.seq_lens = {100, 3000};
+  c.sinks = c.lse = true;
+  EXPECT_LE(run_mla(c, 11), kTol) << describe(c);
+}
+
+// The wgmma (trtllm-gen) kernel: head counts 1 to 128 (64 rows per CTA, so 1, 2 or more
+// row blocks and partly empty ones), query lengths 1 to 16, every page size, ragged lengths
+// (one shorter than its queries), both dtypes and both cache shapes.
+TEST(MlaGpuHopper, HeadCountsQueryLengthsAndPages) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9090);
+  int n = 0;
+  for (int heads : {1, 7, 16, 33, 64, 128})
+    for (int q_len : {1, 2, 5, 16}) {
+      MlaCase c;
+      c.backend = Backend::kTrtllmGen;
+      c.heads = heads;
+      c.q_len = q_len;
+      c.page_size = 16 << (rng() % 4);
+      c.seq_lens = {1 + int(rng() % 40), q_len + int(rng() % 900), 1 + int(rng() % 2500)};
+      c.dtype = rng() % 2 ? DType::kBFloat16 : DType::kFloat16;
+      c.four_d = n % 3 == 2;
+      EXPECT_LE(run_mla(c, 700 + n++), kTol) << describe(c);
+    }
+}
+
+TEST(MlaGpuHopper, RandomizedSweep) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(20261203);
+  for (int n = 0; n < 32; ++n) {
+    MlaCase c;
+    c.backend = n % 4 == 3 ? Backend::kAuto : Backend::kTrtllmGen;  // auto takes it on sm_90a
+    c.dtype = rng() % 2 ? DType::kBFloat16 : DType::kFloat16;
+    const int heads[] = {1, 2, 7, 16, 32, 64, 100, 128};
+    c.heads = heads[rng() % 8];
+    c.q_len = 1 + int(rng() % 16);
+    c.page_size = 16 << (rng() % 4);
+    const int batch = 1 + int(rng() % 4);
+    c.seq_lens.clear();
+    for (int b = 0; b < batch; ++b) c.seq_lens.push_back(1 + int(rng() % 5000));
+    if (rng() % 3 == 0) c.top_k = 32 * (1 + int(rng() % 40)) + int(rng() % 2) * 7;  // not always a tile multiple
+    c.sinks = rng() % 3 == 0;
+    c.scale_ptrs = rng() % 3 == 0;
+    c.lse = rng() % 2 == 0;
+    c.lse_base2 = rng() % 2 == 0;
+    c.four_d = rng() % 2 == 0;
+    c.sm_count = rng() % 4 == 0 ? 1 : 0;
+    c.bmm1 = (0.5f + float(rng() % 100) / 100.f) / 24.f;
+    c.bmm2 = 0.5f + float(rng() % 100) / 50.f;
+    EXPECT_LE(run_mla(c, 9800 + n), kTol) << describe(c);
+  }
+}
+
+// Split-KV across the GPU (one long sequence; a narrow ragged batch), the merge with LSE
+// and sinks; sparse indices (-1 and out-of-cache entries) with device scales.
+TEST(MlaGpuHopper, SplitsSparseSinksAndLse) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  MlaCase one;
+  one.backend = Backend::kTrtllmGen;
+  one.heads = 128;
+  one.seq_lens = {32768};
+  one.lse = true;
+  EXPECT_LE(run_mla(one, 801), kTol) << describe(one);
+  MlaCase narrow;
+  narrow.backend = Backend::kTrtllmGen;
+  narrow.heads = 16;
+  narrow.q_len = 4;
+  narrow.page_size = 128;
+  narrow.seq_lens = {20000, 17, 9000};
+  narrow.sinks = narrow.lse = narrow.lse_base2 = true;
+  EXPECT_LE(run_mla(narrow, 802), kTol) << describe(narrow);
+  for (int heads : {16, 128, 33}) {
+    MlaCase c;
+    c.backend = Backend::kTrtllmGen;
+    c.dtype = heads == 33 ? DType::kFloat16 : DType::kBFloat16;
+    c.heads = heads;
+    c.q_len = 2;
+    c.seq_lens = {2048, 300};
+    c.top_k = heads == 33 ? 999 : 2048;
+    c.sinks = c.scale_ptrs = c.lse = true;
+    c.bmm1 = 0.04f;
+    c.bmm2 = 1.5f;
+    EXPECT_LE(run_mla(c, 803 + heads), kTol) << describe(c);
+  }
+}
+
+// fp8 KV has no wgmma kernel: asking trtllm-gen for it is an error naming the backend.
+TEST(MlaGpuHopper, Fp8KvIsRefusedNamingTheBackend) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   if (testing::gpu_test_prewarm_arch()) return;
-  DeviceTensor q(DType::kBFloat16, {1, 1, 16, 576}), kv(DType::kBFloat16, {2, 64, 576}),
+  DeviceTensor q(DType::kBFloat16, {1, 1, 16, 576}), kv(DType::kFloat8E4M3, {2, 64, 576}),
       out(DType::kBFloat16, {1, 1, 16, 512}), bt(DType::kInt32, {1, 2}), sl(DType::kInt32, {1});
   MlaArgs a;
   a.query = q.view;
@@ -399,7 +496,7 @@ TEST(MlaGpu, TrtllmGenIsRefusedNamingTheBackend) {
   a.backend = Backend::kTrtllmGen;
   try {
     batch_decode_mla(a);
-    ADD_FAILURE() << "trtllm-gen served an mla call: no such kernel exists yet";
+    ADD_FAILURE() << "trtllm-gen served an fp8-KV mla call: the wgmma kernel reads 16-bit KV";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();

@@ -52,8 +52,9 @@ def test_config_expansion_matches_the_cli(config):
     cli_names, cli_notes = cli_list(config)
     assert sorted(names) == sorted(cli_names)
     assert notes == cli_notes
-    if config == "deepseek-v3":  # its ops are mla: bf16 KV, and fp8 KV with a bf16 or an fp8 query
+    if config == "deepseek-v3":  # its ops are mla: bf16 KV (both kernels: auto picks by shape), fp8 KV
         assert sorted(names) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a",
+                                 "mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
                                  "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a",
                                  "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a"]
         assert notes == []

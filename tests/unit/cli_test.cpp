@@ -112,14 +112,14 @@ TEST_F(CliTest, DoctorJsonHasTheKeys) {
 
 // Backend resolution is visible: on sm_100a the decode-family tables (the MLA seed)
 // prefer trtllm-gen, no trtllm-gen kernel has run on a GPU, so auto takes xqa, and
-// says so. (The prefill family's table prefers its portable kernel there, and its
-// wgmma kernel on sm_90a.)
+// says so. (The prefill family's table prefers its portable kernel there; the prefill
+// and mla families' wgmma kernels serve on sm_90a.)
 TEST_F(CliTest, DoctorAndInspectSayWhichBackendAutoPicksAndWhy) {
   json j = run_json("doctor --json");
   bool saw_sm100 = false;
   for (const auto& b : j["backends"]) {
-    const bool hopper_prefill = b["family"] == "prefill" && b["arch"] == "sm_90a";
-    EXPECT_EQ(b["auto"], hopper_prefill ? "trtllm-gen" : "xqa") << b.dump();
+    const bool hopper = (b["family"] == "prefill" || b["family"] == "mla") && b["arch"] == "sm_90a";
+    EXPECT_EQ(b["auto"], hopper ? "trtllm-gen" : "xqa") << b.dump();
     if (b["arch"] == "sm_100a" && b["family"] != "prefill") {
       saw_sm100 = true;
       const std::string why = b["why"].get<std::string>();
@@ -277,7 +277,9 @@ TEST_F(CliTest, BundledConfigsExpand) {
     for (const auto& sj : j["specs"]) {
       const spec::KernelSpec s = spec::KernelSpec::from_json(sj);
       EXPECT_EQ(spec::KernelSpec::from_name(s.name()), s) << s.name();
-      EXPECT_EQ(s.backend, spec::Backend::kXqa) << s.name() << ": no trtllm-gen kernel has run on a GPU yet";
+      // The wgmma MLA kernel (sm_90a) is the only trtllm-gen kernel a bundled decode config reaches.
+      const bool wgmma_mla = s.family == spec::OpFamily::kMla && s.arch == spec::Arch{90, true};
+      if (!wgmma_mla) EXPECT_EQ(s.backend, spec::Backend::kXqa) << s.name();
     }
   }
 }

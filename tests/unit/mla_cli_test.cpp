@@ -50,9 +50,10 @@ TEST_F(MlaCliTest, DeepseekV3PrewarmBuildsTheMlaVariants) {
   ASSERT_EQ(r.code, 0) << r.all();
   json j = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.all();
-  // bf16 KV; the fp8 e4m3 KV the config lists, read with a bf16 and with an fp8 query.
-  EXPECT_EQ(j["total"], 3) << j.dump(2);
-  EXPECT_EQ(j["compiled"], 3) << j.dump(2);
+  // bf16 KV on both kernels (auto picks by shape: xqa at batch 1, the wgmma one at 128 heads
+  // x batch 16); the fp8 e4m3 KV the config lists, read with a bf16 and with an fp8 query.
+  EXPECT_EQ(j["total"], 4) << j.dump(2);
+  EXPECT_EQ(j["compiled"], 4) << j.dump(2);
   EXPECT_EQ(j["failed"], 0) << j.dump(2);
   EXPECT_TRUE(j["skipped"].empty()) << j.dump(2);
 
@@ -72,6 +73,13 @@ TEST_F(MlaCliTest, InspectShowsBackendAndTiling) {
   EXPECT_NE(r.out.find("backend:    xqa"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("head rows x 32-token tiles of 576 dims"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2-stage cp.async ring"), std::string::npos) << r.out;
+}
+
+TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
+  Result r = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("backend:    trtllm-gen"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wgmma, warp-specialized: 64 head rows x 64-token tiles of 576 dims"), std::string::npos) << r.out;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheFp8Variants) {

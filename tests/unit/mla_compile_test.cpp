@@ -1,7 +1,7 @@
 // Tests of the mla family's kernels (templates/mla, src/ops/mla/mla_family.cpp): every
 // variant axis (fp8 KV with bf16, fp16 and fp8 queries too) compiles through NVRTC for
-// sm_80, sm_89, sm_90a, sm_100a and sm_120 with no spills and no stack frame, and its
-// name parses back. No GPU needed.
+// sm_80, sm_89, sm_90a, sm_100a and sm_120 (the wgmma kernel: sm_90a) with no spills and
+// no stack frame, and its name parses back. No GPU needed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -55,6 +55,13 @@ TEST(MlaVariantMatrix, CompilesForEveryArchWithoutSpills) {
     // FIA's MLA (query_rope/key_rope): nope and rope dims from separate tensors.
     specs.push_back(mla_spec(DType::kBFloat16, 128, false, feature::kSplitRope | feature::kReturnLse, a));
     specs.push_back(mla_spec(DType::kFloat16, 16, false, feature::kSplitRope, a));
+  }
+  // The wgmma (trtllm-gen) kernel: sm_90a, 16-bit Q and KV, every page size, dense and sparse.
+  for (int page : {16, 32, 64, 128}) {
+    KernelSpec h = mla_spec(page % 32 ? DType::kFloat16 : DType::kBFloat16, page, page >= 64,
+                            page == 128 ? feature::kSinks | feature::kReturnLse | feature::kScalePointers : 0u, "sm_90a");
+    h.backend = spec::Backend::kTrtllmGen;
+    specs.push_back(h);
   }
   for (const KernelSpec& s : specs) EXPECT_EQ(KernelSpec::from_name(s.name()), s) << s.name();
   std::vector<CompileResult> results(specs.size());

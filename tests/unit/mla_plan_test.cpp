@@ -34,7 +34,8 @@ TEST(MlaPlan, ValidDenseAndSparseArgsPlan) {
       EXPECT_EQ(p.spec.head_dim_vo, 512);
       EXPECT_EQ(p.spec.page_size, testing::kMlaPage);
       EXPECT_EQ(p.spec.mask, sparse ? spec::MaskMode::kCustom : spec::MaskMode::kCausal);
-      EXPECT_EQ(p.spec.backend, spec::Backend::kXqa);
+      EXPECT_EQ(p.spec.backend, spec::Backend::kXqa);  // auto, 32 rows per request: the mma.sync kernel
+      EXPECT_EQ(p.shape.rows_per_cta, mla_const::kRowsPerCta);
       EXPECT_EQ(p.params.kv_stride_tok, 576);
       EXPECT_EQ(p.params.kv_stride_page, testing::kMlaPage * 576);
       EXPECT_EQ(p.params.rows_per_group, sparse ? testing::kMlaHeads : testing::kMlaHeads * testing::kMlaQLen);
@@ -236,27 +237,73 @@ TEST(MlaPlan, SparseIndicesAreChecked) {
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"indices", "sparse_mla_top_k > 0"});
 }
 
-TEST(MlaPlan, TrtllmGenIsRefusedNamingTheBackendAndAutoTakesXqa) {
-  MlaArgs a = valid_mla();
-  a.backend = Backend::kTrtllmGen;
-  expect_error([&] { plan_mla(a, kPlanArch); }, ErrorCode::kUnsupported, {"trtllm-gen"});
-  try {
-    plan_mla(a, kPlanArch);
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
+// valid_mla with 128 heads and a batch of 16 (one query each): the shape auto gives the wgmma kernel.
+MlaArgs wide_mla(bool sparse = false) {
+  MlaArgs a = valid_mla(sparse);
+  constexpr int B = 16, H = 128;
+  a.query = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {B, 1, H, 576});
+  a.kv_cache = TensorView::contiguous(fake(0x100000), DType::kBFloat16, {B * 4, 64, 576});
+  a.block_tables = TensorView::contiguous(fake(0x300000), DType::kInt32, {B, 4});
+  a.seq_lens = TensorView::contiguous(fake(0x300100), DType::kInt32, {B});
+  a.out = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {B, 1, H, 512});
+  if (sparse) a.indices = TensorView::contiguous(fake(0x500000), DType::kInt32, {B, 1, testing::kMlaTopK});
+  return a;
+}
+
+// The wgmma kernel serves 16-bit Q and KV on sm_90a; auto takes it there for shapes with
+// >= 64 query rows per request and >= 16 such row blocks (measured), else xqa. fp8 KV,
+// FIA's split rope and every other arch take xqa; asking trtllm-gen for those names the backend.
+TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesItByShape) {
+  for (bool sparse : {false, true}) {
+    MlaArgs a = wide_mla(sparse);
+    for (Backend b : {Backend::kTrtllmGen, Backend::kAuto}) {
+      a.backend = b;
+      const MlaPlan p = plan_mla(a, kPlanArch);
+      EXPECT_EQ(p.spec.backend, spec::Backend::kTrtllmGen);
+      EXPECT_EQ(p.shape.rows_per_cta, mla_const::kHopperRows);
+      EXPECT_EQ(p.params.row_blocks, 2);
+    }
+    a.backend = Backend::kXqa;
+    EXPECT_EQ(plan_mla(a, kPlanArch).spec.backend, spec::Backend::kXqa);
+    EXPECT_EQ(plan_mla(a, kPlanArch).shape.rows_per_cta, mla_const::kRowsPerCta);
+    // 32 rows per request: auto takes xqa; trtllm-gen still serves when asked for.
+    MlaArgs narrow = valid_mla(sparse);
+    EXPECT_EQ(plan_mla(narrow, kPlanArch).spec.backend, spec::Backend::kXqa);
+    narrow.backend = Backend::kTrtllmGen;
+    EXPECT_EQ(plan_mla(narrow, kPlanArch).params.row_blocks, 1);
   }
-  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
+  EXPECT_TRUE(mla_wgmma_pays(MlaShape{16, 64, 1, 8192, false}));
+  EXPECT_TRUE(mla_wgmma_pays(MlaShape{128, 128, 1, 4096, false}));
+  EXPECT_FALSE(mla_wgmma_pays(MlaShape{128, 16, 1, 4096, false}));   // 16 rows
+  EXPECT_FALSE(mla_wgmma_pays(MlaShape{1, 128, 1, 32768, false}));   // one request: 2 row blocks
+  MlaArgs a = wide_mla();
+  for (const char* arch : {"sm_80", "sm_89", "sm_90", "sm_100a", "sm_120"}) {
+    a.backend = Backend::kTrtllmGen;
+    expect_error([&] { plan_mla(a, spec::Arch::parse(arch)); }, ErrorCode::kUnsupported, {"backend trtllm-gen", arch + 3});
     a.backend = Backend::kAuto;
     EXPECT_EQ(plan_mla(a, spec::Arch::parse(arch)).spec.backend, spec::Backend::kXqa) << arch;
     a.backend = Backend::kXqa;
     EXPECT_EQ(plan_mla(a, spec::Arch::parse(arch)).spec.backend, spec::Backend::kXqa) << arch;
   }
+  MlaArgs fp8 = wide_mla();
+  fp8.kv_cache.dtype = DType::kFloat8E4M3;
+  fp8.backend = Backend::kTrtllmGen;
+  expect_error([&] { plan_mla(fp8, kPlanArch); }, ErrorCode::kUnsupported, {"backend trtllm-gen", "16-bit"});
+  fp8.backend = Backend::kAuto;
+  EXPECT_EQ(plan_mla(fp8, kPlanArch).spec.backend, spec::Backend::kXqa);
   a.backend = static_cast<Backend>(9);
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"backend"});
 }
 
+// The xqa (mma.sync) kernel's limits; MlaPlan.TrtllmGen* covers the wgmma kernel's.
+MlaArgs valid_xqa_mla(bool sparse = false) {
+  MlaArgs a = valid_mla(sparse);
+  a.backend = Backend::kXqa;
+  return a;
+}
+
 TEST(MlaPlan, CanImplementRefusesWhatTheKernelDoesNotServe) {
-  spec::KernelSpec s = plan_mla(valid_mla(), kPlanArch).spec;
+  spec::KernelSpec s = plan_mla(valid_xqa_mla(), kPlanArch).spec;
   std::string why;
   EXPECT_TRUE(mla_can_implement(s, spec::Arch::parse("sm_80"), &why)) << why;
   EXPECT_TRUE(mla_can_implement(s, spec::Arch::parse("sm_120"), &why)) << why;
@@ -343,6 +390,12 @@ TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {
   EXPECT_EQ(mla_row_blocks(MlaShape{1, 7, 3, 64, false}), 2);
   EXPECT_EQ(mla_row_blocks(MlaShape{1, 7, 3, 64, true}), 1);
   EXPECT_EQ(mla_base_ctas(MlaShape{2, 7, 3, 64, true}), 6);
+  // The wgmma kernel: 64 rows per CTA, splits of whole 64-token tiles.
+  EXPECT_EQ(mla_row_blocks(MlaShape{1, 128, 2, 64, false, mla_const::kHopperRows}), 4);
+  EXPECT_EQ(mla_row_blocks(MlaShape{1, 16, 1, 64, false, mla_const::kHopperRows}), 1);
+  const MlaSplit long_one = mla_plan_splits(MlaShape{1, 128, 1, 32768, false, mla_const::kHopperRows}, 132);
+  EXPECT_GT(long_one.splits, 1);
+  EXPECT_EQ(long_one.tokens_per_split % mla_const::kHopperTile, 0);
 }
 
 TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
@@ -353,12 +406,14 @@ TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
         for (int len : {64, 1000, 4096, 32768}) {
           const size_t bound = mla_workspace_bytes(batch, heads, q_len, len, sms);
           for (int b = 1; b <= batch; b = b * 2 + 1)
-            for (int slots_per_sm = 1; slots_per_sm <= 4; ++slots_per_sm) {
-              MlaShape s{b, heads, q_len, len, false};
-              const MlaSplit sp = mla_plan_splits(s, sms * slots_per_sm);
-              EXPECT_LE(mla_workspace_need(s, sp.splits), bound)
-                  << "batch " << batch << " b " << b << " heads " << heads << " q_len " << q_len << " len " << len;
-            }
+            for (int slots_per_sm = 1; slots_per_sm <= 4; ++slots_per_sm)
+              for (int rows : {mla_const::kRowsPerCta, mla_const::kHopperRows}) {  // either backend's kernel
+                MlaShape s{b, heads, q_len, len, false, rows};
+                const MlaSplit sp = mla_plan_splits(s, sms * slots_per_sm);
+                EXPECT_LE(mla_workspace_need(s, sp.splits), bound) << "batch " << batch << " b " << b << " heads "
+                                                                   << heads << " q_len " << q_len << " len " << len
+                                                                   << " rows " << rows;
+              }
         }
   EXPECT_GT(mla_workspace_bytes(1, 128, 1, 32768, sms), 0u);
   expect_error([] { mla_workspace_bytes(0, 16, 1, 4096, 132); }, kBad, {"batch", "0"});
@@ -370,13 +425,24 @@ TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
 }
 
 TEST(MlaPlan, RenderedUnitDeclaresItsLaunchMetadata) {
-  const spec::KernelSpec s = plan_mla(valid_mla(true), kPlanArch).spec;
+  const spec::KernelSpec s = plan_mla(valid_xqa_mla(true), kPlanArch).spec;
   const render::RenderedUnit u = render::render(s);
   EXPECT_EQ(u.entry, "attnjit_mla_decode");
   EXPECT_EQ(u.launch.threads, 128);
   EXPECT_EQ(u.launch.split_granule, mla_const::kTileTokens);
   EXPECT_NE(u.source.find("mla/mla_decode.cuh"), std::string::npos);
   EXPECT_NE(u.source.find(", true,"), std::string::npos) << u.source;  // sparse
+}
+
+TEST(MlaPlan, WgmmaUnitDeclaresItsLaunchMetadata) {
+  const spec::KernelSpec s = plan_mla(wide_mla(true), kPlanArch).spec;
+  ASSERT_EQ(s.backend, spec::Backend::kTrtllmGen);
+  const render::RenderedUnit u = render::render(s);
+  EXPECT_EQ(u.launch.threads, 384);  // a scorer and two accumulator warpgroups
+  EXPECT_EQ(u.launch.split_granule, mla_const::kHopperTile);
+  EXPECT_LE(u.launch.smem_bytes, 227 * 1024);
+  EXPECT_NE(u.source.find("mla/mla_hopper.cuh"), std::string::npos);
+  EXPECT_NE(u.source.find("MlaHopperTraits<attnjit::bf16_t, attnjit::bf16_t, 64, true,"), std::string::npos) << u.source;
 }
 
 // prewarm_mla compiles from shapes alone (null data), with no GPU, the spec a call would launch.

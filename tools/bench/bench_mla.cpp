@@ -1,5 +1,5 @@
-// attnjit-bench --mla: batch_decode_mla at the issue 10 shapes (page 64; bf16, and fp8 e4m3 KV
-// with a bf16 and an fp8 query), timed with CUDA events over rotating input sets larger than
+// attnjit-bench --mla: batch_decode_mla at the issue 10 shapes (page 64; bf16 on both backends,
+// and fp8 e4m3 KV with a bf16 and an fp8 query), timed with CUDA events over rotating input sets larger than
 // L2; prints TB/s (KV bytes stored, L*576*elem per request, read once) and TFLOP/s
 // (2*(576+512)*L per query row and head).
 #include <fmt/format.h>
@@ -28,7 +28,7 @@ struct MlaShape {
   DType q = DType::kBFloat16, kv = DType::kBFloat16;  // an fp8 query writes bf16
 };
 
-Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double* tflops) {
+Result time_mla(const MlaShape& sh, Backend backend, const Options& o, std::mt19937& rng, double* tflops) {
   const int H = sh.heads, B = sh.batch, T = sh.q_len, L = sh.len, P = 64;
   const DType qt = sh.q, kvt = sh.kv, ot = qt == DType::kFloat8E4M3 ? DType::kBFloat16 : qt;
   const int sm = driver::device_info(driver::current_device()).sm_count;
@@ -65,10 +65,11 @@ Result time_mla(const MlaShape& sh, const Options& o, std::mt19937& rng, double*
     a.max_seq_len = pps * P;
     a.workspace_buffer = s[i].ws.view;
     a.bmm1_scale = 1.0f / 24.0f;
+    a.backend = backend;
     batch_decode_mla(a);
   };
   Result r;
-  r.op = "mla";
+  r.op = backend == Backend::kTrtllmGen ? "mla trtllm-gen" : "mla xqa";
   r.shape = fmt::format("h{} B{} q{} L{}", H, B, T, L);
   r.dtype = kvt == qt ? std::string(dtype_name(qt)) : fmt::format("{}/kv {}", dtype_name(qt), dtype_name(kvt));
   r.ms = time_median(sets, o, call);
@@ -88,16 +89,27 @@ std::vector<Result> bench_mla(const Options& o) {
                              {128, 128, 1, 4096}, {64, 16, 1, 8192},  {128, 1, 1, 32768},
                              {16, 128, 1, 4096, bf16, fp8}, {16, 128, 1, 4096, fp8, fp8}};
   std::vector<Result> out;
-  fmt::print("{:<24} {:<22} {:>10} {:>8} {:>7} {:>9} {:>7}\n", "mla (page 64)", "q / kv", "us", "TB/s", "% HBM",
-             "TFLOP/s", "% GEMM");
+  // 16-bit KV runs on both backends (xqa: mma.sync; trtllm-gen: the sm_90a wgmma kernel) in the same
+  // run; the last column is xqa's time over trtllm-gen's. fp8 KV is xqa's only.
+  fmt::print("{:<24} {:<12} {:<22} {:>10} {:>8} {:>7} {:>9} {:>7} {:>8}\n", "mla (page 64)", "backend", "q / kv", "us",
+             "TB/s", "% HBM", "TFLOP/s", "% GEMM", "vs xqa");
+  const int cc = driver::device_info(driver::current_device()).sm_major * 10 +
+                 driver::device_info(driver::current_device()).sm_minor;
   for (const MlaShape& sh : shapes) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
     if (o.only_kv && std::string(o.only_kv) != dtype_name(sh.kv)) continue;
-    double tflops = 0;
-    Result r = time_mla(sh, o, rng, &tflops);
-    fmt::print("{:<24} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}%\n", r.shape, r.dtype, r.ms * 1e3, r.tbs(),
-               r.pct(), tflops, 100.0 * tflops / kGemmTflops);
-    out.push_back(r);
+    const bool both = sh.kv != fp8 && cc == 90;
+    double xqa_ms = 0;
+    for (Backend b : {Backend::kXqa, Backend::kTrtllmGen}) {
+      if (b == Backend::kTrtllmGen && !both) continue;
+      double tflops = 0;
+      Result r = time_mla(sh, b, o, rng, &tflops);
+      if (b == Backend::kXqa) xqa_ms = r.ms;
+      fmt::print("{:<24} {:<12} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>8}\n", r.shape,
+                 b == Backend::kXqa ? "xqa" : "trtllm-gen", r.dtype, r.ms * 1e3, r.tbs(), r.pct(), tflops,
+                 100.0 * tflops / kGemmTflops, b == Backend::kXqa ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
+      out.push_back(r);
+    }
   }
   return out;
 }

@@ -30,7 +30,7 @@ namespace ops {
 
 int mla_row_blocks(const MlaShape& s) {
   const int64_t rows = s.sparse ? s.num_heads : int64_t(s.q_len) * s.num_heads;
-  return static_cast<int>(ceil_div(rows, mla_const::kRowsPerCta));
+  return static_cast<int>(ceil_div(rows, s.rows_per_cta));
 }
 
 int64_t mla_base_ctas(const MlaShape& s) {
@@ -41,10 +41,17 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
   MlaSplit plan;
   const int len = std::max(s.range, 1);
   plan.splits = std::min(choose_splits(mla_base_ctas(s), len, slots), mla_const::kMaxSplits);
-  const int tile = mla_const::kTileTokens;
+  const int tile = s.rows_per_cta == mla_const::kHopperRows ? mla_const::kHopperTile : mla_const::kTileTokens;
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
   plan.splits = static_cast<int>(ceil_div(len, plan.tokens_per_split));
   return plan;
+}
+
+bool mla_wgmma_pays(const MlaShape& s) {
+  MlaShape h = s;
+  h.rows_per_cta = mla_const::kHopperRows;
+  const int64_t rows = s.sparse ? s.num_heads : int64_t(s.q_len) * s.num_heads;
+  return rows >= mla_const::kHopperRows && mla_base_ctas(h) >= 16;
 }
 
 size_t mla_semaphore_bytes(const MlaShape& s) {
@@ -54,7 +61,7 @@ size_t mla_semaphore_bytes(const MlaShape& s) {
 size_t mla_workspace_need(const MlaShape& s, int splits) {
   if (splits <= 1) return 0;
   return mla_semaphore_bytes(s) +
-         static_cast<size_t>(mla_base_ctas(s)) * splits * mla_partial_floats() * sizeof(float);
+         static_cast<size_t>(mla_base_ctas(s)) * splits * mla_partial_floats(s.rows_per_cta) * sizeof(float);
 }
 
 MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
@@ -177,9 +184,12 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   if (a.bmm1_scale.device_ptr || a.bmm2_scale.device_ptr) s.features |= spec::feature::kScalePointers;
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
-
   plan.shape = {batch, static_cast<int>(heads), static_cast<int>(q_len), sparse ? a.sparse_mla_top_k : a.max_seq_len,
-                sparse};
+                sparse, mla_const::kHopperRows};
+  // auto: the table names the wgmma kernel wherever it serves the spec; the shape decides.
+  if (s.backend == spec::Backend::kTrtllmGen && a.backend == Backend::kAuto && !mla_wgmma_pays(plan.shape))
+    runtime::select_backend(runtime::BackendChoice::kXqa, s);
+  if (s.backend != spec::Backend::kTrtllmGen) plan.shape.rows_per_cta = mla_const::kRowsPerCta;
   MlaParams& p = plan.params;
   p = MlaParams{};
   p.q = a.query.data;
@@ -244,16 +254,21 @@ size_t mla_workspace_bytes(int batch, int num_heads, int q_len, int max_seq_len,
   ATTNJIT_REQUIRE(sm_count >= 1, "sm_count", ">= 1 (the GPU's multiprocessor count)", std::to_string(sm_count));
   ATTNJIT_REQUIRE(top_k >= 0 && top_k <= kMaxTopK, "sparse_mla_top_k", fmt::format("0 to {}", kMaxTopK),
                   std::to_string(top_k));
-  const ops::MlaShape s{batch, num_heads, q_len, top_k > 0 ? top_k : max_seq_len, top_k > 0};
+  // Either backend may serve the call: the larger of the two kernels' needs.
   // choose_splits caps splits by length (256 tokens each), by ~4 waves of slots, and at 256:
   // base x splits <= min(base x by_length, by_waves + base - 1), both growing with base, so a
   // smaller call never needs more (as decode_workspace_bound argues).
-  const int64_t base = ops::mla_base_ctas(s);
-  const int64_t by_length = std::min<int64_t>(ceil_div(s.range, 128), mla_const::kMaxSplits);
-  const int64_t by_waves = 4 * int64_t(sm_count) * ops::kMaxBlocksPerSmForSplit;
-  if (by_length <= 1) return 0;
-  const int64_t partials = std::min(base * by_length, by_waves + base - 1);
-  return ops::mla_semaphore_bytes(s) + static_cast<size_t>(partials) * mla_partial_floats() * sizeof(float);
+  auto need = [&](int rows, int blocks_per_sm) -> size_t {
+    const ops::MlaShape s{batch, num_heads, q_len, top_k > 0 ? top_k : max_seq_len, top_k > 0, rows};
+    const int64_t base = ops::mla_base_ctas(s);
+    const int64_t by_length = std::min<int64_t>(ceil_div(s.range, 128), mla_const::kMaxSplits);
+    const int64_t by_waves = 4 * int64_t(sm_count) * blocks_per_sm;
+    if (by_length <= 1) return 0;
+    const int64_t partials = std::min(base * by_length, by_waves + base - 1);
+    return ops::mla_semaphore_bytes(s) + static_cast<size_t>(partials) * mla_partial_floats(rows) * sizeof(float);
+  };
+  return std::max(need(mla_const::kRowsPerCta, ops::kMaxBlocksPerSmForSplit),
+                  need(mla_const::kHopperRows, ops::kMaxBlocksPerSmForSplit));
 }
 
 std::string prewarm_mla(const MlaArgs& args, const std::string& arch, Runtime* runtime) {

@@ -29,6 +29,20 @@ constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturn
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
   MlaTiling t;
+  t.smem_limit = render::max_smem_per_block(s.arch);
+  if (s.backend == spec::Backend::kTrtllmGen) {
+    // MlaHopperTraits: a scorer (which also loads) and two accumulator warpgroups; 64 rows,
+    // two 64-token stages of 576 dims, Q, P's hand-over, the page entries, the barriers.
+    t.hopper = true;
+    t.warps = 12;
+    t.stages = 2;
+    t.tile = mla_const::kHopperTile;
+    t.rows = mla_const::kHopperRows;
+    t.kv_row_bytes = mla_const::kHeadDimQk * 2;
+    const int tiles = (t.rows + t.stages * t.tile) * t.kv_row_bytes;
+    t.smem_bytes = 1024 + tiles + 128 * 16 * 4 + 128 * 2 * 4 + t.stages * t.tile * 4 + (2 * t.stages + 2) * 8 + 16;
+    return t;
+  }
   const int q_row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kQRowBytes (Q as 16-bit MMA operands)
   t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   t.kv_row_bytes = mla_const::kHeadDimQk * t.kv_elem_bytes + 16;  // MlaTraits::kKvRowBytes
@@ -38,7 +52,6 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   // ATTNJIT_MLA_STAGES (2 to 8) overrides it for tuning: it changes the rendered Traits, so the
   // cache key follows; a depth the arch cannot hold is refused by can_implement.
   t.stages = util::env_knob("ATTNJIT_MLA_STAGES", 2, 8).value_or(t.kv_elem_bytes == 1 ? 4 : 2);
-  t.smem_limit = render::max_smem_per_block(s.arch);
   t.smem_bytes = t.rows * q_row_bytes + t.stages * t.tile * t.kv_row_bytes + t.rows * (t.tile + 4) * 4 +
                  t.stages * t.tile * 4 + 16;
   return t;
@@ -49,8 +62,14 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
     if (why) *why = reason();
     return false;
   };
-  if (s.backend != spec::Backend::kXqa)
-    return refuse([&] { return fmt::format("only the xqa backend has mla kernels ({} has none yet)", spec::to_string(s.backend)); });
+  if (s.backend == spec::Backend::kTrtllmGen) {
+    if (arch.sm != 90 || !arch.arch_specific)
+      return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma, setmaxnreg), not {}", arch.str()); });
+    if (s.kv_dtype == DType::kFloat8E4M3 || s.q_dtype == DType::kFloat8E4M3)
+      return refuse([] { return std::string("the trtllm-gen mla kernel reads 16-bit Q and KV; fp8 KV is xqa's"); });
+    if (s.has(spec::feature::kSplitRope))
+      return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is the xqa mla kernel's"); });
+  }
   if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16 && s.q_dtype != DType::kFloat8E4M3)
     return refuse([&] { return fmt::format("query dtype {}: the mla templates take bf16, fp16 or fp8_e4m3 queries", dtype_name(s.q_dtype)); });
@@ -89,6 +108,27 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
   u.launch.split_granule = t.tile;
   u.entry = "attnjit_mla_decode";
   u.smem_symbol = "attnjit_smem_bytes";
+  if (t.hopper) {
+    u.source = fmt::format(
+        "// attnjit {name}\n"
+        "#include \"mla/mla_hopper.cuh\"\n"
+        "using Traits = attnjit::MlaHopperTraits<{q}, {o}, {page}, {sparse}, {feat}u>;\n"
+        "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
+        "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks} && Traits::kTile == {tile}, "
+        "\"host and kernel disagree on launch metadata\");\n"
+        "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
+        "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
+        "{entry}(const __grid_constant__ attnjit::MlaParams params) {{\n"
+        "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+        "  attnjit::MlaHopper<Traits>::run(params, smem);\n"
+        "}}\n",
+        fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)), fmt::arg("o", device_type(s.out_dtype)),
+        fmt::arg("page", s.page_size), fmt::arg("sparse", s.mask == spec::MaskMode::kCustom ? "true" : "false"),
+        fmt::arg("feat", s.features), fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
+        fmt::arg("min_blocks", t.min_blocks), fmt::arg("tile", t.tile), fmt::arg("smem", u.smem_symbol),
+        fmt::arg("entry", u.entry));
+    return u;
+  }
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"mla/mla_decode.cuh\"\n"
@@ -112,13 +152,19 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
 }
 
 namespace {
-// Backend rows: the MLA seed's (render::kMlaSeedBackendRows).
-// Only the portable xqa mla kernel exists; no trtllm-gen mla kernel yet.
-constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}};
+// Backend rows: the MLA seed's (render::kMlaSeedBackendRows). The wgmma kernel has run
+// correctly on the H200 (MlaGpuHopper); sm_100/103 have no tcgen05 kernel, so xqa serves there.
+constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}, {spec::Backend::kTrtllmGen, 90}};
 
-spec::Backend measured_faster(const spec::KernelSpec&, const char** why) {
-  if (why) *why = "no trtllm-gen mla kernel exists to measure against xqa";
-  return spec::Backend::kXqa;
+// sm_90a: the wgmma kernel wherever it serves the spec (16-bit Q and KV); the op then
+// keeps it only for the shapes it was measured faster on (ops::mla_wgmma_pays). xqa for
+// fp8 KV and FIA's split rope.
+spec::Backend measured_faster(const spec::KernelSpec& s, const char** why) {
+  spec::KernelSpec h = s;
+  h.backend = spec::Backend::kTrtllmGen;
+  const bool ok = mla_can_implement(h, s.arch, nullptr);
+  if (why) *why = ok ? "the wgmma kernel, where the shape has >= 64 query rows per request" : "xqa: the wgmma kernel does not serve this spec";
+  return ok ? spec::Backend::kTrtllmGen : spec::Backend::kXqa;
 }
 
 const render::BackendTable kTable = {render::kMlaSeedBackendRows, std::size(render::kMlaSeedBackendRows), kVerified,

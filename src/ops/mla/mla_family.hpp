@@ -20,6 +20,7 @@ struct MlaTiling {
   int smem_bytes = 0;  // mirrors MlaTraits::kSmemBytes
   int smem_limit = 0;  // the arch's opt-in maximum per block
   int min_blocks = 1;
+  bool hopper = false;  // the trtllm-gen (wgmma, sm_90a) kernel: MlaHopperTraits
 };
 MlaTiling mla_tiling(const spec::KernelSpec& spec);
 

@@ -17,16 +17,25 @@ struct MlaShape {
   int q_len = 1;
   int range = 1;       // tokens a request's CTAs split: max_seq_len, or top_k when sparse
   bool sparse = false;
+  int rows_per_cta = mla_const::kRowsPerCta;  // 16 (xqa) or mla_const::kHopperRows (trtllm-gen)
 };
 
-int mla_row_blocks(const MlaShape& s);   // per group: ceil(rows_per_group / 16)
+int mla_row_blocks(const MlaShape& s);   // per group: ceil(rows_per_group / rows_per_cta)
 int64_t mla_base_ctas(const MlaShape& s);  // batch x groups x row blocks, before splitting
+
+// Whether auto takes the wgmma (trtllm-gen) kernel for this shape on sm_90a. Measured on
+// the H200 (docs/PERFORMANCE.md, tenth session): it wins where each request has >= 64
+// query rows (the kernel's M) and there are >= 16 such row blocks (h64 B16 1.8x,
+// h128 B64/B128 2.5x); with fewer rows (h16: 0.7x) or one long request (0.66x) its
+// one-tile-in-flight ring is slower than the mma.sync kernel.
+bool mla_wgmma_pays(const MlaShape& s);
 
 struct MlaSplit {
   int splits = 1;
   int tokens_per_split = 1;
 };
-// Splits that fill `slots` CTA slots (the decode family's choose_splits), rounded to tiles.
+// Splits that fill `slots` CTA slots (the decode family's choose_splits), rounded to the
+// kernel's tiles (32 tokens, 64 for trtllm-gen).
 MlaSplit mla_plan_splits(const MlaShape& s, int slots);
 // Semaphore bytes at the workspace's start (rounded to 256), then the partials of `splits`.
 size_t mla_semaphore_bytes(const MlaShape& s);

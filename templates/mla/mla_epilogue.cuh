@@ -1,0 +1,121 @@
+// The MLA decode kernels' shared ending: a finished row scaled and written (sinks,
+// bmm2, LSE), and split-KV partials merged by the last CTA of a row block. Both
+// kernels (mma.sync 16-row, wgmma 64-row) use it with their own row count.
+#pragma once
+
+#include "common/dtype.cuh"
+#include "common/mma.cuh"
+#include "common/softmax.cuh"
+#include "mla/mla_params.cuh"
+
+namespace attnjit {
+
+// kRows: query rows per CTA. Partials per (CTA, split): kRows x 512 O (unnormalised,
+// relative to the row's max), then kRows maxima, then kRows sums (mla_partial_floats).
+template <class Tr, int kRows>
+struct MlaEpilogue {
+  using OT = typename Tr::OT;
+  static constexpr int DV = mla_const::kHeadDimVo;
+  static constexpr int kPartialFloats = kRows * (DV + 2);
+  __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
+
+  // Writes row `row` (of the group's rows_per_group) of request b: pair k < N/2
+  // (acc[2k], acc[2k+1]) at dims d0 + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2
+  // + {0, 1}, scaled by bmm2 / (sum of weights, sinks included), and its LSE when `lse_writer`.
+  template <int N, int kPairsPerRun, int kRunStride>
+  __device__ static void finish_row(const MlaParams& p, int b, int group, int row, int d0, float m_tot, float l_tot,
+                                    const float (&acc)[N], bool lse_writer) {
+    if (row >= p.rows_per_group) return;
+    const int f = group * p.rows_per_group + row;
+    const int t = f / p.num_heads, h = f % p.num_heads;
+    // acc is relative to m_tot: a sink rescales to the larger max (no overflow), c folds into the scale.
+    float c = 1.f;
+    if (has(mla_const::kFeatSinks) && p.sinks) {
+      const float sink = p.sinks[h] * kLog2e;
+      if (m_tot == kNegInf) {
+        m_tot = sink;
+        l_tot = 1.f;
+      } else {
+        const float mx = fmaxf(m_tot, sink);
+        c = fast_exp2(m_tot - mx);
+        l_tot = l_tot * c + fast_exp2(sink - mx);
+        m_tot = mx;
+      }
+    }
+    const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+    const float scale = l_tot > 0.f ? bmm2 * c / l_tot : 0.f;
+    OT* dst = static_cast<OT*>(p.out) + b * p.o_stride_b + t * p.o_stride_t + h * p.o_stride_h + d0;
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      OT* pair = dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2;
+      store_float<OT>(pair, acc[2 * k] * scale);
+      store_float<OT>(pair + 1, acc[2 * k + 1] * scale);
+    }
+    if (has(mla_const::kFeatLse) && lse_writer && p.lse) {
+      float lse2 = l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
+      if constexpr (Tr::kSplitRope) {
+        // FIA: natural log, +inf for a row that sees no key (or lies past its length).
+        p.lse[b * p.lse_stride_b + t * p.lse_stride_t + h * p.lse_stride_h] =
+            l_tot > 0.f ? lse2 * 0.6931471805599453f : __int_as_float(0x7f800000);
+      } else {
+        p.lse[((long long)b * p.q_len + t) * p.num_heads + h] = p.lse_base2 ? lse2 : lse2 * 0.6931471805599453f;
+      }
+    }
+  }
+
+  // This CTA's partial block; cta = the (batch, row block) index the semaphores count.
+  __device__ static float* partial(const MlaParams& p, long long cta, int split) {
+    return p.workspace + (cta * p.num_splits + split) * kPartialFloats;
+  }
+
+  // After every thread wrote its part of the partial: true in the CTA that arrived last,
+  // which then merges. `sync` is a barrier over the threads that wrote (tid 0 among them).
+  // The semaphore resets itself for the next launch.
+  template <class Sync>
+  __device__ static bool last_to_arrive(const MlaParams& p, long long cta, unsigned* flag_s, int tid, Sync sync) {
+    __threadfence();
+    sync();
+    if (tid == 0) {
+      unsigned* sem = p.semaphores + cta;
+      const unsigned prev = atomicAdd(sem, 1u);
+      const bool last = prev == unsigned(p.num_splits - 1);
+      if (last) *sem = 0u;  // self-resetting: the next launch finds zero
+      *flag_s = last ? 1u : 0u;
+    }
+    sync();
+    const bool last = *flag_s != 0u;
+    if (last) __threadfence();
+    return last;
+  }
+
+  // The last CTA merges every split's partial: kSub threads per row (threads tid <
+  // kRows * kSub), each 8 dims of every run of kSub * 8.
+  template <int kSub>
+  __device__ static void merge(const MlaParams& p, int b, int group, int rb, long long cta, int tid) {
+    static_assert(DV % (kSub * 8) == 0, "runs tile the 512 dims");
+    if (tid >= kRows * kSub) return;
+    const int lr = tid / kSub, sub = tid % kSub;
+    const float* base = partial(p, cta, 0);
+    const float* mrow = base + kRows * DV + lr;
+    float m_tot = kNegInf;
+    for (int sp = 0; sp < p.num_splits; ++sp) m_tot = fmaxf(m_tot, __ldcg(mrow + sp * kPartialFloats));
+    float l_tot = 0.f;
+    for (int sp = 0; sp < p.num_splits; ++sp)
+      l_tot += __ldcg(mrow + kRows + sp * kPartialFloats) * merge_weight(__ldcg(mrow + sp * kPartialFloats), m_tot);
+    for (int run = 0; run < DV / (kSub * 8); ++run) {
+      const int d0 = run * kSub * 8 + sub * 8;
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int sp = 0; sp < p.num_splits; ++sp) {
+        const float wgt = merge_weight(__ldcg(mrow + sp * kPartialFloats), m_tot);
+        if (wgt == 0.f) continue;  // empty or fully masked split: its O was never written
+        const float4* src = reinterpret_cast<const float4*>(base + sp * kPartialFloats + lr * DV + d0);
+        const float4 x = __ldcg(src), y = __ldcg(src + 1);
+        acc[0] += wgt * x.x; acc[1] += wgt * x.y; acc[2] += wgt * x.z; acc[3] += wgt * x.w;
+        acc[4] += wgt * y.x; acc[5] += wgt * y.y; acc[6] += wgt * y.z; acc[7] += wgt * y.w;
+      }
+      finish_row<8, 4, 8>(p, b, group, rb * kRows + lr, d0, m_tot, l_tot, acc, run == 0 && sub == 0);
+    }
+  }
+};
+
+}  // namespace attnjit

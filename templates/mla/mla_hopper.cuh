@@ -10,7 +10,7 @@
 //   warpgroups 1 and 2, the accumulators: O[:, 256h .. 256h + 255] += P V with
 //     P from registers and V (the first 512 dims of the same tile) read MN-major.
 // The scorer computes S of tile k + 1 while the accumulators run P V of tile k, and
-// issues tile k + 2's copies as soon as P V of tile k frees its stage. (384 threads:
+// issues tile k + kStages's copies as soon as P V of tile k frees its stage. (384 threads:
 // ptxas allots every thread the accumulators' ~160 registers; a fourth warpgroup
 // as a separate producer would cap them at 128.)
 // Split-KV CTAs merge in the last one (mla_epilogue.cuh).
@@ -22,7 +22,7 @@
 
 namespace attnjit {
 
-template <class T_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_>
+template <class T_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_, int kTile_>
 struct MlaHopperTraits {
   using T = T_;
   using OT = OT_;
@@ -30,12 +30,15 @@ struct MlaHopperTraits {
   static constexpr bool kSparse = kSparse_;
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr bool kSplitRope = false;
-  static constexpr int kRows = mla_const::kHopperRows, kTile = mla_const::kHopperTile, kStages = 2;
+  // 64-token tiles in two stages, or 32-token tiles in four: the same 144 KB, three
+  // tiles in flight instead of one (S = Q K^T then runs as m64n32 wgmmas).
+  static constexpr int kRows = mla_const::kHopperRows, kTile = kTile_, kStages = kTile_ == 64 ? 2 : 4;
+  static_assert(kTile_ == 32 || kTile_ == 64, "32- or 64-token tiles");
   static constexpr int kThreads = 384, kMinBlocks = 1;
   static constexpr int kQBytes = kRows * mla_const::kHeadDimQk * 2;       // 9 swizzled column blocks
   static constexpr int kStageBytes = kTile * mla_const::kHeadDimQk * 2;
   static constexpr int kTileBytes = kQBytes + kStages * kStageBytes;
-  static constexpr int kPBytes = kRows * kTile * 2;  // P, one swizzled 16-bit tile
+  static constexpr int kPBytes = kRows * 64 * 2;  // P: one swizzled 64 x 64 16-bit tile (kTile columns used)
   static constexpr int kAlphaBytes = 128 * 2 * 4;  // two rows' rescale factors per scorer thread
   static constexpr int kTokBytes = kStages * kTile * 4;  // per stage: each row's page entry, -1 empty
   static constexpr int kBarriers = 2 * kStages + 2;
@@ -103,20 +106,22 @@ struct MlaHopper {
   // Q's 64 rows (zero past rows_per_group) into the swizzled Q tile.
   __device__ static void load_q(const MlaParams& p, const Work& w, const Smem& sm, int tid) {
     const T* q = static_cast<const T*>(p.q);
-    for (int i = tid; i < Tr::kRows * kChunks; i += 128) {
-      const int r = i / kChunks, c = i % kChunks, row = w.rb * Tr::kRows + r;
+    const int cc = tid % 8, r0 = tid / 8;  // as in load_tile: one address per row
+    unsigned char* dst = sm.base + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+#pragma unroll
+    for (int j = 0; j < Tr::kRows / 16; ++j) {
+      const int row = w.rb * Tr::kRows + r0 + 16 * j, f = w.group * p.rows_per_group + row;
       const bool ok = row < p.rows_per_group;
-      const int f = w.group * p.rows_per_group + row;
-      const T* src = ok ? q + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t + (f % p.num_heads) * p.q_stride_h + c * 8
-                        : q;
-      cp_async_16(sm.base + swizzled_offset<Tr::kRows>(r, c * 8), src, ok ? 16u : 0u);
+      const T* src = (ok ? q + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t + (f % p.num_heads) * p.q_stride_h : q) + cc * 8;
+#pragma unroll
+      for (int cb = 0; cb < kChunks / 8; ++cb)
+        cp_async_16(dst + j * 16 * 128 + cb * Tr::kRows * 128, src + cb * 64, ok ? 16u : 0u);
     }
   }
 
   // Tile it's rows into stage it % kStages (the caller waited for the stage to be
-  // free). `entry`: lanes < kTile hold the tile's page entries, looked up a tile ahead.
-  // Consecutive threads copy consecutive 16-byte chunks of a row. Each thread's
-  // copies arrive on the stage's "full" barrier as they land.
+  // free). `entry`: lanes < kTile hold the tile's page entries, looked up a load ahead.
+  // Each thread's copies arrive on the stage's "full" barrier as they land.
   __device__ static void load_tile(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, int entry) {
     const unsigned char* kv = static_cast<const unsigned char*>(p.kv);
     const int st = it % kStages, j0 = w.lo + it * kTile;
@@ -124,10 +129,15 @@ struct MlaHopper {
     if (tid < kTile) tok[tid] = entry;
     named_barrier_sync(1, 128);  // the entries are visible to the warpgroup
     if (it == 0) load_q(p, w, sm, tid);
+    // Thread t copies 16-byte chunk t % 8 of every 128-byte column block of rows
+    // t / 8 + 16 j: one address per row, and in the swizzled stage every destination
+    // is the thread's base plus a constant (row % 8 is the same for its rows).
     unsigned char* stage = sm.base + Tr::kQBytes + st * Tr::kStageBytes;
-#pragma unroll 4
-    for (int i = tid; i < kTile * kChunks; i += 128) {
-      const int r = i / kChunks, c = i % kChunks, e = tok[r];
+    const int cc = tid % 8, r0 = tid / 8;
+    unsigned char* dst = stage + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+#pragma unroll
+    for (int j = 0; j < kTile / 16; ++j) {
+      const int r = r0 + 16 * j, e = tok[r];
       long long page, slot;
       if constexpr (Tr::kSparse) {
         page = e / Tr::kPageSize;
@@ -136,9 +146,10 @@ struct MlaHopper {
         page = e;
         slot = (j0 + r) % Tr::kPageSize;
       }
-      const unsigned char* src = e >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 + c * 16 : kv;
-      // Zero-filled rows: V meets P = 0 there, and 0 * garbage could be NaN.
-      cp_async_16(stage + swizzled_offset<kTile>(r, c * 8), src, e >= 0 ? 16u : 0u);
+      const unsigned char* src = (e >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 : kv) + cc * 16;
+      const unsigned bytes = e >= 0 ? 16u : 0u;  // zero rows: V meets P = 0 there, and 0 * garbage could be NaN
+#pragma unroll
+      for (int cb = 0; cb < kChunks / 8; ++cb) cp_async_16(dst + j * 16 * 128 + cb * kTile * 128, src + cb * 128, bytes);
     }
     cp_async_mbar_arrive(&sm.full[st]);
     if (tid == 0) mbar_arrive(&sm.full[st]);  // release: the entries (plain stores) reach the consumers
@@ -153,10 +164,11 @@ struct MlaHopper {
   // then the rows' final max and sum (m, l), through the same hand-over.
   __device__ static void score(const MlaParams& p, const Work& w, const Smem& sm, int tid) {
     const int warp = tid / 32, lane = tid % 32;
+    // The first kStages - 1 tiles; `entry` then holds the next tile to load's entries.
     int entry = tid < kTile && w.n_tiles > 0 ? lookup(p, w, w.lo + tid) : -1;
-    if (w.n_tiles > 0) {
-      load_tile(p, w, sm, tid, 0, entry);
-      if (tid < kTile && w.n_tiles > 1) entry = lookup(p, w, w.lo + kTile + tid);
+    for (int t = 0; t < kStages - 1 && t < w.n_tiles; ++t) {
+      load_tile(p, w, sm, tid, t, entry);
+      if (tid < kTile && t + 1 < w.n_tiles) entry = lookup(p, w, w.lo + (t + 1) * kTile + tid);
     }
     int limit[2];  // query token t of the request sees positions < seq_len - q_len + t + 1
 #pragma unroll
@@ -177,11 +189,12 @@ struct MlaHopper {
       for (int k0 = 0; k0 < D; k0 += 16)
         Wgmma<T, kTile>::ss(s, desc_k_major<Tr::kRows>(sm.q, k0), desc_k_major<kTile>(sk, k0), k0 > 0);
       wgmma_commit();
-      // Tile it + 1 into the other stage once P V of tile it - 1 left it.
-      if (it + 1 < w.n_tiles) {
-        mbar_wait(&sm.empty[(it + 1) % kStages], (((it + 1) / kStages) & 1) ^ 1);
-        load_tile(p, w, sm, tid, it + 1, entry);
-        if (tid < kTile && it + 2 < w.n_tiles) entry = lookup(p, w, w.lo + (it + 2) * kTile + tid);
+      // Tile it + kStages - 1 into the stage tile it - 1 used, once its P V is done.
+      const int nx = it + kStages - 1;
+      if (nx < w.n_tiles) {
+        mbar_wait(&sm.empty[nx % kStages], ((nx / kStages) & 1) ^ 1);
+        load_tile(p, w, sm, tid, nx, entry);
+        if (tid < kTile && nx + 1 < w.n_tiles) entry = lookup(p, w, w.lo + (nx + 1) * kTile + tid);
       }
       // Which of this thread's 16 columns hold a key (read before the stage is released).
       unsigned present = 0;
@@ -295,66 +308,59 @@ struct MlaHopper {
     w.hi = min(range, w.lo + p.tokens_per_split);
     w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
 
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     if (wg == 0) {
       score(p, w, sm, tid);
-      if (p.num_splits > 1) {
-        const int warp = tid / 32, lane = tid % 32;
-        if ((lane & 3) == 0) {
-          const float4 ml = reinterpret_cast<const float4*>(sm.pt)[tid];
-          float* part = Out::partial(p, (long long)w.b * gridDim.y + blockIdx.y, w.split);
-          const int r = warp * 16 + (lane >> 2);
-          part[Tr::kRows * DV + r] = ml.x;
-          part[Tr::kRows * DV + r + 8] = ml.y;
-          part[Tr::kRows * DV + Tr::kRows + r] = ml.z;
-          part[Tr::kRows * DV + Tr::kRows + r + 8] = ml.w;
+      if (p.num_splits > 1 && (lane & 3) == 0) {  // the rows' m and l into the partial
+        const float4 ml = reinterpret_cast<const float4*>(sm.pt)[tid];
+        float* part = Out::partial(p, (long long)w.b * gridDim.y + blockIdx.y, w.split);
+        const int r = warp * 16 + (lane >> 2);
+        part[Tr::kRows * DV + r] = ml.x;
+        part[Tr::kRows * DV + r + 8] = ml.y;
+        part[Tr::kRows * DV + Tr::kRows + r] = ml.z;
+        part[Tr::kRows * DV + Tr::kRows + r + 8] = ml.w;
+      }
+    } else {
+      const int h = wg - 1;
+      float o[128];
+      float4 ml;
+      accumulate(w, sm, h, tid, o, ml);
+      pdl_launch_dependents();
+      if (p.num_splits == 1) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          float acc[64];
+#pragma unroll
+          for (int n = 0; n < 32; ++n) {
+            acc[2 * n] = o[4 * n + 2 * hf];
+            acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
+          }
+          const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
+          Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, h * (DV / 2) + (lane & 3) * 2, hf ? ml.y : ml.x,
+                                             hf ? ml.w : ml.z, acc, h == 0 && (lane & 3) == 0);
         }
-        finish_splits(p, w, sm, threadIdx.x);
+        return;
       }
-      return;
-    }
-    const int h = wg - 1;
-    float o[128];
-    float4 ml;
-    accumulate(w, sm, h, tid, o, ml);
-    pdl_launch_dependents();
-    const int warp = tid / 32, lane = tid % 32;
-    if (p.num_splits == 1) {
+      float* part = Out::partial(p, (long long)w.b * gridDim.y + blockIdx.y, w.split);
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float acc[64];
+      for (int n = 0; n < 32; ++n)
 #pragma unroll
-        for (int n = 0; n < 32; ++n) {
-          acc[2 * n] = o[4 * n + 2 * hf];
-          acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
+        for (int hf = 0; hf < 2; ++hf) {
+          const int r = warp * 16 + (lane >> 2) + hf * 8;
+          *reinterpret_cast<float2*>(part + r * DV + h * (DV / 2) + n * 8 + (lane & 3) * 2) =
+              make_float2(o[4 * n + 2 * hf], o[4 * n + 2 * hf + 1]);
         }
-        const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
-        Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, h * (DV / 2) + (lane & 3) * 2, hf ? ml.y : ml.x,
-                                           hf ? ml.w : ml.z, acc, h == 0 && (lane & 3) == 0);
-      }
-      return;
     }
-    float* part = Out::partial(p, (long long)w.b * gridDim.y + blockIdx.y, w.split);
-#pragma unroll
-    for (int n = 0; n < 32; ++n)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = warp * 16 + (lane >> 2) + hf * 8;
-        *reinterpret_cast<float2*>(part + r * DV + h * (DV / 2) + n * 8 + (lane & 3) * 2) =
-            make_float2(o[4 * n + 2 * hf], o[4 * n + 2 * hf + 1]);
-      }
-    finish_splits(p, w, sm, threadIdx.x);
+    // One call site for all 384 threads: bar.sync is an aligned barrier.
+    if (p.num_splits > 1) finish_splits(p, w, sm, threadIdx.x);
   }
 
   // Every thread after writing its partials: in the last CTA of the row block, the
   // first 256 merge, 4 threads per row.
   __device__ static void finish_splits(const MlaParams& p, const Work& w, const Smem& sm, int ctid) {
     const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
-    // (bar.sync is warp-aligned: lanes that wrote m and l rejoin first.)
-    if (Out::last_to_arrive(p, cta, sm.flag, ctid, [] {
-          __syncwarp();
-          named_barrier_sync(2, 384);
-        }))
+    // Every thread of the CTA is here (one call site): a plain __syncthreads.
+    if (Out::last_to_arrive(p, cta, sm.flag, ctid, [] { __syncthreads(); }))
       Out::template merge<4>(p, w.b, w.group, w.rb, cta, ctid);
   }
 };

@@ -251,7 +251,7 @@ MlaArgs wide_mla(bool sparse = false) {
 }
 
 // The wgmma kernel serves 16-bit Q and KV on sm_90a; auto takes it there for shapes with
-// >= 64 query rows per request and >= 16 such row blocks (measured), else xqa. fp8 KV,
+// >= 16 blocks of 64 query rows (measured), else xqa. fp8 KV,
 // FIA's split rope and every other arch take xqa; asking trtllm-gen for those names the backend.
 TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesItByShape) {
   for (bool sparse : {false, true}) {
@@ -266,7 +266,7 @@ TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesItByShape) {
     a.backend = Backend::kXqa;
     EXPECT_EQ(plan_mla(a, kPlanArch).spec.backend, spec::Backend::kXqa);
     EXPECT_EQ(plan_mla(a, kPlanArch).shape.rows_per_cta, mla_const::kRowsPerCta);
-    // 32 rows per request: auto takes xqa; trtllm-gen still serves when asked for.
+    // Two requests of 32 rows: auto takes xqa; trtllm-gen still serves when asked for.
     MlaArgs narrow = valid_mla(sparse);
     EXPECT_EQ(plan_mla(narrow, kPlanArch).spec.backend, spec::Backend::kXqa);
     narrow.backend = Backend::kTrtllmGen;
@@ -274,8 +274,9 @@ TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesItByShape) {
   }
   EXPECT_TRUE(mla_wgmma_pays(MlaShape{16, 64, 1, 8192, false}));
   EXPECT_TRUE(mla_wgmma_pays(MlaShape{128, 128, 1, 4096, false}));
-  EXPECT_FALSE(mla_wgmma_pays(MlaShape{128, 16, 1, 4096, false}));   // 16 rows
-  EXPECT_FALSE(mla_wgmma_pays(MlaShape{1, 128, 1, 32768, false}));   // one request: 2 row blocks
+  EXPECT_TRUE(mla_wgmma_pays(MlaShape{128, 16, 1, 4096, false}));   // 16 rows a request, 128 blocks
+  EXPECT_FALSE(mla_wgmma_pays(MlaShape{8, 16, 1, 16384, false}));   // 8 blocks
+  EXPECT_FALSE(mla_wgmma_pays(MlaShape{1, 128, 1, 32768, false}));  // one request: 2 row blocks
   MlaArgs a = wide_mla();
   for (const char* arch : {"sm_80", "sm_89", "sm_90", "sm_100a", "sm_120"}) {
     a.backend = Backend::kTrtllmGen;
@@ -439,7 +440,7 @@ TEST(MlaPlan, WgmmaUnitDeclaresItsLaunchMetadata) {
   ASSERT_EQ(s.backend, spec::Backend::kTrtllmGen);
   const render::RenderedUnit u = render::render(s);
   EXPECT_EQ(u.launch.threads, 384);  // a scorer and two accumulator warpgroups
-  EXPECT_EQ(u.launch.split_granule, mla_const::kHopperTile);
+  EXPECT_EQ(mla_const::kHopperTile % u.launch.split_granule, 0);  // splits are whole tiles
   EXPECT_LE(u.launch.smem_bytes, 227 * 1024);
   EXPECT_NE(u.source.find("mla/mla_hopper.cuh"), std::string::npos);
   EXPECT_NE(u.source.find("MlaHopperTraits<attnjit::bf16_t, attnjit::bf16_t, 64, true,"), std::string::npos) << u.source;

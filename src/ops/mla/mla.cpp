@@ -50,8 +50,7 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
 bool mla_wgmma_pays(const MlaShape& s) {
   MlaShape h = s;
   h.rows_per_cta = mla_const::kHopperRows;
-  const int64_t rows = s.sparse ? s.num_heads : int64_t(s.q_len) * s.num_heads;
-  return rows >= mla_const::kHopperRows && mla_base_ctas(h) >= 16;
+  return mla_base_ctas(h) >= 16;
 }
 
 size_t mla_semaphore_bytes(const MlaShape& s) {

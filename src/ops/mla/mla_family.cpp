@@ -32,15 +32,17 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   t.smem_limit = render::max_smem_per_block(s.arch);
   if (s.backend == spec::Backend::kTrtllmGen) {
     // MlaHopperTraits: a scorer (which also loads) and two accumulator warpgroups; 64 rows,
-    // two 64-token stages of 576 dims, Q, P's hand-over, the page entries, the barriers.
+    // 144 KB of 576-dim KV stages (64 tokens x 2, or 32 x 4), Q, P's hand-over, the page
+    // entries, the barriers. ATTNJIT_MLA_HOPPER_TILE (32 or 64) overrides the tile for
+    // tuning: it changes the rendered Traits, so the cache key follows.
     t.hopper = true;
     t.warps = 12;
-    t.stages = 2;
-    t.tile = mla_const::kHopperTile;
+    t.tile = util::env_knob("ATTNJIT_MLA_HOPPER_TILE", 32, 64).value_or(64) >= 64 ? 64 : 32;
+    t.stages = t.tile == 64 ? 2 : 4;
     t.rows = mla_const::kHopperRows;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;
     const int tiles = (t.rows + t.stages * t.tile) * t.kv_row_bytes;
-    t.smem_bytes = 1024 + tiles + 128 * 16 * 4 + 128 * 2 * 4 + t.stages * t.tile * 4 + (2 * t.stages + 2) * 8 + 16;
+    t.smem_bytes = 1024 + tiles + t.rows * 64 * 2 + 128 * 2 * 4 + t.stages * t.tile * 4 + (2 * t.stages + 2) * 8 + 16;
     return t;
   }
   const int q_row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kQRowBytes (Q as 16-bit MMA operands)
@@ -112,7 +114,7 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
     u.source = fmt::format(
         "// attnjit {name}\n"
         "#include \"mla/mla_hopper.cuh\"\n"
-        "using Traits = attnjit::MlaHopperTraits<{q}, {o}, {page}, {sparse}, {feat}u>;\n"
+        "using Traits = attnjit::MlaHopperTraits<{q}, {o}, {page}, {sparse}, {feat}u, {tile}>;\n"
         "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
         "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks} && Traits::kTile == {tile}, "
         "\"host and kernel disagree on launch metadata\");\n"
@@ -163,7 +165,7 @@ spec::Backend measured_faster(const spec::KernelSpec& s, const char** why) {
   spec::KernelSpec h = s;
   h.backend = spec::Backend::kTrtllmGen;
   const bool ok = mla_can_implement(h, s.arch, nullptr);
-  if (why) *why = ok ? "the wgmma kernel, where the shape has >= 64 query rows per request" : "xqa: the wgmma kernel does not serve this spec";
+  if (why) *why = ok ? "the wgmma kernel, for shapes with >= 16 blocks of 64 query rows" : "xqa: the wgmma kernel does not serve this spec";
   return ok ? spec::Backend::kTrtllmGen : spec::Backend::kXqa;
 }
 

@@ -24,10 +24,10 @@ int mla_row_blocks(const MlaShape& s);   // per group: ceil(rows_per_group / row
 int64_t mla_base_ctas(const MlaShape& s);  // batch x groups x row blocks, before splitting
 
 // Whether auto takes the wgmma (trtllm-gen) kernel for this shape on sm_90a. Measured on
-// the H200 (docs/PERFORMANCE.md, tenth session): it wins where each request has >= 64
-// query rows (the kernel's M) and there are >= 16 such row blocks (h64 B16 1.8x,
-// h128 B64/B128 2.5x); with fewer rows (h16: 0.7x) or one long request (0.66x) its
-// one-tile-in-flight ring is slower than the mma.sync kernel.
+// the H200 (docs/PERFORMANCE.md, tenth session): with >= 16 blocks of 64 query rows it
+// wins at every measured shape (h16 B32/B128 1.25-1.36x, h64 B16 2.65x, h128 4.6-4.8x);
+// one long request (h128 B1 L32K, 2 blocks) is 0.73x: its many splits' merge, done by
+// one CTA per row block, costs more than the mma.sync kernel's.
 bool mla_wgmma_pays(const MlaShape& s);
 
 struct MlaSplit {

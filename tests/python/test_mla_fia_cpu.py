@@ -62,6 +62,23 @@ def test_fia_prewarm_then_inspect():
     assert attnjit.prewarm(int8, arch=ARCH) == ["prefill.fp16.kvint8.hd128.g1.contig.nhd.sm90a"]
 
 
+def test_mla_backends_by_shape_and_by_request():
+    # auto on sm_90a: the wgmma (trtllm-gen) kernel for >= 16 blocks of 64 query rows (128 heads x
+    # batch 16), xqa for fewer (mla_call: 16 heads x batch 2); either on request; fp8 KV and other
+    # archs refuse trtllm-gen, naming the backend.
+    wide = mla_call(query=S([16, 1, 128, 576], "bf16"), block_tables=S([16, 4], "int32"), seq_lens=S([16], "int32"))
+    assert attnjit.prewarm(wide, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    assert attnjit.prewarm(dict(wide, backend="xqa"), arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a"]
+    assert attnjit.prewarm(mla_call(backend="trtllm-gen"), arch=ARCH) == [
+        "mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    info = attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a")
+    assert info["op"] == "mla" and info["origin"] == "memory"
+    with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):
+        attnjit.prewarm(dict(wide, backend="trtllm-gen"), arch="sm_120")
+    with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):
+        attnjit.prewarm(dict(wide, kv_cache=S([64, 64, 576], "fp8_e4m3"), backend="trtllm-gen"), arch=ARCH)
+
+
 def test_inspect_rejects_mla_and_prefill_names_it_cannot_build():
     with pytest.raises(attnjit.InvalidArgumentError, match="argument 'name'"):
         attnjit.inspect("mla.bf16.hd128.g1.p64.nhd.causal.sm90a")  # MLA is 576x512 only

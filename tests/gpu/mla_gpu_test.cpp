@@ -195,6 +195,30 @@ double run_mla(const MlaCase& c, uint32_t seed) {
   return testing::rel_l2(g, ref.out);
 }
 
+// A random 16-bit case of the sweeps: dtype, heads, q_len, page, 1-4 ragged lengths up to
+// max_len, sometimes sparse, and every option drawn (on the xqa backend; callers may change it).
+MlaCase random_16bit_case(std::mt19937& rng, int max_len) {
+  MlaCase c;
+  c.dtype = rng() % 2 ? DType::kBFloat16 : DType::kFloat16;
+  const int heads[] = {1, 2, 7, 16, 32, 64, 100, 128};
+  c.heads = heads[rng() % 8];
+  c.q_len = 1 + int(rng() % 16);
+  c.page_size = 16 << (rng() % 4);
+  const int batch = 1 + int(rng() % 4);
+  c.seq_lens.clear();
+  for (int b = 0; b < batch; ++b) c.seq_lens.push_back(1 + int(rng() % uint32_t(max_len)));
+  if (rng() % 3 == 0) c.top_k = 32 * (1 + int(rng() % 40)) + int(rng() % 2) * 7;  // not always a tile multiple
+  c.sinks = rng() % 3 == 0;
+  c.scale_ptrs = rng() % 3 == 0;
+  c.lse = rng() % 2 == 0;
+  c.lse_base2 = rng() % 2 == 0;
+  c.four_d = rng() % 2 == 0;
+  c.sm_count = rng() % 4 == 0 ? 1 : 0;
+  c.bmm1 = (0.5f + float(rng() % 100) / 100.f) / 24.f;
+  c.bmm2 = 0.5f + float(rng() % 100) / 50.f;
+  return c;
+}
+
 TEST(MlaGpu, Basic) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   MlaCase c;
@@ -222,24 +246,7 @@ TEST(MlaGpu, RandomizedSweep) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(20261201);
   for (int n = 0; n < 40; ++n) {
-    MlaCase c;
-    c.dtype = rng() % 2 ? DType::kBFloat16 : DType::kFloat16;
-    const int heads[] = {1, 2, 7, 16, 32, 64, 100, 128};
-    c.heads = heads[rng() % 8];
-    c.q_len = 1 + int(rng() % 16);
-    c.page_size = 16 << (rng() % 4);
-    const int batch = 1 + int(rng() % 4);
-    c.seq_lens.clear();
-    for (int b = 0; b < batch; ++b) c.seq_lens.push_back(1 + int(rng() % 3000));
-    if (rng() % 3 == 0) c.top_k = 32 * (1 + int(rng() % 40)) + int(rng() % 2) * 7;  // not always a tile multiple
-    c.sinks = rng() % 3 == 0;
-    c.scale_ptrs = rng() % 3 == 0;
-    c.lse = rng() % 2 == 0;
-    c.lse_base2 = rng() % 2 == 0;
-    c.four_d = rng() % 2 == 0;
-    c.sm_count = rng() % 4 == 0 ? 1 : 0;
-    c.bmm1 = (0.5f + float(rng() % 100) / 100.f) / 24.f;
-    c.bmm2 = 0.5f + float(rng() % 100) / 50.f;
+    const MlaCase c = random_16bit_case(rng, 3000);
     EXPECT_LE(run_mla(c, 9000 + n), kTol) << describe(c);
   }
 }
@@ -424,25 +431,8 @@ TEST(MlaGpuHopper, RandomizedSweep) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(20261203);
   for (int n = 0; n < 32; ++n) {
-    MlaCase c;
+    MlaCase c = random_16bit_case(rng, 5000);
     c.backend = n % 4 == 3 ? Backend::kAuto : Backend::kTrtllmGen;  // auto takes it on sm_90a
-    c.dtype = rng() % 2 ? DType::kBFloat16 : DType::kFloat16;
-    const int heads[] = {1, 2, 7, 16, 32, 64, 100, 128};
-    c.heads = heads[rng() % 8];
-    c.q_len = 1 + int(rng() % 16);
-    c.page_size = 16 << (rng() % 4);
-    const int batch = 1 + int(rng() % 4);
-    c.seq_lens.clear();
-    for (int b = 0; b < batch; ++b) c.seq_lens.push_back(1 + int(rng() % 5000));
-    if (rng() % 3 == 0) c.top_k = 32 * (1 + int(rng() % 40)) + int(rng() % 2) * 7;  // not always a tile multiple
-    c.sinks = rng() % 3 == 0;
-    c.scale_ptrs = rng() % 3 == 0;
-    c.lse = rng() % 2 == 0;
-    c.lse_base2 = rng() % 2 == 0;
-    c.four_d = rng() % 2 == 0;
-    c.sm_count = rng() % 4 == 0 ? 1 : 0;
-    c.bmm1 = (0.5f + float(rng() % 100) / 100.f) / 24.f;
-    c.bmm2 = 0.5f + float(rng() % 100) / 50.f;
     EXPECT_LE(run_mla(c, 9800 + n), kTol) << describe(c);
   }
 }

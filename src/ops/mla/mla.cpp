@@ -184,11 +184,11 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
   plan.shape = {batch, static_cast<int>(heads), static_cast<int>(q_len), sparse ? a.sparse_mla_top_k : a.max_seq_len,
-                sparse, mla_const::kHopperRows};
+                sparse};
   // auto: the table names the wgmma kernel wherever it serves the spec; the shape decides.
   if (s.backend == spec::Backend::kTrtllmGen && a.backend == Backend::kAuto && !mla_wgmma_pays(plan.shape))
     runtime::select_backend(runtime::BackendChoice::kXqa, s);
-  if (s.backend != spec::Backend::kTrtllmGen) plan.shape.rows_per_cta = mla_const::kRowsPerCta;
+  plan.shape.rows_per_cta = s.backend == spec::Backend::kTrtllmGen ? mla_const::kHopperRows : mla_const::kRowsPerCta;
   MlaParams& p = plan.params;
   p = MlaParams{};
   p.q = a.query.data;

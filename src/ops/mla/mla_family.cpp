@@ -110,46 +110,32 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
   u.launch.split_granule = t.tile;
   u.entry = "attnjit_mla_decode";
   u.smem_symbol = "attnjit_smem_bytes";
-  if (t.hopper) {
-    u.source = fmt::format(
-        "// attnjit {name}\n"
-        "#include \"mla/mla_hopper.cuh\"\n"
-        "using Traits = attnjit::MlaHopperTraits<{q}, {o}, {page}, {sparse}, {feat}u, {tile}>;\n"
-        "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
-        "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks} && Traits::kTile == {tile}, "
-        "\"host and kernel disagree on launch metadata\");\n"
-        "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
-        "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
-        "{entry}(const __grid_constant__ attnjit::MlaParams params) {{\n"
-        "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-        "  attnjit::MlaHopper<Traits>::run(params, smem);\n"
-        "}}\n",
-        fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)), fmt::arg("o", device_type(s.out_dtype)),
-        fmt::arg("page", s.page_size), fmt::arg("sparse", s.mask == spec::MaskMode::kCustom ? "true" : "false"),
-        fmt::arg("feat", s.features), fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
-        fmt::arg("min_blocks", t.min_blocks), fmt::arg("tile", t.tile), fmt::arg("smem", u.smem_symbol),
-        fmt::arg("entry", u.entry));
-    return u;
-  }
+  // The two kernels differ in their header, traits and entry struct (and the wgmma one's
+  // 1024-aligned shared memory for its swizzled tiles); the rest of the unit is one text.
+  const std::string sparse = s.mask == spec::MaskMode::kCustom ? "true" : "false";
+  const std::string traits =
+      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}u, {}>", device_type(s.q_dtype),
+                             device_type(s.out_dtype), s.page_size, sparse, s.features, t.tile)
+               : fmt::format("MlaTraits<{}, {}, {}, {}, {}, {}u, {}>", device_type(s.q_dtype), device_type(s.kv_dtype),
+                             device_type(s.out_dtype), s.page_size, sparse, s.features, t.stages);
   u.source = fmt::format(
       "// attnjit {name}\n"
-      "#include \"mla/mla_decode.cuh\"\n"
-      "using Traits = attnjit::MlaTraits<{q}, {kv}, {o}, {page}, {sparse}, {feat}u, {stages}>;\n"
+      "#include \"mla/{header}\"\n"
+      "using Traits = attnjit::{traits};\n"
       "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
       "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks} && Traits::kTile == {tile}, "
       "\"host and kernel disagree on launch metadata\");\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::MlaParams params) {{\n"
-      "  extern __shared__ __align__(16) unsigned char smem[];\n"
-      "  attnjit::MlaDecode<Traits>::run(params, smem);\n"
+      "  extern __shared__ __align__({align}) unsigned char smem[];\n"
+      "  attnjit::{kernel}<Traits>::run(params, smem);\n"
       "}}\n",
-      fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)), fmt::arg("kv", device_type(s.kv_dtype)),
-      fmt::arg("o", device_type(s.out_dtype)), fmt::arg("page", s.page_size),
-      fmt::arg("sparse", s.mask == spec::MaskMode::kCustom ? "true" : "false"), fmt::arg("feat", s.features),
-      fmt::arg("stages", t.stages), fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
+      fmt::arg("name", s.name()), fmt::arg("header", t.hopper ? "mla_hopper.cuh" : "mla_decode.cuh"),
+      fmt::arg("traits", traits), fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
       fmt::arg("min_blocks", t.min_blocks), fmt::arg("tile", t.tile), fmt::arg("smem", u.smem_symbol),
-      fmt::arg("entry", u.entry));
+      fmt::arg("entry", u.entry), fmt::arg("align", t.hopper ? 1024 : 16),
+      fmt::arg("kernel", t.hopper ? "MlaHopper" : "MlaDecode"));
   return u;
 }
 

@@ -3,7 +3,8 @@
 # scripts/stage_gpu.sh: GPU tests, a compute-sanitizer subset, the benchmark
 # (with start-up costs) and the PyTorch SDPA peers; short table last.
 # Usage: scripts/gpu_run.sh [STAGE_DIR] [gtest filter]
-#   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 SKIP_PEER_SWEEP=1 skip a part.
+#   SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_PEERS=1 SKIP_PEER_SWEEP=1 SKIP_FLASHMLA=1 skip a part.
+#   STAGE_DIR/flashmla.tar.gz (scripts/stage_flashmla.sh) adds FlashMLA beside the MLA benchmark.
 #   SANITIZER_FILTER sets the compute-sanitizer subset (a gtest filter).
 #   BENCH_ARGS="--fia" runs only that benchmark (into bench_fia.log) instead of the usual set.
 #   STAGE_DIR/peers (scripts/peer_sweep.sh build) adds the FlashInfer XQA sweep.
@@ -115,6 +116,17 @@ if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
     env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^(xqa|single|B[0-9])" >>"$OUTDIR/sweep.log"
   done
 fi
+# FlashMLA beside attnjit's MLA decode (staged by scripts/stage_flashmla.sh): built here
+# (about 2 minutes of nvcc), then timed on attnjit-bench --mla's bf16 shapes.
+if [ "${SKIP_FLASHMLA:-0}" != 1 ] && [ -f "$STAGE/flashmla.tar.gz" ]; then
+  fm=/tmp/attnjit-flashmla
+  [ -d $fm/flashmla ] || { mkdir -p $fm && tar -xzf "$STAGE/flashmla.tar.gz" -C $fm; }
+  (cd $fm/flashmla && { [ -n "$(ls flash_mla/cuda*.so 2>/dev/null)" ] ||
+    CPLUS_INCLUDE_PATH=/usr/local/cuda/include/cccl FLASH_MLA_DISABLE_SM100=1 NVCC_THREADS=4 MAX_JOBS=16 \
+      python3 setup.py build_ext --inplace >"$OUTDIR/flashmla_build.log" 2>&1; }) &&
+    PYTHONPATH=$fm/flashmla PYTHONUNBUFFERED=1 python3 scripts/peer_flashmla.py >"$OUTDIR/peer_flashmla.log" 2>&1 ||
+    echo "FlashMLA peer failed: $(tail -3 "$OUTDIR/flashmla_build.log" "$OUTDIR/peer_flashmla.log" 2>/dev/null)"
+fi
 # FlashInfer's own XQA kernels beside attnjit (binaries from scripts/peer_sweep.sh build).
 if [ "${SKIP_PEER_SWEEP:-0}" != 1 ] && [ -d "$STAGE/peers" ]; then
   scripts/peer_sweep.sh run "$STAGE" >"$OUTDIR/peer_sweep.log" 2>&1 || status=1
@@ -125,6 +137,7 @@ fi
 [ -f "$OUTDIR/peers_prefill.log" ] && cat "$OUTDIR/peers_prefill.log"
 [ -f "$OUTDIR/bench_fia.log" ] && cat "$OUTDIR/bench_fia.log"
 [ -f "$OUTDIR/bench.log" ] && tail -40 "$OUTDIR/bench.log"
+[ -f "$OUTDIR/peer_flashmla.log" ] && cat "$OUTDIR/peer_flashmla.log"
 [ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"
 [ -f "$OUTDIR/sweep.log" ] && cat "$OUTDIR/sweep.log"
 exit $status

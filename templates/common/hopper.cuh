@@ -53,6 +53,15 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const void* map, u64* bar, 
       : "memory");
 }
 
+// The same for a 3-D tensor map.
+__device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, u64* bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
+          dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // Generic-proxy shared-memory writes (st.shared, cp.async) become visible to the
 // async proxy (wgmma, TMA) of the same thread.
 __device__ __forceinline__ void fence_proxy_async_shared() {

@@ -1,19 +1,19 @@
-// The Hopper MLA decode kernel (trtllm-gen backend, sm_90a), warp-specialized
-// with warpgroup MMA. A CTA holds 64 query rows (head x query token) and walks
-// its split of the KV in 64-token tiles of all 576 dims:
-//   warpgroup 0, the scorer: gathers each tile's rows with cp.async (pages or
-//     sparse indices looked up a tile ahead) into a two-stage ring of
-//     128-byte-swizzled stages (Q too, once), each signalled by a "full" mbarrier;
-//     computes S = Q K^T (64 x 64 over 576, both operands in shared memory), masks,
-//     the online softmax, and hands P (as A fragments) and the rows' rescale
-//     factors to the others through shared memory;
-//   warpgroups 1 and 2, the accumulators: O[:, 256h .. 256h + 255] += P V with
-//     P from registers and V (the first 512 dims of the same tile) read MN-major.
-// The scorer computes S of tile k + 1 while the accumulators run P V of tile k, and
-// issues tile k + kStages's copies as soon as P V of tile k frees its stage. (384 threads:
-// ptxas allots every thread the accumulators' ~160 registers; a fourth warpgroup
-// as a separate producer would cap them at 128.)
-// Split-KV CTAs merge in the last one (mla_epilogue.cuh).
+// The Hopper MLA decode kernel (trtllm-gen backend, sm_90a): two math warpgroups
+// that share every tile's work ("seesaw", the schedule of FlashMLA's write-up).
+// A CTA holds 64 query rows (head x query token) and walks its split of the KV in
+// 64-token tiles of all 576 dims, two tiles at a time: A (buffer 0) and B (buffer 1).
+//   - Warpgroup 0 computes S = Q K^T and the softmax of A, warpgroup 1 those of B,
+//     one after the other (B's row maxima start from A's).
+//   - O is split by columns: warpgroup 0 holds O[:, 0..255], warpgroup 1 O[:, 256..511].
+//     Each runs P V over both tiles for its half: its own tile's P from registers,
+//     the other's P from shared memory (rescaled to the pair's final maxima).
+//   - Each warpgroup loads its half of every tile's columns (0..255 by 0; 256..575
+//     by 1) as soon as its own P V frees that half, so the next pair streams in while
+//     this one computes: dense pages by TMA (one thread issues the half's boxes),
+//     sparse rows (or any call without a tensor map) by cp.async from all 128 threads.
+// Q's rope dims (512..575) live in registers, so their shared-memory block holds B's P.
+// The hand-overs are named barriers between the warpgroups; the loads complete on
+// mbarriers. Split-KV CTAs merge in the last one (mla_epilogue.cuh).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -22,7 +22,7 @@
 
 namespace attnjit {
 
-template <class T_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_, int kTile_>
+template <class T_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_>
 struct MlaHopperTraits {
   using T = T_;
   using OT = OT_;
@@ -30,21 +30,17 @@ struct MlaHopperTraits {
   static constexpr bool kSparse = kSparse_;
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr bool kSplitRope = false;
-  // 64-token tiles in two stages, or 32-token tiles in four: the same 144 KB, three
-  // tiles in flight instead of one (S = Q K^T then runs as m64n32 wgmmas).
-  static constexpr int kRows = mla_const::kHopperRows, kTile = kTile_, kStages = kTile_ == 64 ? 2 : 4;
-  static_assert(kTile_ == 32 || kTile_ == 64, "32- or 64-token tiles");
-  static constexpr int kThreads = 384, kMinBlocks = 1;
-  static constexpr int kQBytes = kRows * mla_const::kHeadDimQk * 2;       // 9 swizzled column blocks
-  static constexpr int kStageBytes = kTile * mla_const::kHeadDimQk * 2;
-  static constexpr int kTileBytes = kQBytes + kStages * kStageBytes;
-  static constexpr int kPBytes = kRows * 64 * 2;  // P: one swizzled 64 x 64 16-bit tile (kTile columns used)
-  static constexpr int kAlphaBytes = 128 * 2 * 4;  // two rows' rescale factors per scorer thread
-  static constexpr int kTokBytes = kStages * kTile * 4;  // per stage: each row's page entry, -1 empty
-  static constexpr int kBarriers = 2 * kStages + 2;
-  // 1024: slack to align the swizzled tiles.
-  static constexpr int kSmemBytes = 1024 + kTileBytes + kPBytes + kAlphaBytes + kTokBytes + kBarriers * 8 + 16;
+  static constexpr int kRows = mla_const::kHopperRows, kTile = mla_const::kHopperTile;
+  static constexpr int kThreads = 256, kMinBlocks = 1;
+  static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
+  static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims
+  // Row maxima, tile A's and B's rescale factors, the two row sums, the sparse
+  // row flags of both buffers, 4 mbarriers, the split flag.
+  static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 4 * 8 + 16;
+  // 1024: slack to align the swizzled tiles. Q, two KV buffers, A's P.
+  static constexpr int kSmemBytes = 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
   static_assert(!IsFp8<T>::value, "the wgmma MLA kernel reads 16-bit KV");
+  static_assert(kRows == 64 && kTile == 64, "64 rows x 64-token tiles");
 };
 
 template <class Tr>
@@ -52,7 +48,16 @@ struct MlaHopper {
   using T = typename Tr::T;
   using Out = MlaEpilogue<Tr, Tr::kRows>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, kTile = Tr::kTile;
-  static constexpr int kStages = Tr::kStages, kChunks = D / 8;  // 16-byte chunks per 576-dim row
+  static constexpr int kBlk = Tr::kBlockBytes, kLeftBlocks = 4;  // warpgroup 0 loads blocks 0..3
+  // Named barriers between the warpgroups (id 0 is __syncthreads'): one side arrives,
+  // the other waits; all 256 threads count.
+  enum : int {
+    kMaxA = 1,    // 0 -> 1: tile A's row maxima and rescale factors are in shared memory
+    kMaxB = 2,    // 1 -> 0: tile B's (or A's again, when B is past the end)
+    kP0Ready = 3, // 0 -> 1: A's P, rescaled to B's maxima
+    kP1Ready = 4, // 1 -> 0: B's P
+    kTokBar = 5,  // + warpgroup: within a warpgroup (128 threads): sparse row flags, zeroed tail rows
+  };
 
   struct Work {
     int b, group, rb, split;
@@ -61,15 +66,14 @@ struct MlaHopper {
   };
 
   struct Smem {
-    unsigned char* base;  // 1024-aligned: Q, then the stages
-    u32 q, kv;            // shared-space addresses of Q and of stage 0
-    unsigned char* pt;    // P: a 64 x 64 swizzled tile (K-major A of P V); last: each scorer thread's m and l
-    float2* alpha;        // [128]: the rescale factors of a scorer thread's two rows
-    int* tok;             // [kStages][kTile]: each row's page entry (sparse: position), -1 none
-    u64* full;            // [kStages]: the scorer's 128 cp.async arrivals + one that publishes tok
-    u64* empty;           // [kStages]: the scorer's 4 warps (after S) and the accumulators' 8 (after P V)
-    u64* p_full;          // the scorer's 128 threads wrote P (or the final m, l)
-    u64* p_empty;         // the accumulators' 256 threads: P V is done with P and alpha
+    unsigned char* base;  // 1024-aligned: Q, buffer 0, buffer 1, A's P
+    u32 q, kv, p0, p1;    // shared-space addresses; p1 (B's P) is Q's rope block
+    float* m;             // [64] the rows' running max after the latest tile
+    float* scale_a;       // [64] tile A's rescale factor
+    float* scale_b;       // [64] tile B's
+    float* lsum;          // [2][64] the warpgroups' row sums, at the end
+    int* tok;             // [2][64] sparse: whether each row of the buffer's tile holds a key
+    u64* full;            // [buffer * 2 + half]: the half's TMA bytes, or its 128 loaders' cp.async arrivals
     unsigned* flag;
   };
 
@@ -77,16 +81,17 @@ struct MlaHopper {
     Smem sm;
     sm.base = raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
     sm.q = smem_addr(sm.base);
-    sm.kv = sm.q + Tr::kQBytes;
-    unsigned char* c = sm.base + Tr::kTileBytes;
-    sm.pt = c;
-    sm.alpha = reinterpret_cast<float2*>(c + Tr::kPBytes);
-    sm.tok = reinterpret_cast<int*>(c + Tr::kPBytes + Tr::kAlphaBytes);
-    sm.full = reinterpret_cast<u64*>(c + Tr::kPBytes + Tr::kAlphaBytes + Tr::kTokBytes);
-    sm.empty = sm.full + kStages;
-    sm.p_full = sm.empty + kStages;
-    sm.p_empty = sm.p_full + 1;
-    sm.flag = reinterpret_cast<unsigned*>(sm.p_empty + 1);
+    sm.kv = sm.q + Tr::kTileBytes;
+    sm.p0 = sm.q + 3 * Tr::kTileBytes;
+    sm.p1 = sm.q + 8 * kBlk;
+    unsigned char* c = sm.base + 3 * Tr::kTileBytes + kBlk;
+    sm.m = reinterpret_cast<float*>(c);
+    sm.scale_a = sm.m + 64;
+    sm.scale_b = sm.m + 128;
+    sm.lsum = sm.m + 192;
+    sm.tok = reinterpret_cast<int*>(sm.m + 320);
+    sm.full = reinterpret_cast<u64*>(sm.m + 448);
+    sm.flag = reinterpret_cast<unsigned*>(sm.full + 4);
     return sm;
   }
 
@@ -103,198 +108,359 @@ struct MlaHopper {
     }
   }
 
-  // Q's 64 rows (zero past rows_per_group) into the swizzled Q tile.
-  __device__ static void load_q(const MlaParams& p, const Work& w, const Smem& sm, int tid) {
-    const T* q = static_cast<const T*>(p.q);
-    const int cc = tid % 8, r0 = tid / 8;  // as in load_tile: one address per row
-    unsigned char* dst = sm.base + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+  __device__ static bool tma(const MlaParams& p) { return !Tr::kSparse && p.kv_tma != 0; }
+
+  // A loader thread's rows of tile it: tid / 8 + 16 j (TMA: thread 0's, rows 0, 16, 32
+  // and 48, one per box of a 16-slot page). Looked up an iteration before the copies.
+  __device__ static void lookup_rows(const MlaParams& p, const Work& w, int it, int tid, int (&e)[4]) {
+    const bool needed = it < w.n_tiles && (!tma(p) || tid == 0);
 #pragma unroll
-    for (int j = 0; j < Tr::kRows / 16; ++j) {
-      const int row = w.rb * Tr::kRows + r0 + 16 * j, f = w.group * p.rows_per_group + row;
-      const bool ok = row < p.rows_per_group;
-      const T* src = (ok ? q + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t + (f % p.num_heads) * p.q_stride_h : q) + cc * 8;
+    for (int j = 0; j < 4; ++j) e[j] = needed ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j) : -1;
+  }
+
+  // Column blocks [kb0, kb1) of tile it into buffer it % 2 by TMA, issued by one thread:
+  // a box of 64 dims x min(page_size, 64) slots per block and page. A page past the
+  // range (entry -1) is out of the map's bounds: TMA fills it with zeros.
+  template <int kb0, int kb1>
+  __device__ static void load_half_tma(const MlaParams& p, const Work& w, const Smem& sm, int it, const int (&e)[4]) {
+    constexpr int kBoxRows = Tr::kPageSize < 64 ? Tr::kPageSize : 64;
+    const int buf = it % 2, j0 = w.lo + it * kTile;
+    u64* bar = &sm.full[buf * 2 + (kb0 == 0 ? 0 : 1)];
+    mbar_arrive_expect_tx(bar, (kb1 - kb0) * kBlk);
+    const u32 dst = sm.kv + buf * Tr::kTileBytes;
 #pragma unroll
-      for (int cb = 0; cb < kChunks / 8; ++cb)
-        cp_async_16(dst + j * 16 * 128 + cb * Tr::kRows * 128, src + cb * 64, ok ? 16u : 0u);
+    for (int sub = 0; sub < 64 / kBoxRows; ++sub) {
+      const int page = e[sub * kBoxRows / 16], slot = (j0 + sub * kBoxRows) % Tr::kPageSize;
+#pragma unroll
+      for (int cb = kb0; cb < kb1; ++cb)
+        tma_load_3d(dst + cb * kBlk + sub * kBoxRows * 128, &p.kv_map, bar, cb * 64, slot, page);
     }
   }
 
-  // Tile it's rows into stage it % kStages (the caller waited for the stage to be
-  // free). `entry`: lanes < kTile hold the tile's page entries, looked up a load ahead.
-  // Each thread's copies arrive on the stage's "full" barrier as they land.
-  __device__ static void load_tile(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, int entry) {
+  // One warpgroup's half of tile it (kb0 == 0: blocks 0..3, else 4..8), by TMA or cp.async.
+  template <int kb0, int kb1>
+  __device__ static void load(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
+                              bool flags) {
+    if (tma(p)) {
+      if (tid == 0) load_half_tma<kb0, kb1>(p, w, sm, it, e);
+    } else {
+      load_half<kb0, kb1>(p, w, sm, tid, it, e, flags);
+    }
+  }
+
+  // TMA: rows past the range end hold whatever their page holds there, and V meets
+  // P = 0 in them (0 * NaN is NaN). The warpgroup about to multiply by its half of
+  // tile it's V zeroes those rows of it first (only the range's last tile has any).
+  __device__ static void zero_tail(const MlaParams& p, const Work& w, const Smem& sm, int it, int half, int tid) {
+    const int valid = w.hi - w.lo - it * kTile;
+    if (!tma(p) || valid >= kTile) return;
+    unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2) + half * kLeftBlocks * kBlk;
+    for (int i = tid; i < (kTile - valid) * kLeftBlocks * 8; i += 128) {  // rows x 4 blocks x 8 chunks
+      const int r = valid + i / (kLeftBlocks * 8), cb = (i / 8) % kLeftBlocks;
+      *reinterpret_cast<uint4*>(v + cb * kBlk + r * 128 + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(kTokBar + half, 128);
+  }
+
+  // Column blocks [kb0, kb1) of tile it into buffer it % 2, by one warpgroup: thread t
+  // copies chunk t % 8 of rows t / 8 + 16 j (one address per row; in the swizzled
+  // buffer every destination is the thread's base plus a constant). Rows without a
+  // key are zero-filled: V meets P = 0 there, and 0 * garbage could be NaN. The copies
+  // arrive on the half's mbarrier; `flags`: publish the rows' sparse flags too.
+  template <int kb0, int kb1>
+  __device__ static void load_half(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
+                                   bool flags) {
     const unsigned char* kv = static_cast<const unsigned char*>(p.kv);
-    const int st = it % kStages, j0 = w.lo + it * kTile;
-    int* tok = sm.tok + st * kTile;
-    if (tid < kTile) tok[tid] = entry;
-    named_barrier_sync(1, 128);  // the entries are visible to the warpgroup
-    if (it == 0) load_q(p, w, sm, tid);
-    // Thread t copies 16-byte chunk t % 8 of every 128-byte column block of rows
-    // t / 8 + 16 j: one address per row, and in the swizzled stage every destination
-    // is the thread's base plus a constant (row % 8 is the same for its rows).
-    unsigned char* stage = sm.base + Tr::kQBytes + st * Tr::kStageBytes;
-    const int cc = tid % 8, r0 = tid / 8;
-    unsigned char* dst = stage + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+    const int buf = it % 2, j0 = w.lo + it * kTile, cc = tid % 8, r0 = tid / 8;
+    if constexpr (Tr::kSparse) {
+      if (flags) {
+        if (cc == 0)
 #pragma unroll
-    for (int j = 0; j < kTile / 16; ++j) {
-      const int r = r0 + 16 * j, e = tok[r];
+          for (int j = 0; j < 4; ++j) sm.tok[buf * 64 + r0 + 16 * j] = e[j] >= 0;
+        named_barrier_sync(kTokBar + (kb0 == 0 ? 0 : 1), 128);
+      }
+    }
+    unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = r0 + 16 * j;
       long long page, slot;
       if constexpr (Tr::kSparse) {
-        page = e / Tr::kPageSize;
-        slot = e % Tr::kPageSize;
+        page = e[j] / Tr::kPageSize;
+        slot = e[j] % Tr::kPageSize;
       } else {
-        page = e;
+        page = e[j];
         slot = (j0 + r) % Tr::kPageSize;
       }
-      const unsigned char* src = (e >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 : kv) + cc * 16;
-      const unsigned bytes = e >= 0 ? 16u : 0u;  // zero rows: V meets P = 0 there, and 0 * garbage could be NaN
+      const unsigned char* src = (e[j] >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 : kv) + cc * 16;
+      const unsigned bytes = e[j] >= 0 ? 16u : 0u;
 #pragma unroll
-      for (int cb = 0; cb < kChunks / 8; ++cb) cp_async_16(dst + j * 16 * 128 + cb * kTile * 128, src + cb * 128, bytes);
+      for (int cb = kb0; cb < kb1; ++cb) cp_async_16(dst + j * 16 * 128 + cb * kBlk, src + cb * 128, bytes);
     }
-    cp_async_mbar_arrive(&sm.full[st]);
-    if (tid == 0) mbar_arrive(&sm.full[st]);  // release: the entries (plain stores) reach the consumers
+    cp_async_mbar_arrive(&sm.full[buf * 2 + (kb0 == 0 ? 0 : 1)]);
   }
 
-  __device__ static void wait_full(const Smem& sm, int it) {
-    mbar_wait(&sm.full[it % kStages], (it / kStages) & 1);
+  __device__ static void wait_half(const Smem& sm, int it, int half) {
+    mbar_wait(&sm.full[(it % 2) * 2 + half], (it / 2) & 1);
     fence_proxy_async_shared();
   }
 
-  // The scorer warpgroup: the loads, S, the softmax and the hand-over of P per tile;
-  // then the rows' final max and sum (m, l), through the same hand-over.
-  __device__ static void score(const MlaParams& p, const Work& w, const Smem& sm, int tid) {
-    const int warp = tid / 32, lane = tid % 32;
-    // The first kStages - 1 tiles; `entry` then holds the next tile to load's entries.
-    int entry = tid < kTile && w.n_tiles > 0 ? lookup(p, w, w.lo + tid) : -1;
-    for (int t = 0; t < kStages - 1 && t < w.n_tiles; ++t) {
-      load_tile(p, w, sm, tid, t, entry);
-      if (tid < kTile && t + 1 < w.n_tiles) entry = lookup(p, w, w.lo + (t + 1) * kTile + tid);
+  // S (=, or += when `accumulate`) Q K^T over column blocks [kb0, kb1) of tile it's
+  // buffer; block 8 (rope) takes Q from registers.
+  template <int kb0, int kb1>
+  __device__ static void qk(float (&s)[32], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
+    const u32 buf = sm.kv + (it % 2) * Tr::kTileBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int k0 = kb0 * 64; k0 < (kb1 < 8 ? kb1 : 8) * 64; k0 += 16)
+      Wgmma<T, 64>::ss(s, desc_k_major<64>(sm.q, k0), desc_k_major<64>(buf, k0), accumulate || k0 > kb0 * 64);
+    if constexpr (kb1 == 9) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) Wgmma<T, 64>::rs(s, rq[kk], desc_k_major<64>(buf, 512 + 16 * kk), 1);
     }
-    int limit[2];  // query token t of the request sees positions < seq_len - q_len + t + 1
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
-      const int t = (w.group * p.rows_per_group + row) / p.num_heads;
-      limit[hf] = Tr::kSparse ? 0x7fffffff : w.seq_len - p.q_len + t + 1;
-    }
-    const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
-    float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
-    float s[kTile / 2];
-    for (int it = 0; it < w.n_tiles; ++it) {
-      const int st = it % kStages, j0 = w.lo + it * kTile;
-      wait_full(sm, it);
-      const u32 sk = sm.kv + st * Tr::kStageBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int k0 = 0; k0 < D; k0 += 16)
-        Wgmma<T, kTile>::ss(s, desc_k_major<Tr::kRows>(sm.q, k0), desc_k_major<kTile>(sk, k0), k0 > 0);
-      wgmma_commit();
-      // Tile it + kStages - 1 into the stage tile it - 1 used, once its P V is done.
-      const int nx = it + kStages - 1;
-      if (nx < w.n_tiles) {
-        mbar_wait(&sm.empty[nx % kStages], ((nx / kStages) & 1) ^ 1);
-        load_tile(p, w, sm, tid, nx, entry);
-        if (tid < kTile && nx + 1 < w.n_tiles) entry = lookup(p, w, w.lo + (nx + 1) * kTile + tid);
-      }
-      // Which of this thread's 16 columns hold a key (read before the stage is released).
-      unsigned present = 0;
-#pragma unroll
-      for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) present |= (sm.tok[st * kTile + n * 8 + (lane & 3) * 2 + e] >= 0 ? 1u : 0u) << (2 * n + e);
-      wgmma_wait<0>();
-      wgmma_fence_operands(s);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.empty[st]);
-
-      float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-      for (int i = 0; i < kTile / 2; ++i) {
-        const int hf = (i % 4) / 2, col = (i / 4) * 8 + (lane & 3) * 2 + (i % 2);
-        const bool vis = ((present >> ((i / 4) * 2 + (i % 2))) & 1u) && j0 + col < limit[hf];
-        s[i] = vis ? s[i] * scale_log2 : kNegInf;
-        mx[hf] = fmaxf(mx[hf], s[i]);
-      }
-      float alpha[2];
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
-        const float ref = safe_ref(m_new);
-        alpha[hf] = fast_exp2(m[hf] - ref);
-        m[hf] = m_new;
-        mx[hf] = ref;
-        l[hf] *= alpha[hf];
-      }
-#pragma unroll
-      for (int i = 0; i < kTile / 2; ++i) {
-        s[i] = fast_exp2(s[i] - mx[(i % 4) / 2]);
-        l[(i % 4) / 2] += s[i];
-      }
-      // P (bf16/fp16) into the swizzled 64 x 64 tile the accumulators' wgmma reads
-      // K-major, once their P V of the tile before is done with it.
-      mbar_wait(sm.p_empty, (it & 1) ^ 1);
-#pragma unroll
-      for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = warp * 16 + (lane >> 2) + hf * 8;
-          *reinterpret_cast<u32*>(sm.pt + r * 128 + ((n ^ (r % 8)) << 4) + (lane & 3) * 4) =
-              pack2<T>(s[n * 4 + hf * 2], s[n * 4 + hf * 2 + 1]);
-        }
-      sm.alpha[tid] = make_float2(alpha[0], alpha[1]);
-      fence_proxy_async_shared();  // P's generic stores, visible to the accumulators' wgmma
-      mbar_arrive(sm.p_full);
-    }
-    mbar_wait(sm.p_empty, (w.n_tiles & 1) ^ 1);
-    reinterpret_cast<float4*>(sm.pt)[tid] = make_float4(m[0], m[1], quad_sum(l[0]), quad_sum(l[1]));
-    mbar_arrive(sm.p_full);
-    asm volatile("cp.async.wait_all;" ::: "memory");  // (every copy landed: its tile was scored)
+    wgmma_commit();
   }
 
-  // An accumulator warpgroup (half h: V/O dims 256h ..): O += P V per tile, P and V
-  // both read by the wgmma from shared memory. Returns the rows' m and l in ml
-  // (m0, m1, l0, l1).
-  __device__ static void accumulate(const Work& w, const Smem& sm, int h, int tid, float (&o)[128], float4& ml) {
-    const int lane = tid % 32;
-    const u32 sp = smem_addr(sm.pt);
+  // O[:, half] += P V[:, half] of tile it: P from registers, or from shared memory at sp.
+  __device__ static void pv_regs(float (&o)[128], const u32 (&pa)[4][4], const Smem& sm, int it, int half) {
+    const u32 sv = sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk;
+    wgmma_fence();
 #pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] = 0.f;
-    for (int it = 0; it < w.n_tiles; ++it) {
-      mbar_wait(sm.p_full, it & 1);
-      const float2 alpha = sm.alpha[tid];
-      // Once the row maxima settle, alpha is 1 across the warp: skip the rescale.
-      if (!__all_sync(0xffffffffu, alpha.x == 1.f && alpha.y == 1.f)) {
+    for (int kk = 0; kk < 4; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_mn_major<64>(sv, kk * 16), 1);
+    wgmma_commit();
+  }
+  __device__ static void pv_smem(float (&o)[128], u32 sp, const Smem& sm, int it, int half) {
+    const u32 sv = sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk;
+    wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= (i % 4) / 2 ? alpha.y : alpha.x;
+    for (int kk = 0; kk < 4; ++kk)
+      Wgmma<T, DV / 2>::ss_mn(o, desc_k_major<64>(sp, kk * 16), desc_mn_major<64>(sv, kk * 16), 1);
+    wgmma_commit();
+  }
+
+  // Masks and scales S of tile it, then the online softmax against the running max m:
+  // m moves to the new max, l is rescaled and gains the tile's row sums, s becomes P,
+  // alpha is the rows' rescale factor for what came before.
+  __device__ static void softmax(float (&s)[32], const Work& w, const Smem& sm, int it, const int (&limit)[2],
+                                 float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2], int lane) {
+    const int j0 = it * kTile;  // range offset of the tile's first key
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int hf = (i % 4) / 2, col = (i / 4) * 8 + (lane & 3) * 2 + (i % 2);
+      bool vis = j0 + col < limit[hf];
+      if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % 2) * 64 + col] != 0;
+      s[i] = vis ? s[i] * scale_log2 : kNegInf;
+      mx[hf] = fmaxf(mx[hf], s[i]);
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
+      const float ref = safe_ref(m_new);
+      alpha[hf] = fast_exp2(m[hf] - ref);
+      m[hf] = m_new;
+      mx[hf] = ref;
+      l[hf] *= alpha[hf];
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      s[i] = fast_exp2(s[i] - mx[(i % 4) / 2]);
+      l[(i % 4) / 2] += s[i];
+    }
+  }
+
+  // P in the A-operand layout: k step kk takes the 8-wide blocks 2kk and 2kk + 1.
+  __device__ static void pack_p(const float (&s)[32], u32 (&pa)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
+  }
+  // P (16-bit) into a swizzled 64 x 64 tile that a wgmma reads K-major.
+  __device__ static void store_p(unsigned char* pt, const float (&s)[32], int warp, int lane) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = warp * 16 + (lane >> 2) + hf * 8;
+        *reinterpret_cast<u32*>(pt + r * 128 + ((n ^ (r % 8)) << 4) + (lane & 3) * 4) =
+            pack2<T>(s[n * 4 + hf * 2], s[n * 4 + hf * 2 + 1]);
       }
-      const int st = it % kStages;
-      wait_full(sm, it);
-      const u32 sv = sm.kv + st * Tr::kStageBytes + h * (DV / 2 / 64) * (kTile * 128);
-      wgmma_fence();
+    fence_proxy_async_shared();  // generic stores, visible to the other warpgroup's wgmma
+  }
+
+  __device__ static void rescale(float (&o)[128], float a0, float a1) {
+    // Once the row maxima settle, the factors are 1 across the warp: skip it.
+    if (__all_sync(0xffffffffu, a0 == 1.f && a1 == 1.f)) return;
 #pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk)
-        Wgmma<T, DV / 2>::ss_mn(o, desc_k_major<Tr::kRows>(sp, kk * 16), desc_mn_major<kTile>(sv, kk * 16), 1);
-      wgmma_commit();
+    for (int i = 0; i < 128; ++i) o[i] *= (i % 4) / 2 ? a1 : a0;
+  }
+
+  // The row-stats arrays, written by one thread of each row's quad.
+  __device__ static void put_rows(float* dst, const float (&v)[2], int warp, int lane) {
+    if ((lane & 3) == 0) {
+      dst[warp * 16 + (lane >> 2)] = v[0];
+      dst[warp * 16 + (lane >> 2) + 8] = v[1];
+    }
+  }
+  __device__ static void get_rows(const float* src, float (&v)[2], int warp, int lane) {
+    v[0] = src[warp * 16 + (lane >> 2)];
+    v[1] = src[warp * 16 + (lane >> 2) + 8];
+  }
+
+  // Warpgroup 0: S and softmax of every A tile; O[:, 0..255]; loads blocks 0..3.
+  // On return m and l are the rows' final max and this warpgroup's share of the sum.
+  __device__ static void run_wg0(const MlaParams& p, const Work& w, const Smem& sm, int tid, const u32 (&rq)[4][4],
+                                 const int (&limit)[2], float scale_log2, float (&o)[128], float (&m)[2], float (&l)[2]) {
+    const int warp = tid / 32, lane = tid % 32;
+    float s[32];
+    if (w.n_tiles > 0) {
+      wait_half(sm, 0, 0);
+      qk<0, 4>(s, sm, 0, rq, false);
+      wait_half(sm, 0, 1);
+      qk<4, 9>(s, sm, 0, rq, true);
+      wgmma_wait<0>();
+      wgmma_fence_operands(s);
+    }
+    for (int a = 0; a < w.n_tiles; a += 2) {
+      const bool has_b = a + 1 < w.n_tiles, next_a = a + 2 < w.n_tiles, next_b = a + 3 < w.n_tiles;
+      int ea[4], eb[4];
+      lookup_rows(p, w, a + 2, tid, ea);
+      lookup_rows(p, w, a + 3, tid, eb);
+      float alpha[2];
+      softmax(s, w, sm, a, limit, scale_log2, m, l, alpha, lane);
+      put_rows(sm.m, m, warp, lane);
+      put_rows(sm.scale_a, alpha, warp, lane);
+      named_barrier_arrive(kMaxA, 256);
+      u32 pa[4][4];
+      pack_p(s, pa);
+      rescale(o, alpha[0], alpha[1]);
+      zero_tail(p, w, sm, a, 0, tid);
+      pv_regs(o, pa, sm, a, 0);
+      // B's maxima: A's P joins them for warpgroup 1's half of O.
+      named_barrier_sync(kMaxB, 256);
+      float sb[2];
+      get_rows(sm.scale_b, sb, warp, lane);
+      get_rows(sm.m, m, warp, lane);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] *= sb[(i % 4) / 2];
+      store_p(sm.base + 3 * Tr::kTileBytes, s, warp, lane);
+      named_barrier_arrive(kP0Ready, 256);
+      l[0] *= sb[0];
+      l[1] *= sb[1];
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      mbar_arrive(sm.p_empty);  // every thread, after its own alpha read
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.empty[st]);
+      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, true);  // A's left half is free
+      if (has_b) {
+        named_barrier_sync(kP1Ready, 256);
+        rescale(o, sb[0], sb[1]);
+        zero_tail(p, w, sm, a + 1, 0, tid);
+        pv_smem(o, sm.p1, sm, a + 1, 0);
+      }
+      if (next_a) {
+        wait_half(sm, a + 2, 0);
+        qk<0, 4>(s, sm, a + 2, rq, false);
+        wgmma_wait<1>();  // B's P V: B's left half is free
+        wgmma_fence_operands(o);
+        if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false);
+        wait_half(sm, a + 2, 1);
+        qk<4, 9>(s, sm, a + 2, rq, true);
+      }
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      wgmma_fence_operands(s);
     }
-    mbar_wait(sm.p_full, w.n_tiles & 1);
-    ml = reinterpret_cast<const float4*>(sm.pt)[tid];
+  }
+
+  // Warpgroup 1: S and softmax of every B tile; O[:, 256..511]; loads blocks 4..8.
+  __device__ static void run_wg1(const MlaParams& p, const Work& w, const Smem& sm, int tid, const u32 (&rq)[4][4],
+                                 const int (&limit)[2], float scale_log2, float (&o)[128], float (&m)[2], float (&l)[2]) {
+    const int warp = tid / 32, lane = tid % 32;
+    float s[32];
+    if (w.n_tiles > 1) {
+      wait_half(sm, 1, 1);
+      qk<4, 9>(s, sm, 1, rq, false);
+      wait_half(sm, 1, 0);
+      qk<0, 4>(s, sm, 1, rq, true);
+      wgmma_wait<0>();
+      wgmma_fence_operands(s);
+    }
+    for (int a = 0; a < w.n_tiles; a += 2) {
+      const bool has_b = a + 1 < w.n_tiles, next_a = a + 2 < w.n_tiles, next_b = a + 3 < w.n_tiles;
+      int ea[4], eb[4];
+      lookup_rows(p, w, a + 2, tid, ea);
+      lookup_rows(p, w, a + 3, tid, eb);
+      named_barrier_sync(kMaxA, 256);
+      float sa[2], alpha[2] = {1.f, 1.f};
+      get_rows(sm.m, m, warp, lane);
+      get_rows(sm.scale_a, sa, warp, lane);
+      l[0] *= sa[0];
+      l[1] *= sa[1];
+      if (has_b) softmax(s, w, sm, a + 1, limit, scale_log2, m, l, alpha, lane);
+      put_rows(sm.m, m, warp, lane);
+      put_rows(sm.scale_b, alpha, warp, lane);
+      named_barrier_arrive(kMaxB, 256);
+      rescale(o, sa[0] * alpha[0], sa[1] * alpha[1]);
+      u32 pb[4][4];
+      if (has_b) {
+        store_p(sm.base + 8 * kBlk, s, warp, lane);
+        named_barrier_arrive(kP1Ready, 256);
+        pack_p(s, pb);
+        zero_tail(p, w, sm, a + 1, 1, tid);
+        pv_regs(o, pb, sm, a + 1, 1);
+      }
+      named_barrier_sync(kP0Ready, 256);
+      zero_tail(p, w, sm, a, 1, tid);
+      pv_smem(o, sm.p0, sm, a, 1);
+      if (has_b) {
+        wgmma_wait<1>();  // B's P V: B's right half is free
+        wgmma_fence_operands(o);
+        if (next_b) load<kLeftBlocks, 9>(p, w, sm, tid, a + 3, eb, true);
+      }
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
+      if (next_b) {
+        wait_half(sm, a + 3, 1);
+        qk<4, 9>(s, sm, a + 3, rq, false);
+        wait_half(sm, a + 3, 0);
+        qk<0, 4>(s, sm, a + 3, rq, true);
+        wgmma_wait<0>();
+        wgmma_fence_operands(s);
+      }
+    }
+  }
+
+  // Q's 64 rows (zero past rows_per_group) into the swizzled Q tile, by all 256 threads.
+  __device__ static void load_q(const MlaParams& p, const Work& w, const Smem& sm, int ctid) {
+    const T* q = static_cast<const T*>(p.q);
+    const int cc = ctid % 8, r0 = ctid / 8;
+    unsigned char* dst = sm.base + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int row = w.rb * Tr::kRows + r0 + 32 * j, f = w.group * p.rows_per_group + row;
+      const bool ok = row < p.rows_per_group;
+      const T* src = (ok ? q + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t + (f % p.num_heads) * p.q_stride_h : q) + cc * 8;
+#pragma unroll
+      for (int cb = 0; cb < 9; ++cb) cp_async_16(dst + j * 32 * 128 + cb * kBlk, src + cb * 64, ok ? 16u : 0u);
+    }
+  }
+
+  // Q's rope block as A fragments of its four k steps (rows warp * 16 + lane / 4 (+ 8)).
+  __device__ static void q_rope_regs(const Smem& sm, u32 (&rq)[4][4], int warp, int lane) {
+    const unsigned char* blk = sm.base + 8 * kBlk;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int r = warp * 16 + (lane >> 2) + (x % 2) * 8, col = kk * 16 + (x / 2) * 8;
+        rq[kk][x] = *reinterpret_cast<const u32*>(blk + r * 128 + (((col / 8) ^ (r % 8)) << 4) + (lane & 3) * 4);
+      }
   }
 
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
-    if (threadIdx.x == 0) {
-      for (int st = 0; st < kStages; ++st) {
-        mbar_init(&sm.full[st], 128 + 1);
-        mbar_init(&sm.empty[st], 4 + 8);
-      }
-      mbar_init(sm.p_full, 128);
-      mbar_init(sm.p_empty, 256);
-    }
+    if (threadIdx.x == 0)
+      for (int i = 0; i < 4; ++i) mbar_init(&sm.full[i], tma(p) ? 1 : 128);  // TMA: one expect_tx arrival
     __syncthreads();
     pdl_wait_prior_grid();
     Work w;
@@ -309,59 +475,83 @@ struct MlaHopper {
     w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    if (wg == 0) {
-      score(p, w, sm, tid);
-      if (p.num_splits > 1 && (lane & 3) == 0) {  // the rows' m and l into the partial
-        const float4 ml = reinterpret_cast<const float4*>(sm.pt)[tid];
-        float* part = Out::partial(p, (long long)w.b * gridDim.y + blockIdx.y, w.split);
-        const int r = warp * 16 + (lane >> 2);
-        part[Tr::kRows * DV + r] = ml.x;
-        part[Tr::kRows * DV + r + 8] = ml.y;
-        part[Tr::kRows * DV + Tr::kRows + r] = ml.z;
-        part[Tr::kRows * DV + Tr::kRows + r + 8] = ml.w;
-      }
-    } else {
-      const int h = wg - 1;
-      float o[128];
-      float4 ml;
-      accumulate(w, sm, h, tid, o, ml);
-      pdl_launch_dependents();
-      if (p.num_splits == 1) {
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          float acc[64];
-#pragma unroll
-          for (int n = 0; n < 32; ++n) {
-            acc[2 * n] = o[4 * n + 2 * hf];
-            acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
-          }
-          const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
-          Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, h * (DV / 2) + (lane & 3) * 2, hf ? ml.y : ml.x,
-                                             hf ? ml.w : ml.z, acc, h == 0 && (lane & 3) == 0);
-        }
-        return;
-      }
-      float* part = Out::partial(p, (long long)w.b * gridDim.y + blockIdx.y, w.split);
-#pragma unroll
-      for (int n = 0; n < 32; ++n)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int r = warp * 16 + (lane >> 2) + hf * 8;
-          *reinterpret_cast<float2*>(part + r * DV + h * (DV / 2) + n * 8 + (lane & 3) * 2) =
-              make_float2(o[4 * n + 2 * hf], o[4 * n + 2 * hf + 1]);
-        }
+    load_q(p, w, sm, threadIdx.x);
+    cp_async_commit();
+    // Tiles 0 and 1, each warpgroup its half of the columns.
+    for (int it = 0; it < 2 && it < w.n_tiles; ++it) {
+      int e[4];
+      lookup_rows(p, w, it, tid, e);
+      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it == 0);
+      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it == 1);
     }
-    // One call site for all 384 threads: bar.sync is an aligned barrier.
-    if (p.num_splits > 1) finish_splits(p, w, sm, threadIdx.x);
-  }
+    cp_async_wait<0>();  // Q (the committed group)
+    fence_proxy_async_shared();
+    __syncthreads();
+    u32 rq[4][4];
+    q_rope_regs(sm, rq, warp, lane);
+    __syncthreads();  // every thread holds the rope block before B's P overwrites it
 
-  // Every thread after writing its partials: in the last CTA of the row block, the
-  // first 256 merge, 4 threads per row.
-  __device__ static void finish_splits(const MlaParams& p, const Work& w, const Smem& sm, int ctid) {
+    // Range offset limits: query token t of the request sees positions < seq_len - q_len + t + 1.
+    int limit[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
+      const int t = (w.group * p.rows_per_group + row) / p.num_heads;
+      // (dense: and no key past the block table, whose rows were zero-filled)
+      limit[hf] = (Tr::kSparse ? w.hi : min(min(w.hi, w.seq_len - p.q_len + t + 1), p.pages_per_seq * Tr::kPageSize)) - w.lo;
+    }
+    const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+    float o[128], m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    if (wg == 0) run_wg0(p, w, sm, tid, rq, limit, scale_log2, o, m, l);
+    else run_wg1(p, w, sm, tid, rq, limit, scale_log2, o, m, l);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    pdl_launch_dependents();
+
+    // The rows' sums: each warpgroup's share, added.
+    float lw[2] = {quad_sum(l[0]), quad_sum(l[1])};
+    put_rows(sm.lsum + wg * 64, lw, warp, lane);
+    __syncthreads();
+    float lo_[2], l1_[2];
+    get_rows(sm.lsum, lo_, warp, lane);
+    get_rows(sm.lsum + 64, l1_, warp, lane);
+    const float l_tot[2] = {lo_[0] + l1_[0], lo_[1] + l1_[1]};
+    if (p.num_splits == 1) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float acc[64];
+#pragma unroll
+        for (int n = 0; n < 32; ++n) {
+          acc[2 * n] = o[4 * n + 2 * hf];
+          acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
+        }
+        const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
+        Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, wg * (DV / 2) + (lane & 3) * 2, m[hf], l_tot[hf], acc,
+                                           wg == 0 && (lane & 3) == 0);
+      }
+      return;
+    }
     const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
-    // Every thread of the CTA is here (one call site): a plain __syncthreads.
-    if (Out::last_to_arrive(p, cta, sm.flag, ctid, [] { __syncthreads(); }))
-      Out::template merge<4>(p, w.b, w.group, w.rb, cta, ctid);
+    float* part = Out::partial(p, cta, w.split);
+#pragma unroll
+    for (int n = 0; n < 32; ++n)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int r = warp * 16 + (lane >> 2) + hf * 8;
+        *reinterpret_cast<float2*>(part + r * DV + wg * (DV / 2) + n * 8 + (lane & 3) * 2) =
+            make_float2(o[4 * n + 2 * hf], o[4 * n + 2 * hf + 1]);
+      }
+    if (wg == 0 && (lane & 3) == 0) {  // the rows' m and l
+      const int r = warp * 16 + (lane >> 2);
+      part[Tr::kRows * DV + r] = m[0];
+      part[Tr::kRows * DV + r + 8] = m[1];
+      part[Tr::kRows * DV + Tr::kRows + r] = l_tot[0];
+      part[Tr::kRows * DV + Tr::kRows + r + 8] = l_tot[1];
+    }
+    // Every thread is here (one call site): a plain __syncthreads; the first 256 merge, 4 per row.
+    if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
+      Out::template merge<4>(p, w.b, w.group, w.rb, cta, threadIdx.x);
   }
 };
 

@@ -28,7 +28,17 @@ constexpr unsigned kFeatSplitRope = 1u << 8;
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 }  // namespace mla_const
 
+// A CUtensorMap as the kernel sees it (128 opaque bytes; the driver needs 64-byte alignment).
+struct alignas(64) MlaTensorMap {
+  unsigned long long opaque[16];
+};
+
 struct MlaParams {
+  // The trtllm-gen kernel's dense KV as a TMA tensor map (kv_tma = 1): 3-D (576 dims, page
+  // slots, pages), boxes of 64 dims x min(page_size, 64) slots, 128-byte swizzled. kv_tma = 0:
+  // the kernel copies rows with cp.async (always for sparse indices).
+  MlaTensorMap kv_map;
+  int kv_tma;
   const void* q;               // row (b, t, h) at q + b*q_stride_b + t*q_stride_t + h*q_stride_h
   const void* kv;              // token (page, slot) at kv + page*kv_stride_page + slot*kv_stride_tok
   void* out;                   // [b][t][h][512], o_stride_*

@@ -13,6 +13,7 @@
 #include "attnjit/mla.hpp"
 #include "common/attention_reference.hpp"
 #include "common/device_tensor.hpp"
+#include "common/env_guard.hpp"
 #include "common/mla_reference.hpp"
 #include "gpu_test_env.hpp"
 
@@ -72,7 +73,14 @@ double run_mla(const MlaCase& c, uint32_t seed) {
 
   // The reference reads the values as the device stores them (fp8: dequantised).
   auto qv = util::quantize(testing::random_values(size_t(B) * T * H * 576, rng, c.q_sigma), c.dtype);
-  auto kvv = util::quantize(testing::random_values(size_t(num_pages) * P * 576, rng, c.kv_sigma), kv_dtype(c));
+  auto kvv = testing::random_values(size_t(num_pages) * P * 576, rng, c.kv_sigma);
+  // A request's slots past its length hold stale values in a real cache: NaN here, which no
+  // kernel may let through (0 * NaN is NaN). Sparse indices may point anywhere, so not there.
+  if (c.top_k == 0)
+    for (int b = 0; b < B; ++b)
+      for (int pos = c.seq_lens[size_t(b)]; pos < pages_per_seq * P; ++pos)
+        std::fill_n(kvv.begin() + (int64_t(bt[size_t(b) * pages_per_seq + pos / P]) * P + pos % P) * 576, 576, NAN);
+  kvv = util::quantize(kvv, kv_dtype(c));
   const std::vector<int64_t> kv_shape = c.four_d ? std::vector<int64_t>{num_pages, 1, P, 576}
                                                  : std::vector<int64_t>{num_pages, P, 576};
   DeviceTensor q(c.dtype, {B, T, H, 576}), kv(kv_dtype(c), kv_shape), out(out_dtype(c), {B, T, H, 512});
@@ -467,6 +475,24 @@ TEST(MlaGpuHopper, SplitsSparseSinksAndLse) {
     c.bmm1 = 0.04f;
     c.bmm2 = 1.5f;
     EXPECT_LE(run_mla(c, 803 + heads), kTol) << describe(c);
+  }
+}
+
+// The wgmma kernel's dense path without its TMA tensor map (ATTNJIT_MLA_TMA=0): the rows
+// copied by cp.async, as sparse calls always are. Same kernels, ragged lengths, every page size.
+TEST(MlaGpuHopper, DenseRowsByCpAsyncMatch) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  testing::EnvGuard no_tma("ATTNJIT_MLA_TMA", "0");
+  std::mt19937 rng(4242);
+  for (int page : {16, 32, 64, 128}) {
+    MlaCase c;
+    c.backend = Backend::kTrtllmGen;
+    c.heads = page == 32 ? 128 : 16;
+    c.q_len = page == 16 ? 3 : 1;
+    c.page_size = page;
+    c.seq_lens = {1 + int(rng() % 3000), 1 + int(rng() % 200), 1 + int(rng() % 9000)};
+    c.lse = true;
+    EXPECT_LE(run_mla(c, 4300 + page), kTol) << describe(c);
   }
 }
 

@@ -79,7 +79,7 @@ TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
   Result r = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a");
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_NE(r.out.find("backend:    trtllm-gen"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("wgmma, warp-specialized: 64 head rows x "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wgmma, two math warpgroups (seesaw): 64 head rows x "), std::string::npos) << r.out;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheFp8Variants) {

@@ -439,7 +439,7 @@ TEST(MlaPlan, WgmmaUnitDeclaresItsLaunchMetadata) {
   const spec::KernelSpec s = plan_mla(wide_mla(true), kPlanArch).spec;
   ASSERT_EQ(s.backend, spec::Backend::kTrtllmGen);
   const render::RenderedUnit u = render::render(s);
-  EXPECT_EQ(u.launch.threads, 384);  // a scorer and two accumulator warpgroups
+  EXPECT_EQ(u.launch.threads, 256);  // two math warpgroups
   EXPECT_EQ(mla_const::kHopperTile % u.launch.split_granule, 0);  // splits are whole tiles
   EXPECT_LE(u.launch.smem_bytes, 227 * 1024);
   EXPECT_NE(u.source.find("mla/mla_hopper.cuh"), std::string::npos);

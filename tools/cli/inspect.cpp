@@ -90,16 +90,17 @@ std::string tiling_text(const ops::DecodeTiling& t) {
 
 // The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.
 nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
-  return {{"kernel", t.hopper ? "wgmma, warp-specialized" : "mma.sync"},
+  return {{"kernel", t.hopper ? "wgmma, two math warpgroups (seesaw)" : "mma.sync"},
           {"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
           {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", t.kv_elem_bytes == 1},
           {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
 }
 std::string mla_tiling_text(const ops::MlaTiling& t) {
   if (t.hopper)
-    return fmt::format("wgmma, warp-specialized: {} head rows x {}-token tiles of 576 dims; a scorer warpgroup "
-                       "(cp.async loads, S = Q K^T, softmax) and two accumulator warpgroups (O split along 512); "
-                       "{}-stage ring, {} dynamic smem ({} CTA/SM by smem)",
+    return fmt::format("wgmma, two math warpgroups (seesaw): {} head rows x {}-token tiles of 576 dims, two "
+                       "tiles at a time (each warpgroup S and softmax of one, P V of both for its half of the "
+                       "512 O columns, cp.async loads of its half of the columns); {} buffers, {} dynamic smem "
+                       "({} CTA/SM by smem)",
                        t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024));
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
                      "ring, {} dynamic smem ({} CTAs/SM by smem){}",

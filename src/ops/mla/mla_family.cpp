@@ -31,18 +31,17 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   MlaTiling t;
   t.smem_limit = render::max_smem_per_block(s.arch);
   if (s.backend == spec::Backend::kTrtllmGen) {
-    // MlaHopperTraits: a scorer (which also loads) and two accumulator warpgroups; 64 rows,
-    // 144 KB of 576-dim KV stages (64 tokens x 2, or 32 x 4), Q, P's hand-over, the page
-    // entries, the barriers. ATTNJIT_MLA_HOPPER_TILE (32 or 64) overrides the tile for
-    // tuning: it changes the rendered Traits, so the cache key follows.
+    // MlaHopperTraits: two math warpgroups; 64 rows, Q and two 64-token buffers of 576
+    // dims (9 swizzled 64 x 64 blocks each), A's P (B's sits in Q's rope block), the row
+    // statistics and sparse flags, 4 mbarriers and the split flag.
     t.hopper = true;
-    t.warps = 12;
-    t.tile = util::env_knob("ATTNJIT_MLA_HOPPER_TILE", 32, 64).value_or(64) >= 64 ? 64 : 32;
-    t.stages = t.tile == 64 ? 2 : 4;
+    t.warps = 8;
+    t.tile = mla_const::kHopperTile;
+    t.stages = 2;
     t.rows = mla_const::kHopperRows;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;
-    const int tiles = (t.rows + t.stages * t.tile) * t.kv_row_bytes;
-    t.smem_bytes = 1024 + tiles + t.rows * 64 * 2 + 128 * 2 * 4 + t.stages * t.tile * 4 + (2 * t.stages + 2) * 8 + 16;
+    const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 4 * 8 + 16;
+    t.smem_bytes = 1024 + 3 * 9 * block + block + small;
     return t;
   }
   const int q_row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kQRowBytes (Q as 16-bit MMA operands)
@@ -66,7 +65,7 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   };
   if (s.backend == spec::Backend::kTrtllmGen) {
     if (arch.sm != 90 || !arch.arch_specific)
-      return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma, setmaxnreg), not {}", arch.str()); });
+      return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma), not {}", arch.str()); });
     if (s.kv_dtype == DType::kFloat8E4M3 || s.q_dtype == DType::kFloat8E4M3)
       return refuse([] { return std::string("the trtllm-gen mla kernel reads 16-bit Q and KV; fp8 KV is xqa's"); });
     if (s.has(spec::feature::kSplitRope))
@@ -114,8 +113,8 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
   // 1024-aligned shared memory for its swizzled tiles); the rest of the unit is one text.
   const std::string sparse = s.mask == spec::MaskMode::kCustom ? "true" : "false";
   const std::string traits =
-      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}u, {}>", device_type(s.q_dtype),
-                             device_type(s.out_dtype), s.page_size, sparse, s.features, t.tile)
+      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}u>", device_type(s.q_dtype),
+                             device_type(s.out_dtype), s.page_size, sparse, s.features)
                : fmt::format("MlaTraits<{}, {}, {}, {}, {}, {}u, {}>", device_type(s.q_dtype), device_type(s.kv_dtype),
                              device_type(s.out_dtype), s.page_size, sparse, s.features, t.stages);
   u.source = fmt::format(

@@ -35,8 +35,8 @@ struct MlaHopperTraits {
   static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
   static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims
   // Row maxima, tile A's and B's rescale factors, the two row sums, the sparse
-  // row flags of both buffers, 4 mbarriers, the split flag.
-  static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 4 * 8 + 16;
+  // row flags of both buffers, an mbarrier per buffer and column block, the split flag.
+  static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16;
   // 1024: slack to align the swizzled tiles. Q, two KV buffers, A's P.
   static constexpr int kSmemBytes = 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
   static_assert(!IsFp8<T>::value, "the wgmma MLA kernel reads 16-bit KV");
@@ -73,7 +73,7 @@ struct MlaHopper {
     float* scale_b;       // [64] tile B's
     float* lsum;          // [2][64] the warpgroups' row sums, at the end
     int* tok;             // [2][64] sparse: whether each row of the buffer's tile holds a key
-    u64* full;            // [buffer * 2 + half]: the half's TMA bytes, or its 128 loaders' cp.async arrivals
+    u64* full;            // [buffer * 9 + block]: the block's TMA bytes, or its 128 loaders' cp.async arrivals
     unsigned* flag;
   };
 
@@ -91,7 +91,7 @@ struct MlaHopper {
     sm.lsum = sm.m + 192;
     sm.tok = reinterpret_cast<int*>(sm.m + 320);
     sm.full = reinterpret_cast<u64*>(sm.m + 448);
-    sm.flag = reinterpret_cast<unsigned*>(sm.full + 4);
+    sm.flag = reinterpret_cast<unsigned*>(sm.full + 18);
     return sm;
   }
 
@@ -125,15 +125,15 @@ struct MlaHopper {
   __device__ static void load_half_tma(const MlaParams& p, const Work& w, const Smem& sm, int it, const int (&e)[4]) {
     constexpr int kBoxRows = Tr::kPageSize < 64 ? Tr::kPageSize : 64;
     const int buf = it % 2, j0 = w.lo + it * kTile;
-    u64* bar = &sm.full[buf * 2 + (kb0 == 0 ? 0 : 1)];
-    mbar_arrive_expect_tx(bar, (kb1 - kb0) * kBlk);
     const u32 dst = sm.kv + buf * Tr::kTileBytes;
 #pragma unroll
-    for (int sub = 0; sub < 64 / kBoxRows; ++sub) {
-      const int page = e[sub * kBoxRows / 16], slot = (j0 + sub * kBoxRows) % Tr::kPageSize;
+    for (int cb = kb0; cb < kb1; ++cb) {
+      u64* bar = &sm.full[buf * 9 + cb];
+      mbar_arrive_expect_tx(bar, kBlk);
 #pragma unroll
-      for (int cb = kb0; cb < kb1; ++cb)
-        tma_load_3d(dst + cb * kBlk + sub * kBoxRows * 128, &p.kv_map, bar, cb * 64, slot, page);
+      for (int sub = 0; sub < 64 / kBoxRows; ++sub)
+        tma_load_3d(dst + cb * kBlk + sub * kBoxRows * 128, &p.kv_map, bar, cb * 64,
+                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
     }
   }
 
@@ -182,6 +182,8 @@ struct MlaHopper {
       }
     }
     unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+    const unsigned char* src[4];
+    unsigned bytes[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int r = r0 + 16 * j;
@@ -193,31 +195,41 @@ struct MlaHopper {
         page = e[j];
         slot = (j0 + r) % Tr::kPageSize;
       }
-      const unsigned char* src = (e[j] >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 : kv) + cc * 16;
-      const unsigned bytes = e[j] >= 0 ? 16u : 0u;
-#pragma unroll
-      for (int cb = kb0; cb < kb1; ++cb) cp_async_16(dst + j * 16 * 128 + cb * kBlk, src + cb * 128, bytes);
+      src[j] = (e[j] >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 : kv) + cc * 16;
+      bytes[j] = e[j] >= 0 ? 16u : 0u;
     }
-    cp_async_mbar_arrive(&sm.full[buf * 2 + (kb0 == 0 ? 0 : 1)]);
+    // Block by block: a thread's arrival on a block's barrier fires once all its copies so
+    // far have landed, so the block's S can start while later blocks are in flight.
+#pragma unroll
+    for (int cb = kb0; cb < kb1; ++cb) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) cp_async_16(dst + j * 16 * 128 + cb * kBlk, src[j] + cb * 128, bytes[j]);
+      cp_async_mbar_arrive(&sm.full[buf * 9 + cb]);
+    }
   }
 
-  __device__ static void wait_half(const Smem& sm, int it, int half) {
-    mbar_wait(&sm.full[(it % 2) * 2 + half], (it / 2) & 1);
+  __device__ static void wait_block(const Smem& sm, int it, int cb) {
+    mbar_wait(&sm.full[(it % 2) * 9 + cb], (it / 2) & 1);
     fence_proxy_async_shared();
   }
 
   // S (=, or += when `accumulate`) Q K^T over column blocks [kb0, kb1) of tile it's
-  // buffer; block 8 (rope) takes Q from registers.
+  // buffer, each block once it has landed; block 8 (rope) takes Q from registers.
   template <int kb0, int kb1>
   __device__ static void qk(float (&s)[32], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
     const u32 buf = sm.kv + (it % 2) * Tr::kTileBytes;
-    wgmma_fence();
 #pragma unroll
-    for (int k0 = kb0 * 64; k0 < (kb1 < 8 ? kb1 : 8) * 64; k0 += 16)
-      Wgmma<T, 64>::ss(s, desc_k_major<64>(sm.q, k0), desc_k_major<64>(buf, k0), accumulate || k0 > kb0 * 64);
-    if constexpr (kb1 == 9) {
+    for (int cb = kb0; cb < kb1; ++cb) {
+      wait_block(sm, it, cb);
+      wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) Wgmma<T, 64>::rs(s, rq[kk], desc_k_major<64>(buf, 512 + 16 * kk), 1);
+      for (int kk = 0; kk < 4; ++kk) {
+        const int k0 = cb * 64 + kk * 16;
+        if (cb < 8)
+          Wgmma<T, 64>::ss(s, desc_k_major<64>(sm.q, k0), desc_k_major<64>(buf, k0), accumulate || k0 > kb0 * 64);
+        else
+          Wgmma<T, 64>::rs(s, rq[kk], desc_k_major<64>(buf, k0), 1);
+      }
     }
     wgmma_commit();
   }
@@ -246,13 +258,24 @@ struct MlaHopper {
                                  float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2], int lane) {
     const int j0 = it * kTile;  // range offset of the tile's first key
     float mx[2] = {kNegInf, kNegInf};
+    // A tile whose every key both rows see (dense, before the range end and the causal
+    // limit): the max is taken on the raw scores (a positive scale keeps it the max) and
+    // the scale folds into the exponent's multiply-add.
+    const bool interior = !Tr::kSparse && scale_log2 > 0.f && j0 + kTile <= min(limit[0], limit[1]);
+    if (interior) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int hf = (i % 4) / 2, col = (i / 4) * 8 + (lane & 3) * 2 + (i % 2);
-      bool vis = j0 + col < limit[hf];
-      if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % 2) * 64 + col] != 0;
-      s[i] = vis ? s[i] * scale_log2 : kNegInf;
-      mx[hf] = fmaxf(mx[hf], s[i]);
+      for (int i = 0; i < 32; ++i) mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
+      mx[0] *= scale_log2;
+      mx[1] *= scale_log2;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int hf = (i % 4) / 2, col = (i / 4) * 8 + (lane & 3) * 2 + (i % 2);
+        bool vis = j0 + col < limit[hf];
+        if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % 2) * 64 + col] != 0;
+        s[i] = vis ? s[i] * scale_log2 : kNegInf;
+        mx[hf] = fmaxf(mx[hf], s[i]);
+      }
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -263,9 +286,10 @@ struct MlaHopper {
       mx[hf] = ref;
       l[hf] *= alpha[hf];
     }
+    const float mul = interior ? scale_log2 : 1.f;
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
-      s[i] = fast_exp2(s[i] - mx[(i % 4) / 2]);
+      s[i] = fast_exp2(fmaf(s[i], mul, -mx[(i % 4) / 2]));
       l[(i % 4) / 2] += s[i];
     }
   }
@@ -314,9 +338,7 @@ struct MlaHopper {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 0) {
-      wait_half(sm, 0, 0);
       qk<0, 4>(s, sm, 0, rq, false);
-      wait_half(sm, 0, 1);
       qk<4, 9>(s, sm, 0, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
@@ -357,12 +379,10 @@ struct MlaHopper {
         pv_smem(o, sm.p1, sm, a + 1, 0);
       }
       if (next_a) {
-        wait_half(sm, a + 2, 0);
         qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
         if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false);
-        wait_half(sm, a + 2, 1);
         qk<4, 9>(s, sm, a + 2, rq, true);
       }
       wgmma_wait<0>();
@@ -377,9 +397,7 @@ struct MlaHopper {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 1) {
-      wait_half(sm, 1, 1);
       qk<4, 9>(s, sm, 1, rq, false);
-      wait_half(sm, 1, 0);
       qk<0, 4>(s, sm, 1, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
@@ -420,9 +438,7 @@ struct MlaHopper {
       wgmma_fence_operands(o);
       if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
       if (next_b) {
-        wait_half(sm, a + 3, 1);
         qk<4, 9>(s, sm, a + 3, rq, false);
-        wait_half(sm, a + 3, 0);
         qk<0, 4>(s, sm, a + 3, rq, true);
         wgmma_wait<0>();
         wgmma_fence_operands(s);
@@ -460,7 +476,7 @@ struct MlaHopper {
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
     if (threadIdx.x == 0)
-      for (int i = 0; i < 4; ++i) mbar_init(&sm.full[i], tma(p) ? 1 : 128);  // TMA: one expect_tx arrival
+      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], tma(p) ? 1 : 128);  // TMA: one expect_tx arrival
     __syncthreads();
     pdl_wait_prior_grid();
     Work w;

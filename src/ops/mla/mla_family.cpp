@@ -33,14 +33,14 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   if (s.backend == spec::Backend::kTrtllmGen) {
     // MlaHopperTraits: two math warpgroups; 64 rows, Q and two 64-token buffers of 576
     // dims (9 swizzled 64 x 64 blocks each), A's P (B's sits in Q's rope block), the row
-    // statistics and sparse flags, 4 mbarriers and the split flag.
+    // statistics and sparse flags, an mbarrier per buffer and column block, the split flag.
     t.hopper = true;
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
     t.stages = 2;
     t.rows = mla_const::kHopperRows;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;
-    const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 4 * 8 + 16;
+    const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16;
     t.smem_bytes = 1024 + 3 * 9 * block + block + small;
     return t;
   }

@@ -24,8 +24,8 @@ int mla_row_blocks(const MlaShape& s);   // per group: ceil(rows_per_group / row
 int64_t mla_base_ctas(const MlaShape& s);  // batch x groups x row blocks, before splitting
 
 // Whether auto takes the wgmma (trtllm-gen) kernel for this shape on sm_90a. Measured on
-// the H200 (docs/PERFORMANCE.md, tenth session): with >= 16 blocks of 64 query rows it
-// wins at every measured shape (h16 B32/B128 1.25-1.36x, h64 B16 2.65x, h128 4.6-4.8x);
+// the H200 (docs/PERFORMANCE.md, eleventh session): with >= 16 blocks of 64 query rows it
+// wins at every measured shape (h16 B32/B128 1.22-1.33x, h64 B16 2.55x, h128 5.2-5.4x);
 // one long request (h128 B1 L32K, 2 blocks) is 0.73x: its many splits' merge, done by
 // one CTA per row block, costs more than the mma.sync kernel's.
 bool mla_wgmma_pays(const MlaShape& s);

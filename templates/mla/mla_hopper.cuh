@@ -181,7 +181,7 @@ struct MlaHopper {
         named_barrier_sync(kTokBar + (kb0 == 0 ? 0 : 1), 128);
       }
     }
-    unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+    unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + swizzled_offset<64>(r0, cc * 8);
     const unsigned char* src[4];
     unsigned bytes[4];
 #pragma unroll
@@ -306,7 +306,7 @@ struct MlaHopper {
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int r = warp * 16 + (lane >> 2) + hf * 8;
-        *reinterpret_cast<u32*>(pt + r * 128 + ((n ^ (r % 8)) << 4) + (lane & 3) * 4) =
+        *reinterpret_cast<u32*>(pt + swizzled_offset<64>(r, n * 8) + (lane & 3) * 4) =
             pack2<T>(s[n * 4 + hf * 2], s[n * 4 + hf * 2 + 1]);
       }
     fence_proxy_async_shared();  // generic stores, visible to the other warpgroup's wgmma
@@ -450,7 +450,7 @@ struct MlaHopper {
   __device__ static void load_q(const MlaParams& p, const Work& w, const Smem& sm, int ctid) {
     const T* q = static_cast<const T*>(p.q);
     const int cc = ctid % 8, r0 = ctid / 8;
-    unsigned char* dst = sm.base + r0 * 128 + ((cc ^ (r0 % 8)) << 4);
+    unsigned char* dst = sm.base + swizzled_offset<64>(r0, cc * 8);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int row = w.rb * Tr::kRows + r0 + 32 * j, f = w.group * p.rows_per_group + row;
@@ -469,7 +469,7 @@ struct MlaHopper {
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         const int r = warp * 16 + (lane >> 2) + (x % 2) * 8, col = kk * 16 + (x / 2) * 8;
-        rq[kk][x] = *reinterpret_cast<const u32*>(blk + r * 128 + (((col / 8) ^ (r % 8)) << 4) + (lane & 3) * 4);
+        rq[kk][x] = *reinterpret_cast<const u32*>(blk + swizzled_offset<64>(r, col) + (lane & 3) * 4);
       }
   }
 

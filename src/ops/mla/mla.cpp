@@ -285,8 +285,8 @@ void batch_decode_mla(const MlaArgs& args, Stream stream, Runtime* runtime) {
   const int sms = args.sm_count.value_or(k.num_sms > 0 ? k.num_sms : 1);
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, ops::kMaxBlocksPerSmForSplit);
   const ops::MlaSplit split = ops::mla_plan_splits(plan.shape, slots);
+  ops::mla_set_kv_map(args, plan);
   MlaParams& p = plan.params;
-  ops::mla_set_kv_map(plan, args, p);
   p.num_splits = split.splits;
   p.tokens_per_split = split.tokens_per_split;
   if (split.splits > 1) {

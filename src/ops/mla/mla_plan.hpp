@@ -50,10 +50,10 @@ struct MlaPlan {
 MlaPlan plan_mla(const MlaArgs& args, const spec::Arch& arch);
 spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 
-// The wgmma kernel's dense KV as a TMA tensor map in p.kv_map (p.kv_tma = 1), where the
-// plan took trtllm-gen for a dense call and the cache's layout allows one; otherwise (or
-// with ATTNJIT_MLA_TMA=0) p.kv_tma = 0 and the kernel copies rows with cp.async. Takes the
+// The wgmma kernel's dense KV as a TMA tensor map in plan.params.kv_map (kv_tma = 1), where
+// the plan took trtllm-gen for a dense call and the cache's layout allows one; otherwise (or
+// with ATTNJIT_MLA_TMA=0) kv_tma = 0 and the kernel copies rows with cp.async. Takes the
 // driver: call it at launch, after plan_mla.
-void mla_set_kv_map(const MlaPlan& plan, const MlaArgs& args, MlaParams& p);
+void mla_set_kv_map(const MlaArgs& args, MlaPlan& plan);
 
 }  // namespace attnjit::ops

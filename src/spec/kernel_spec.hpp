@@ -35,7 +35,9 @@ constexpr uint32_t kPse = 1u << 7;            // FIA pse_shift added to the scal
 constexpr uint32_t kSplitRope = 1u << 8;      // mla: FIA's query_rope/key_rope (nope and rope tensors apart)
 constexpr uint32_t kLeftPad = 1u << 9;        // FIA query/kv_padding_size read on device
 constexpr uint32_t kSharedPrefix = 1u << 10;  // FIA key/value_shared_prefix before each batch's KV
-constexpr uint32_t kAll = (1u << 11) - 1;
+constexpr uint32_t kKTokenScale = 1u << 11;   // int8 K dequantised per token (FIA antiquant on the decode kernel)
+constexpr uint32_t kVTokenScale = 1u << 12;   // int8 V dequantised per token (likewise)
+constexpr uint32_t kAll = (1u << 13) - 1;
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -46,6 +48,7 @@ inline constexpr Name kNames[] = {
     {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
     {kScalePointers, "scaleptr"}, {kCudaCores, "cudacore"}, {kRaggedQ, "raggedq"},
     {kPse, "pse"},           {kSplitRope, "splitrope"}, {kLeftPad, "leftpad"}, {kSharedPrefix, "prefix"},
+    {kKTokenScale, "ktokscale"}, {kVTokenScale, "vtokscale"},
 };
 }  // namespace feature
 

@@ -15,6 +15,7 @@ struct bf16_t { u16 bits; };
 struct e4m3_t { u8 bits; };
 struct e5m2_t { u8 bits; };
 struct i8_t { u8 bits; };  // int8 K/V (FIA antiquant): widened to fp16 like fp8, scales outside the MMA
+struct i4x8_t { u32 bits; };  // int4 K/V (FIA antiquant): eight two's-complement nibbles, low first
 
 template <bool C, class A, class B> struct Select { typedef A type; };
 template <class A, class B> struct Select<false, A, B> { typedef B type; };
@@ -110,6 +111,17 @@ __device__ __forceinline__ u32 int8_pick_to_half2(u32 w, u32 sel) {
 __device__ __forceinline__ u32 widen_lo(i8_t, u32 w) { return int8_pick_to_half2(w, 0x10u); }
 __device__ __forceinline__ u32 widen_hi(i8_t, u32 w) { return int8_pick_to_half2(w, 0x32u); }
 __device__ __forceinline__ u32 widen_sel(i8_t, u32 w, u32 sel) { return int8_pick_to_half2(w, sel); }
+
+// Nibbles j and j + 4 of an int4 word (lo: nibble j) -> half2, exactly. wf is the word with
+// every nibble's sign bit flipped (x + 8, shared by the word's four pairs), which becomes
+// the mantissa of 1024 + (x + 8); then 1032 comes off. A shift, a LOP3 and a subtract.
+template <int j>
+__device__ __forceinline__ u32 int4_pair_to_half2(u32 wf) {
+  const u32 biased = ((wf >> (4 * j)) & 0x000f000fu) | 0x64006400u;
+  u32 r;
+  asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(0x64086408u));
+  return r;
+}
 
 // float -> e4m3 with round-to-nearest-even and saturation to +-448.
 __device__ __forceinline__ u8 float_to_e4m3(float f) {

@@ -48,6 +48,16 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, u32 sr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
                "r"(src_bytes));
 }
+// 4-byte global->shared copy (per-token scales); src_bytes 0 zero-fills.
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, u32 src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
+// The largest power of two <= |x| (x finite), at least 2^-126; and 1 / a power of two.
+__device__ __forceinline__ float pow2_floor(float x) {
+  const u32 e = __float_as_uint(x) & 0x7f800000u;
+  return __uint_as_float(e ? e : 0x00800000u);
+}
+__device__ __forceinline__ float pow2_rcp(float pow2) { return __uint_as_float((254u << 23) - __float_as_uint(pow2)); }
 // A global load issued here: neither NVVM (volatile asm) nor ptxas (.volatile) moves it past another.
 __device__ __forceinline__ int ld_global_now(const int* p) {
   int v;

@@ -38,7 +38,7 @@ struct DecodeMerge {
     float scale = l_tot > 0.f ? w.v_scale * p.rcp_out_scale / l_tot : 0.f;
     OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + (w.q_tok0 + qt) * p.o_stride_t +
               h * p.o_stride_h + d0;
-    if constexpr (Tr::kInt8Kv) {  // V's channel scales and offsets: (o + offset) * scale
+    if constexpr (Tr::kQuantKv && !Tr::kVTok) {  // V's channel scales and offsets: (o + offset) * scale
       const long long at = (long long)w.kvh * p.vc_sh;
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {

@@ -20,7 +20,8 @@ constexpr int kNone = 0, kRope = 1, kAlibi = 2;
 }
 namespace feat {
 constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse = 1u << 3,
-                   kScalePtr = 1u << 4, kCudaCores = 1u << 5, kRaggedQ = 1u << 6;
+                   kScalePtr = 1u << 4, kCudaCores = 1u << 5, kRaggedQ = 1u << 6,
+                   kKTokScale = 1u << 11, kVTokScale = 1u << 12;
 }
 
 struct DecodeParams {
@@ -75,6 +76,16 @@ struct DecodeParams {
   const void* v_chan_off;  // null: no offset
   long long kc_sh, kc_sd, vc_sh, vc_sd;
   int k_chan_dtype, v_chan_dtype;
+
+  // int8 K/V with per-token fp32 scales (features kKTokScale / kVTokScale): [0] K, [1] V.
+  // Token tok of request b and KV head h sits at b * sb + h * sh + tok * ss, or, page-managed
+  // (paged = 1), at page * sb + h * sh + (tok % page_size) * ss. The kernel applies them
+  // around the MMAs: s = (q.k + off * sum(q)) * scale per key, p * scale per key before
+  // P V with sum(p * scale * off) added to every output dim (gqa_decode.cuh).
+  const float* tok_scale[2];
+  const float* tok_off[2];  // null: no offset
+  long long tok_sb[2], tok_sh[2], tok_ss[2];
+  int tok_paged[2];
 };
 
 // Query rows per CTA of a split-M kernel (decode_split_m.cuh): one 16-row MMA M tile per warp.

@@ -40,7 +40,30 @@ struct DecodeTile {
                                 float (&s)[kN][4]) {
 #pragma unroll
     for (int n = 0; n < kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    if constexpr (Tr::kDirectFp8) {
+    if constexpr (Tr::kInt4Kv) {
+      // One ldmatrix: 16 tokens x 64 dims; word r[2h + n] holds tokens 8n.. of dims 32h..,
+      // lane quad t's dims 8t..8t+7 (Q permuted to match: GqaDecode::q_col).
+#pragma unroll
+      for (int k0 = 0; k0 < HD; k0 += 64) {
+#pragma unroll
+        for (int tg = 0; tg < kTile / 16; ++tg) {
+          u32 r[4];
+          ldmatrix_x4(r, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 / 2 + (lane / 16) * 16));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            u32 a0[4], a1[4];
+            q_frag(qf, q_s, (k0 + 32 * h) / 16, lane, a0);
+            q_frag(qf, q_s, (k0 + 32 * h) / 16 + 1, lane, a1);
+#pragma unroll
+            for (int n = 0; n < 2; ++n) {
+              const u32 wf = r[2 * h + n] ^ 0x88888888u;
+              mma_16816<MT>(s[2 * tg + n], a0, int4_pair_to_half2<0>(wf), int4_pair_to_half2<1>(wf));
+              mma_16816<MT>(s[2 * tg + n], a1, int4_pair_to_half2<2>(wf), int4_pair_to_half2<3>(wf));
+            }
+          }
+        }
+      }
+    } else if constexpr (Tr::kDirectFp8) {
 #pragma unroll
       for (int k0 = 0; k0 < HD; k0 += 32) {
         u32 a0[4], a1[4];
@@ -81,7 +104,25 @@ struct DecodeTile {
     for (int kk = 0; kk < kTile / 16; ++kk) {
       const u32 a[4] = {pack2<MT>(s[2 * kk][0], s[2 * kk][1]), pack2<MT>(s[2 * kk][2], s[2 * kk][3]),
                         pack2<MT>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<MT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      if constexpr (Tr::kDirectFp8) {
+      if constexpr (Tr::kInt4Kv) {
+        // ldmatrix.trans on 4-dim units: lane (g, t) gets tokens 2t, 2t+1 of dims 4g..4g+3
+        // (r[2h]: tokens 0-7, r[2h+1]: 8-15, of dims c0 + 32h..); nibble j of both tokens
+        // is n tile j, which so holds dims 4n + j (GqaDecode::store_warp_o puts them back).
+#pragma unroll
+        for (int c0 = 0; c0 < HD; c0 += 64) {
+          u32 r[4];
+          ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c0 / 2 + (lane / 16) * 16));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const u32 lo = r[2 * h] ^ 0x88888888u, hi = r[2 * h + 1] ^ 0x88888888u;
+            const int j0 = (c0 + 32 * h) / 8;
+            mma_16816<MT>(o[j0 + 0], a, int4_pair_to_half2<0>(lo), int4_pair_to_half2<0>(hi));
+            mma_16816<MT>(o[j0 + 1], a, int4_pair_to_half2<1>(lo), int4_pair_to_half2<1>(hi));
+            mma_16816<MT>(o[j0 + 2], a, int4_pair_to_half2<2>(lo), int4_pair_to_half2<2>(hi));
+            mma_16816<MT>(o[j0 + 3], a, int4_pair_to_half2<3>(lo), int4_pair_to_half2<3>(hi));
+          }
+        }
+      } else if constexpr (Tr::kDirectFp8) {
         // ldmatrix.trans on byte pairs: lane (g, t) gets tokens 2t, 2t+1 of dims 2g
         // and 2g+1; split them into an even-dim and an odd-dim n tile.
 #pragma unroll

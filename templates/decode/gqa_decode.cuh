@@ -26,8 +26,17 @@ struct DecodeTraits {
   using OT = OT_;
   static constexpr bool kFp8Kv = IsFp8<KVT>::value;  // 8-bit K/V widened to fp16: fp8 or int8
   static constexpr bool kInt8Kv = IsSame<KVT, i8_t>::value;  // FIA antiquant: channel scales outside the MMA
+  // int4 K/V (FIA antiquant, eight dims per KVT word): widened in registers from ldmatrix
+  // like direct fp8, with its own dim permutations (q_col, DecodeTile, store_warp_o).
+  static constexpr bool kInt4Kv = IsSame<KVT, i4x8_t>::value;
+  static constexpr bool kQuantKv = kInt8Kv || kInt4Kv;  // antiquant scales outside the MMA
+  // int8 K / V with per-token scales (DecodeParams::tok_*): each stage also holds its
+  // tile's K scales, K offsets, V scales and V offsets (fp32, kTile each).
+  static constexpr bool kKTok = (kFeatures_ & feat::kKTokScale) != 0;
+  static constexpr bool kVTok = (kFeatures_ & feat::kVTokScale) != 0;
+  static constexpr bool kTokScales = kKTok || kVTok;
   // fp8 KV is widened to fp16 (exact); 16-bit KV feeds the MMA as stored.
-  using MT = typename Select<kFp8Kv, half_t, KVT>::type;
+  using MT = typename Select<kFp8Kv || kInt4Kv, half_t, KVT>::type;
   static constexpr int kHeadDim = kHeadDim_, kGroup = kGroup_, kPageSize = kPageSize_;
   static constexpr bool kPaged = kPageSize_ > 0, kHnd = kHnd_;
   static constexpr int kMask = kMask_, kPos = kPos_;
@@ -46,10 +55,12 @@ struct DecodeTraits {
   // ldmatrix without padding, so three 32-token stages of two CTAs fit an SM);
   // other rows are padded by 16 bytes.
   static constexpr bool kSwizzleRaw = kFp8Kv && kHeadDim % 128 == 0;
-  static constexpr int kRawRowBytes = kHeadDim * int(sizeof(KVT)) + (kSwizzleRaw ? 0 : 16);
+  static constexpr int kRowDataBytes = kInt4Kv ? kHeadDim / 2 : kHeadDim * int(sizeof(KVT));  // one K or V row
+  static constexpr int kRawRowBytes = kRowDataBytes + (kSwizzleRaw ? 0 : 16);
   static constexpr int kQBytes = kRows * kRowElems * 2;
   static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
-  static constexpr int kStageBytes = 2 * kTile * kRawRowBytes;  // K + V
+  static constexpr int kTokBytes = kTokScales ? 4 * kTile * 4 : 0;
+  static constexpr int kStageBytes = 2 * kTile * kRawRowBytes + kTokBytes;  // K + V (+ per-token scales)
   static constexpr int kRingBytes = (kSplitD ? 1 : kWarps) * kStages * kStageBytes;
   // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
   // dims interleaved). RoPE, which rewrites K in shared memory, and head dims
@@ -93,6 +104,10 @@ struct DecodeTraits {
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");
   static_assert(!kSplitD || (kHeadDim % (32 * kWarps) == 0 && kStages >= 2),
                 "split-D: each warp's dims are whole 32-dim chunks, and the CTA ring prefetches");
+  static_assert(!kTokScales || (kQuantKv && !kSplitD && !kSplitM && !kCudaCores),
+                "per-token scales: int8/int4 K/V on the token-split loop with tensor cores");
+  static_assert(!kInt4Kv || (!kSplitD && !kSplitM && !kCudaCores && kPos_ == pos_mode::kNone && kHeadDim % 64 == 0),
+                "int4 K/V: the token-split loop with tensor cores, no RoPE, head dims in 64s (one ldmatrix reads 32)");
   static_assert(!kSplitM || (!kSplitD && !kCudaCores && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&
                              kSplitMStages >= 2 && kWarps * kRows == kDecodeSplitMRows),
                 "split-M: tensor cores, K/V read as stored (no RoPE, no widening), one 16-row tile per warp, "
@@ -182,30 +197,7 @@ struct GqaDecode {
       red_l[warp * kRows + g] = l[0];
       red_l[warp * kRows + g + 8] = l[1];
     }
-    if constexpr (Tr::kDirectFp8) {
-      // n tiles 2q (even dims) and 2q+1 (odd dims) of chunk q: this lane holds dims 16q+4t..16q+4t+3.
-#pragma unroll
-      for (int q = 0; q < HD / 16; ++q) {
-        float* r0 = red_o + (warp * kRows + g) * HD + q * 16 + 4 * tq;
-        r0[0] = o[2 * q][0];
-        r0[1] = o[2 * q + 1][0];
-        r0[2] = o[2 * q][1];
-        r0[3] = o[2 * q + 1][1];
-        r0[8 * HD + 0] = o[2 * q][2];
-        r0[8 * HD + 1] = o[2 * q + 1][2];
-        r0[8 * HD + 2] = o[2 * q][3];
-        r0[8 * HD + 3] = o[2 * q + 1][3];
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < HD / 8; ++j) {
-        float* r0 = red_o + (warp * kRows + g) * HD + j * 8 + 2 * tq;
-        r0[0] = o[j][0];
-        r0[1] = o[j][1];
-        r0[8 * HD] = o[j][2];
-        r0[8 * HD + 1] = o[j][3];
-      }
-    }
+    store_warp_o(red_o + (warp * kRows + g) * HD, o, tq);
     __syncthreads();
     DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
   }
@@ -276,7 +268,14 @@ struct GqaDecode {
   // Where head dim d sits in the Q operand. The direct fp8 path reads K with
   // ldmatrix as bytes, which hands lane quad t dims 4t..4t+3 of each 16; the MMA
   // expects 2t, 2t+1, 2t+8, 2t+9, so Q takes the same permutation.
+  // int4 (DecodeTile::scores): lane quad t reads dims 8t..8t+7 of each 32 as one word and
+  // pairs nibbles i and i + 4; pair i % 4 is operand b0 or b1 of the 32's first or second
+  // MMA (i % 4 = 2m + b), nibble i / 4 its low or high half.
   __device__ static constexpr int q_col(int d) {
+    if (Tr::kInt4Kv) {
+      const int p = d % 32, t = p / 8, i = p % 8, j = i % 4;
+      return d - p + (j / 2) * 16 + 8 * (j % 2) + 2 * t + i / 4;
+    }
     if (!Tr::kDirectFp8) return d;
     int p = d % 16, t = p / 4, e = p % 4;
     return d - p + (e < 2 ? 2 * t + e : 8 + 2 * t + e - 2);
@@ -334,7 +333,7 @@ struct GqaDecode {
           x0 = y0;
           x1 = y1;
         }
-        if constexpr (Tr::kInt8Kv) {  // K's channel scales, folded into q
+        if constexpr (Tr::kQuantKv && !Tr::kKTok) {  // K's channel scales, folded into q
           const long long at = (long long)w.kvh * p.kc_sh;
           x0 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)c * p.kc_sd);
           x1 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)(c + kHalf) * p.kc_sd);
@@ -369,7 +368,7 @@ struct GqaDecode {
     const unsigned char* kb = tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
     const unsigned char* vb = tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
-    constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
+    constexpr int kChunks = Tr::kRowDataBytes / 16;  // 16-byte chunks per row
 #pragma unroll
     for (int i = lane; i < kTile * kChunks; i += 32) {
       int r = i / kChunks, c = i % kChunks;
@@ -378,6 +377,25 @@ struct GqaDecode {
       unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
       cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
       cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+    }
+    if constexpr (Tr::kTokScales) issue_token_scales(p, w, reinterpret_cast<float*>(stage + 2 * kTile * Tr::kRawRowBytes), tok0, page, lane);
+  }
+
+  // The tile's per-token K and V scales and offsets: [K scale | K offset | V scale | V
+  // offset] x kTile floats; zeros past tok_hi, for an absent offset, and for the side
+  // (K or V) whose scales are per channel.
+  __device__ static void issue_token_scales(const DecodeParams& p, const Work& w, float* dst, int tok0, int page,
+                                            int lane) {
+#pragma unroll
+    for (int j = 0; j < 4 * kTile / 32; ++j) {
+      const int i = lane + 32 * j, r = i % kTile, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
+      const float* base = (i / kTile) % 2 ? p.tok_off[kv] : p.tok_scale[kv];
+      const int tok = tok0 + r;
+      long long at = (long long)w.kvh * p.tok_sh[kv];
+      if (Tr::kPaged && p.tok_paged[kv]) at += (long long)page * p.tok_sb[kv] + (tok % Tr::kPageSize) * p.tok_ss[kv];
+      else at += (long long)w.b * p.tok_sb[kv] + (long long)tok * p.tok_ss[kv];
+      const bool valid = (kv == 0 ? Tr::kKTok : Tr::kVTok) && base && tok < w.tok_hi;
+      cp_async_4(dst + i, valid ? static_cast<const void*>(base + at) : p.k, valid ? 4u : 0u);
     }
   }
 
@@ -446,16 +464,24 @@ struct GqaDecode {
 
   // Scale, soft cap and ALiBi over one S tile (16 rows x kTile keys), then, with
   // kTestKeys, the mask (visible); mx takes each of the thread's two rows' maxima.
+  // ts: the tile's per-token scales (kKTok: s = (q.k + off * sum(q)) * scale; qsum, the
+  // thread's two rows' sums of q).
   template <bool kTestKeys>
   __device__ static __forceinline__ void scale_tile(const DecodeParams& p, const Work& w, float (&s)[kTile / 8][4],
                                                     int tok0, int g, int tq, const float (&slope)[2],
-                                                    const int (&q_pos)[2], float (&mx)[2]) {
+                                                    const int (&q_pos)[2], float (&mx)[2],
+                                                    const float* ts = nullptr, const float (&qsum)[2] = {0.f, 0.f}) {
 #pragma unroll
     for (int nt = 0; nt < kTile / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
-        float x = s[nt][e] * w.score_scale;
+        float x = s[nt][e];
+        if constexpr (Tr::kKTok) {
+          const int j = nt * 8 + 2 * tq + (e & 1);
+          x = (x + ts[kTile + j] * qsum[h]) * ts[j];
+        }
+        x *= w.score_scale;
         if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
         x *= kLog2e;
         if (Tr::kPos == pos_mode::kAlibi) x += slope[h] * float(tok - q_pos[h]);
@@ -489,6 +515,21 @@ struct GqaDecode {
       if (Tr::kPos == pos_mode::kAlibi)
         slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
     }
+    // Per-token K offsets shift row r's score of key j by off_j * sum(q_r): the sums of
+    // the thread's two rows, over Q as the MMA reads it.
+    float qsum[2] = {0.f, 0.f};
+    if constexpr (Tr::kKTok) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        for (int d = tq; d < HD; d += 4) qsum[h] += to_float(q_s[(g + 8 * h) * kRowElems + d]);
+        qsum[h] = quad_sum(qsum[h]);
+      }
+    }
+    // Per-token V scales go into P before P V, which is 16-bit: P' = p * scale / unit, with
+    // unit the largest power of two under the largest |scale| seen so far, so |P'| < 2 and
+    // O holds o / unit, rescaled like a softmax max when unit grows (alpha). voff: each
+    // row's sum of P' * offset, added to every output dim at the end.
+    float vunit = 0.f, voff[2] = {0.f, 0.f};
 
     // The ring's first S - 1 tiles were issued before Q was loaded (run()). Each
     // tile's page id is read one iteration before its copy is issued, so the
@@ -521,6 +562,7 @@ struct GqaDecode {
       }
       const unsigned char* k_raw = stage;
       const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
+      const float* ts = reinterpret_cast<const float*>(stage + 2 * kTile * Tr::kRawRowBytes);
       if constexpr (Tr::kPos == pos_mode::kRope) {
         __syncwarp();
         rope_tile(const_cast<MT*>(kt), freq_s, tok0, lane);
@@ -534,8 +576,8 @@ struct GqaDecode {
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
       float mx[2] = {kNegInf, kNegInf};
-      if (has(feat::kWindow) && seen_whole(p, w, tok0)) scale_tile<false>(p, w, s, tok0, g, tq, slope, q_pos, mx);
-      else scale_tile<true>(p, w, s, tok0, g, tq, slope, q_pos, mx);
+      if (has(feat::kWindow) && seen_whole(p, w, tok0)) scale_tile<false>(p, w, s, tok0, g, tq, slope, q_pos, mx, ts, qsum);
+      else scale_tile<true>(p, w, s, tok0, g, tq, slope, q_pos, mx, ts, qsum);
       float ref[2], alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -544,6 +586,24 @@ struct GqaDecode {
         alpha[h] = m[h] == kNegInf ? 0.f : fast_exp2(m[h] - ref[h]);
         m[h] = m_new;
         l[h] *= alpha[h];
+      }
+      float vmul = 1.f;
+      if constexpr (Tr::kVTok) {
+        float amax = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kTile / 8; ++nt)
+          amax = fmaxf(amax, fmaxf(fabsf(ts[2 * kTile + nt * 8 + 2 * tq]), fabsf(ts[2 * kTile + nt * 8 + 2 * tq + 1])));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const float unit = fmaxf(vunit, pow2_floor(amax));
+        vmul = pow2_rcp(unit);
+        const float grow = vunit * vmul;  // exact: powers of two; 0 on the first tile, when O is 0
+        vunit = unit;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          alpha[h] *= grow;
+          voff[h] *= alpha[h];
+        }
       }
       // Once the row maxima settle, alpha is exactly 1 for the whole warp: the lazy
       // variant skips the HD/2 multiplies per tile then (a warp-uniform branch).
@@ -561,14 +621,30 @@ struct GqaDecode {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float pe = fast_exp2(s[nt][e] - ref[e / 2]);
-          s[nt][e] = pe;
           l[e / 2] += pe;
+          if constexpr (Tr::kVTok) {
+            const int j = nt * 8 + 2 * tq + (e & 1);
+            pe *= ts[2 * kTile + j] * vmul;
+            voff[e / 2] += pe * ts[3 * kTile + j];
+          }
+          s[nt][e] = pe;
         }
 
       // O += P V: the S accumulators are already in the A-operand layout.
       if constexpr (Tr::kCudaCores) Tile::accumulate_pv(s, vt, v_raw, lane, w.rows_valid, o);
       else Tile::accumulate_pv(s, vt, v_raw, lane, o);
       __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+    if constexpr (Tr::kVTok) {  // back to O's true units, the offsets' sums in every dim
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float off = quad_sum(voff[h]);
+#pragma unroll
+        for (int j = 0; j < HD / 8; ++j) {
+          o[j][2 * h] = (o[j][2 * h] + off) * vunit;
+          o[j][2 * h + 1] = (o[j][2 * h + 1] + off) * vunit;
+        }
+      }
     }
   }
 
@@ -612,9 +688,21 @@ struct GqaDecode {
   }
 
   // One warp's O (every dim) -> rows g and g + 8 of dst ([rows][HD] floats), the
-  // direct fp8 path's interleaved dims put back in order (as run_token_split does).
+  // direct fp8 and int4 paths' interleaved dims put back in order.
   __device__ static void store_warp_o(float* dst, const float (&o)[HD / 8][4], int tq) {
-    if constexpr (Tr::kDirectFp8) {
+    if constexpr (Tr::kInt4Kv) {
+      // n tile 4b + j of 32-dim block b holds dims 32b + 4n + j: this lane's n are 2t and 2t + 1.
+#pragma unroll
+      for (int b = 0; b < HD / 32; ++b)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float* r0 = dst + b * 32 + 8 * tq + j;
+          r0[0] = o[4 * b + j][0];
+          r0[4] = o[4 * b + j][1];
+          r0[8 * HD] = o[4 * b + j][2];
+          r0[8 * HD + 4] = o[4 * b + j][3];
+        }
+    } else if constexpr (Tr::kDirectFp8) {
 #pragma unroll
       for (int q = 0; q < HD / 16; ++q) {
         float* r0 = dst + q * 16 + 4 * tq;

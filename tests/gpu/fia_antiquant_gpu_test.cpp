@@ -169,7 +169,7 @@ TEST(FiaAntiquantGpu, DecodeCombinedScales) {
 // int8 K/V whose scales vary by head and channel only run on the decode kernel at Q_S = 1
 // (its split-KV walk; K's channel scales folded into q, V's applied to the output): every
 // such mode and shape, offsets on and off, contiguous and paged, ragged, GQA, head dims
-// 64-256; a per-token case checks that it stays on the prefill kernel.
+// 64-256.
 TEST(FiaAntiquantGpu, DecodeKernelChannelScales) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(9105);
@@ -200,13 +200,94 @@ TEST(FiaAntiquantGpu, DecodeKernelChannelScales) {
     c.kernel = "decode.";
     EXPECT_LE(run_fia(c, 9600 + n), 1e-2) << describe(c);
   }
-  FiaCase t;
-  t.q_seq = 1;
-  t.kv_seq = 500;
-  t.kvq.bits = 8;
-  t.kvq.key_mode = t.kvq.value_mode = 1;
-  t.kernel = "prefill.";
-  EXPECT_LE(run_fia(t, 9700), 1e-2) << describe(t);
+}
+
+// int8 K/V with per-token scales on the decode kernel at Q_S = 1 (K's: s = (q.k + off *
+// sum(q)) * scale per key; V's: into P before P V, offsets summed per row): every
+// per-token mode (1, 3, page-managed 4 and 5, the combined antiquant_mode 1, and key
+// mode 0 with value mode 1), offsets on and off, contiguous and paged, ragged, GQA, head
+// dims 64-256, single and split-KV walks, and scales spread over 2^-12..2^12 (the V
+// scales' running power-of-two unit). Per-token scales past each batch's length are NaN.
+TEST(FiaAntiquantGpu, DecodeKernelTokenScales) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9106);
+  struct Mode {
+    int key, value;
+    bool combined, paged;
+  };
+  const Mode modes[] = {{1, 1, false, false}, {3, 3, false, false}, {1, 1, true, false}, {0, 1, false, false},
+                        {1, 1, false, true},  {3, 3, false, true},  {4, 4, false, true}, {5, 5, false, true},
+                        {0, 1, false, true},  {1, 1, true, true}};
+  const char* layouts[] = {"BSH", "BSND", "BNSD"};
+  const int dims[] = {64, 128, 256};
+  int n = 0;
+  for (const Mode& m : modes) {
+    for (int variant = 0; variant < 2; ++variant, ++n) {
+      FiaCase c;
+      c.layout = layouts[n % 3];
+      // key mode 0 + value mode 1 takes an fp16 query (the seed).
+      c.dtype = m.key == 0 || n % 2 ? DType::kFloat16 : DType::kBFloat16;
+      c.head_dim = c.head_dim_v = dims[(n + variant) % 3];
+      c.batch = 1 + n % 4;
+      c.kv_heads = 1 + variant;
+      c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
+      c.q_seq = 1;
+      // Long walks split the KV (one case past 16K tokens); short ones do not.
+      c.kv_seq = n == 7 ? 16384 + 32 * int(rng() % 64) : 16 * (1 + int(rng() % (variant ? 400 : 60)));
+      if (m.paged) {
+        c.block_size = variant ? 32 : 128;
+        c.paged_rank4 = c.layout == std::string("BNSD") && variant;
+        for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(1 + int64_t(rng() % c.kv_seq));
+      } else if (variant) {
+        ragged(c, rng);
+      }
+      c.kvq.bits = 8;
+      c.kvq.combined = m.combined;
+      c.kvq.key_mode = m.key;
+      c.kvq.value_mode = m.value;
+      c.kvq.channel_shape = n % 3;
+      c.kvq.offset = n % 3 != 2;
+      c.kvq.octaves = n % 4 == 1 ? 12 : 0;
+      c.kernel = "decode.";
+      EXPECT_LE(run_fia(c, 9800 + n), 1e-2) << describe(c);
+    }
+  }
+}
+
+// int4 K/V (eight to an int32) on the decode kernel at Q_S = 1: nibbles widened in
+// registers from ldmatrix, Q's dims and O's permuted to match. Every int4 mode of the seed
+// (per channel in each shape, per token, per token and head, key 0 with value 1), offsets
+// on and off, contiguous (int4 has no page attention), ragged, GQA, head dims 64-256,
+// single and split-KV walks, scales over 2^-12..2^12 in some cases.
+TEST(FiaAntiquantGpu, DecodeKernelInt4) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9107);
+  const int modes[][2] = {{0, 0}, {1, 1}, {3, 3}, {0, 1}};
+  const char* layouts[] = {"BSH", "BSND", "BNSD"};
+  const int dims[] = {64, 128, 256};
+  int n = 0;
+  for (const auto& m : modes) {
+    for (int variant = 0; variant < 3; ++variant, ++n) {
+      FiaCase c;
+      c.layout = layouts[n % 3];
+      c.dtype = n % 2 ? DType::kFloat16 : DType::kBFloat16;
+      c.head_dim = c.head_dim_v = dims[(n + variant) % 3];
+      c.batch = 1 + n % 4;
+      c.kv_heads = 1 + variant % 2;
+      c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
+      c.q_seq = 1;
+      c.kv_seq = n == 4 ? 12288 + 16 * int(rng() % 64) : 16 * (1 + int(rng() % (variant ? 300 : 50)));
+      if (variant == 1) ragged(c, rng);
+      c.kvq.bits = 4;
+      c.kvq.key_mode = m[0];
+      c.kvq.value_mode = m[1];
+      c.kvq.channel_shape = n % 3;
+      c.kvq.offset = variant != 2;
+      c.kvq.octaves = n % 4 == 2 ? 12 : 0;
+      c.kernel = "decode.";
+      EXPECT_LE(run_fia(c, 9900 + n), 1e-2) << describe(c);
+    }
+  }
 }
 
 }  // namespace

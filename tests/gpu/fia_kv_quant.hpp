@@ -22,13 +22,15 @@ struct FiaKvQuant {
   bool per_tensor = false;           // mode 0's (1,) shape ((2,) combined)
   int channel_shape = 0;             // mode 0: (1, N, 1, D), (1, N, D) or (1, H) (combined: by layout)
   bool offset = false;
+  int octaves = 0;  // > 0: each scale also times 2^k, k uniform in [-octaves, octaves]
 };
 
 inline std::string describe(const FiaKvQuant& q) {
   if (!q.bits) return "";
   return " kv" + std::to_string(q.bits) + (q.combined ? " combined" : " separate") + " modes" +
          std::to_string(q.key_mode) + "/" + std::to_string(q.value_mode) + (q.per_tensor ? " per-tensor" : "") +
-         " ch" + std::to_string(q.channel_shape) + (q.offset ? " offset" : "");
+         " ch" + std::to_string(q.channel_shape) + (q.offset ? " offset" : "") +
+         (q.octaves ? " octaves" + std::to_string(q.octaves) : "");
 }
 
 // Where element (batch b, KV head hk, position pos, channel d) of a scale lives; blk
@@ -177,6 +179,7 @@ class KvQuantData {
     std::vector<float> s(n), o(n);
     for (size_t i = 0; i < n; ++i) {
       s[i] = unit * (0.5f + float(rng() % 1000) / 1000.0f);
+      if (q_.octaves) s[i] = std::ldexp(s[i], int(rng() % (2 * q_.octaves + 1)) - q_.octaves);
       o[i] = float(int(rng() % 25) - 12) / 4.0f;
     }
     s = util::quantize(s, p.dtype);

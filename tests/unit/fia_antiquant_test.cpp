@@ -279,8 +279,8 @@ TEST(FiaAntiquant, SharedPrefixWithPerChannelScales) {
   EXPECT_THROW(plan_fia(f, testing::kPlanArch), Error);
 }
 
-// The kernel name carries the K/V dtype (kv<short_dtype_name>) and round-trips; per-token
-// scales and int4 stay on the prefill kernel, which dequantises tiles.
+// The kernel name carries the K/V dtype (kv<short_dtype_name>) and round-trips; at Q_S = 1
+// int8 and int4 with per-token scales take the decode kernel, and prewarm builds that one.
 TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
   FiaArgs bf = testing::valid_fia(1);
   bf.softmax_lse_flag = false;
@@ -291,7 +291,8 @@ TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
     a.softmax_lse_flag = false;
     a.softmax_lse = {};
     const FiaPlan p = plan_fia(a, testing::kPlanArch);
-    EXPECT_FALSE(plan_fia_decode(p, a, testing::kPlanArch).has_value()) << dtype_name(kv);
+    const auto d = plan_fia_decode(p, a, testing::kPlanArch);
+    ASSERT_TRUE(d.has_value()) << dtype_name(kv);
     const std::string token = kv == DType::kInt8 ? "kvint8" : "kvint32";
     EXPECT_NE(p.spec.name().find(token), std::string::npos) << p.spec.name();
     EXPECT_EQ(spec::KernelSpec::from_name(p.spec.name()), p.spec);
@@ -301,7 +302,8 @@ TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
                           &s.key_antiquant_offset, &s.value_antiquant_offset})
       t->data = nullptr;
     const spec::KernelSpec w = fia_prewarm_spec(s, testing::kPlanArch);
-    EXPECT_EQ(w.name(), p.spec.name());
+    EXPECT_EQ(w.name(), d->spec.name());
+    EXPECT_NE(w.name().find(token), std::string::npos) << w.name();
   }
   // The combined param in prewarm: V's half of a null tensor stays null.
   FiaArgs c = testing::combined_kv(64, "BSND", {2, KN, D});
@@ -313,7 +315,7 @@ TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
 // int8 K/V whose scales vary by KV head and channel only (per channel, tensor or head, and
 // the combined param's mode 0) take the decode kernel at Q_S = 1: kvint8 spec, the scales'
 // strides in its Params (K's offset is dropped: softmax ignores a row-wide shift); with an
-// LSE, per-token V scales or int4 they stay on the prefill kernel.
+// LSE they stay on the prefill kernel. int4 per channel takes it too.
 TEST(FiaAntiquant, ChannelScalesTakeTheDecodeKernel) {
   const int64_t KN = 2, D = 128;
   struct Case {
@@ -324,8 +326,7 @@ TEST(FiaAntiquant, ChannelScalesTakeTheDecodeKernel) {
   const Case cases[] = {
       {0, 0, {1, KN, 1, D}, {1, KN, 1, D}, true}, {0, 0, {1, KN, D}, {1, KN, D}, true},
       {0, 0, {1, KN * D}, {1, KN * D}, true},     {0, 0, {1}, {1}, true},
-      {2, 2, {KN}, {KN}, true},                   {0, 1, {1, KN, 1, D}, {1, 2, 256}, false},
-      {1, 1, {1, 2, 256}, {1, 2, 256}, false},    {3, 3, {2, KN, 256}, {2, KN, 256}, false},
+      {2, 2, {KN}, {KN}, true},
   };
   for (const Case& c : cases) {
     FiaArgs a = testing::separate_kv(1, DType::kInt8, c.key_mode, c.kshape, c.value_mode, c.vshape, true,
@@ -356,11 +357,56 @@ TEST(FiaAntiquant, ChannelScalesTakeTheDecodeKernel) {
     l.softmax_lse = testing::valid_fia(1).softmax_lse;
     EXPECT_FALSE(plan_fia_decode(plan_fia(l, testing::kPlanArch), l, testing::kPlanArch).has_value());
   }
-  // int4 per channel: the prefill kernel.
   FiaArgs i4 = testing::separate_kv(1, DType::kInt32, 0, {1, KN, 1, D}, 0, {1, KN, 1, D});
   i4.softmax_lse_flag = false;
   i4.softmax_lse = {};
-  EXPECT_FALSE(plan_fia_decode(plan_fia(i4, testing::kPlanArch), i4, testing::kPlanArch).has_value());
+  const auto d4 = plan_fia_decode(plan_fia(i4, testing::kPlanArch), i4, testing::kPlanArch);
+  ASSERT_TRUE(d4.has_value());
+  EXPECT_EQ(d4->spec.kv_dtype, DType::kInt32);
+  EXPECT_NE(d4->spec.name().find("kvint32"), std::string::npos) << d4->spec.name();
+}
+
+// int8 K/V with fp32 per-token scales (modes 1 and 3, and key mode 0 with value mode 1)
+// take the decode kernel too: spec features ktokscale / vtokscale, the per-token
+// descriptors in tok_* (index 0 K, 1 V), per-channel K still folded through k_chan.
+TEST(FiaAntiquant, TokenScalesTakeTheDecodeKernel) {
+  const int64_t KN = 2, D = 128, S = 256;
+  struct Case {
+    int key_mode, value_mode;
+    std::vector<int64_t> kshape, vshape;
+  };
+  const Case cases[] = {{1, 1, {1, 2, S}, {1, 2, S}}, {3, 3, {2, KN, S}, {2, KN, S}}, {0, 1, {1, KN, 1, D}, {1, 2, S}}};
+  for (const Case& c : cases) {
+    const bool k_tok = c.key_mode != 0;
+    FiaArgs a = testing::separate_kv(1, DType::kInt8, c.key_mode, c.kshape, c.value_mode, c.vshape, true,
+                                     k_tok ? DType::kBFloat16 : DType::kFloat16);
+    a.softmax_lse_flag = false;
+    a.softmax_lse = {};
+    const FiaPlan p = plan_fia(a, testing::kPlanArch);
+    const auto d = plan_fia_decode(p, a, testing::kPlanArch);
+    ASSERT_TRUE(d.has_value()) << c.key_mode << "/" << c.value_mode;
+    EXPECT_EQ(d->spec.has(spec::feature::kKTokenScale), k_tok);
+    EXPECT_TRUE(d->spec.has(spec::feature::kVTokenScale));
+    EXPECT_NE(d->spec.name().find("vtokscale"), std::string::npos) << d->spec.name();
+    EXPECT_EQ(spec::KernelSpec::from_name(d->spec.name()), d->spec);
+    for (int i = 0; i < 2; ++i) {
+      const PrefillDequant& q = i ? p.params.v_dq : p.params.k_dq;
+      if (i == 0 && !k_tok) {
+        EXPECT_EQ(d->params.k_chan, q.scale);
+        EXPECT_EQ(d->params.tok_scale[0], nullptr);
+        continue;
+      }
+      EXPECT_EQ(d->params.tok_scale[i], q.scale);
+      EXPECT_EQ(d->params.tok_off[i], q.offset);
+      EXPECT_NE(d->params.tok_off[i], nullptr);
+      EXPECT_EQ(d->params.tok_sb[i], q.sb);
+      EXPECT_EQ(d->params.tok_sh[i], q.sh);
+      EXPECT_EQ(d->params.tok_ss[i], q.ss);
+      EXPECT_EQ(d->params.tok_paged[i], 0);
+      EXPECT_NE(q.ss, 0);
+    }
+    EXPECT_EQ(d->params.v_chan, nullptr);  // V's scales are per token: none at the output
+  }
 }
 
 }  // namespace

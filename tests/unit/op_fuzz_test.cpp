@@ -401,17 +401,22 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         expect_dq_inside(plan.params.v_dq, plan.params.v_dq.scale, vs, plan, a);
         if (present(ko)) expect_dq_inside(plan.params.k_dq, plan.params.k_dq.offset, ko, plan, a);
         if (present(vo)) expect_dq_inside(plan.params.v_dq, plan.params.v_dq.offset, vo, plan, a);
-        // The decode kernel takes only int8 whose scales vary by head and channel (its q
-        // folds K's, its output applies V's); per-token, page-managed and int4 stay prefill.
+        // The decode kernel takes only int8: scales that vary by head and channel (its q
+        // folds K's, its output applies V's) or fp32 per-token ones (tok_*); int4 stays prefill.
         const auto by_channel = [](const PrefillDequant& q) { return q.sb == 0 && q.ss == 0 && !q.paged; };
+        const auto by_token = [](const PrefillDequant& q) { return q.dtype == prefill_dq::kFloat32 && q.sd == 0; };
         const auto d = plan_fia_decode(plan, a, testing::kPlanArch);
         if (d) {
           ASSERT_EQ(plan.spec.kv_dtype, DType::kInt8);
-          ASSERT_TRUE(by_channel(plan.params.k_dq) && by_channel(plan.params.v_dq));
           ASSERT_EQ(d->spec.kv_dtype, DType::kInt8);
-          ASSERT_EQ(d->params.k_chan, plan.params.k_dq.scale);
-          ASSERT_EQ(d->params.v_chan, plan.params.v_dq.scale);
-          ASSERT_EQ(d->params.v_chan_off, plan.params.v_dq.offset);
+          for (int i = 0; i < 2; ++i) {
+            const PrefillDequant& q = i ? plan.params.v_dq : plan.params.k_dq;
+            const bool tok = d->spec.has(i ? spec::feature::kVTokenScale : spec::feature::kKTokenScale);
+            ASSERT_TRUE(tok ? by_token(q) : by_channel(q));
+            ASSERT_EQ(tok ? d->params.tok_scale[i] : i ? d->params.v_chan : d->params.k_chan, q.scale);
+            if (tok) ASSERT_EQ(d->params.tok_paged[i], q.paged);
+          }
+          if (!d->spec.has(spec::feature::kVTokenScale)) ASSERT_EQ(d->params.v_chan_off, plan.params.v_dq.offset);
         }
       } else {
         ASSERT_EQ(plan.params.k_dq.scale, nullptr);

@@ -447,4 +447,6 @@ TEST(SpecToTemplates, SwitchesAgree) {
   EXPECT_EQ(attnjit::feat::kScalePtr, f::kScalePointers);
   EXPECT_EQ(attnjit::feat::kCudaCores, f::kCudaCores);
   EXPECT_EQ(attnjit::feat::kRaggedQ, f::kRaggedQ);
+  EXPECT_EQ(attnjit::feat::kKTokScale, f::kKTokenScale);
+  EXPECT_EQ(attnjit::feat::kVTokScale, f::kVTokenScale);
 }

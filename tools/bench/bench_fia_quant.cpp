@@ -102,7 +102,8 @@ FiaArgs args(const Set& x, const Variant& var, bool combined) {
 
 int bench_fia_quant(const Options& o) {
   const Variant decode_variants[] = {
-      {"bf16", 16, 0}, {"int8 per-channel", 8, 0}, {"int8 per-token", 8, 1}, {"int4 per-channel", 4, 0}};
+      {"bf16", 16, 0}, {"int8 per-channel", 8, 0}, {"int8 per-token", 8, 1}, {"int4 per-channel", 4, 0},
+      {"int4 per-token", 4, 1}};
   struct Shape {
     int batch, len;
   };

@@ -24,6 +24,7 @@ const char* device_type(DType d) {
     case DType::kFloat8E4M3: return "attnjit::e4m3_t";
     case DType::kFloat8E5M2: return "attnjit::e5m2_t";
     case DType::kInt8: return "attnjit::i8_t";
+    case DType::kInt32: return "attnjit::i4x8_t";  // int4 K/V, eight to a word (FIA antiquant)
     default:
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("dtype {} has no device type in the decode templates", dtype_name(d)));
@@ -49,7 +50,8 @@ constexpr int kMaxSplitMStages = 12;
 // ATTNJIT_DECODE_SPLIT_M=0 renders and launches without it, for A/B measuring.
 bool split_m_eligible(const spec::KernelSpec& s) {
   const bool fp8 = dtype_size(s.kv_dtype) == 1;
-  if (s.mask != spec::MaskMode::kCustom || split_d(s) || s.has(spec::feature::kCudaCores) ||
+  if (s.mask != spec::MaskMode::kCustom || split_d(s) ||
+      s.has(spec::feature::kCudaCores | spec::feature::kKTokenScale | spec::feature::kVTokenScale) ||
       s.pos_encoding == spec::PosEncoding::kRopeLlama || (fp8 && s.head_dim_qk % 32 != 0))
     return false;
   return util::env_knob("ATTNJIT_DECODE_SPLIT_M", 0, 1, "0 or 1").value_or(1) == 1;
@@ -60,14 +62,16 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   t.tile = tile;
   t.lazy_rescale = lazy;
   const int hd = s.head_dim_qk;
+  const bool int4 = s.kv_dtype == DType::kInt32;  // eight dims to a word
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0 ||
                              s.has(spec::feature::kCudaCores));  // !Traits::kDirectFp8
-  const int raw_row = hd * kv_bytes + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
+  const int raw_row = (int4 ? hd / 2 : hd * kv_bytes) + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
   const bool sd = split_d(s);
   const int rings = sd ? 1 : t.warps;  // split-D: one CTA-wide ring; else one per warp
-  const int per_stage = rings * 2 * t.tile * raw_row;
+  const bool token_scales = s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale);
+  const int per_stage = rings * (2 * t.tile * raw_row + (token_scales ? 16 * t.tile : 0));  // Traits::kStageBytes
   const int conv = widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0;
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
   const int tail = std::max((sd ? 1 : t.warps) * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
@@ -132,7 +136,7 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // and head dims over 128 keep 16: the larger tile's registers spill there. Lazy rescaling
   // skips the O rescale while no row max moves. ATTNJIT_DECODE_TILE=16|32 and
   // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
-  const bool one_byte = dtype_size(s.kv_dtype) == 1;
+  const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
   const bool lazy = util::env_knob("ATTNJIT_DECODE_LAZY_RESCALE", 0, 1, "0 or 1").value_or(1) == 1;
   // Split-D (head_dim > 256) takes 32 where three stages fit: each warp reads Q
   // from shared memory once per tile, so the larger tile halves those reads.
@@ -163,9 +167,14 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16)
     return refuse([&] { return fmt::format("q dtype {}: the decode templates take fp16 or bf16 queries", dtype_name(s.q_dtype)); });
   const bool fp8_kv = s.kv_dtype == DType::kFloat8E4M3 || s.kv_dtype == DType::kFloat8E5M2;
-  const bool int8_kv = s.kv_dtype == DType::kInt8;
+  const bool int4_kv = s.kv_dtype == DType::kInt32;  // int4 packed eight to an int32 (FIA)
+  const bool int8_kv = s.kv_dtype == DType::kInt8 || int4_kv;  // what holds for int8 holds for int4
   if (s.kv_dtype != s.q_dtype && !fp8_kv && !int8_kv)
-    return refuse([&] { return fmt::format("kv dtype {}: K/V are q's dtype, fp8 or int8 (FIA)", dtype_name(s.kv_dtype)); });
+    return refuse([&] { return fmt::format("kv dtype {}: K/V are q's dtype, fp8, int8 or int4 in int32 (FIA)",
+                                           dtype_name(s.kv_dtype)); });
+  if (int4_kv && (s.head_dim_qk % 64 != 0 || s.mask != spec::MaskMode::kNone || s.has(spec::feature::kSlidingWindow)))
+    return refuse([&] { return fmt::format("kv dtype int32 (int4, FIA antiquant) takes head dims in 64s, no mask and no "
+                                           "window ({})", s.name()); });
   const bool out_16 = s.out_dtype == DType::kFloat16 || s.out_dtype == DType::kBFloat16;
   // int8 K/V (FIA's antiquant): K's offset shifts a row's scores alike, which softmax drops,
   // unless an LSE, sinks, a soft cap or a position term see the raw scores; q takes K's
@@ -206,6 +215,13 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
     return refuse([] { return std::string("unknown positional encoding"); });
   if (s.features & ~(spec::feature::kAll & ~spec::feature::kSplitRope))  // splitrope is the mla family's
     return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  if (s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)) {
+    // FIA's per-token antiquant: K per token with V per token, or K per channel with V per token.
+    if (!int8_kv || s.mask != spec::MaskMode::kNone || s.has(spec::feature::kSlidingWindow))
+      return refuse([&] { return fmt::format("ktokscale/vtokscale take int8/int4 K/V without mask or window ({})", s.name()); });
+    if (s.has(spec::feature::kKTokenScale) && !s.has(spec::feature::kVTokenScale))
+      return refuse([] { return std::string("ktokscale comes with vtokscale (FIA: per-token K implies per-token V)"); });
+  }
   if (s.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix))  // FIA's: the prefill kernels serve them
     return refuse([] { return std::string("leftpad and prefix are the prefill family's features (FIA)"); });
   spec::KernelSpec on_arch = s;

@@ -111,13 +111,18 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   // Left padding, the shared prefix and int8 output: the prefill kernel serves them at Q_S = 1 too.
   if (plan.spec.has(spec::feature::kLeftPad | spec::feature::kSharedPrefix) || plan.spec.out_dtype != plan.spec.q_dtype)
     return std::nullopt;
-  // Quantised K/V: int8 whose scales vary by KV head and channel only (per channel, tensor
-  // or head) takes this kernel, its scales outside the MMA (decode_params.cuh); per-token
-  // scales and int4 the prefill kernel, which dequantises tiles.
+  // Quantised K/V: int8 and int4 take this kernel, their scales outside the MMA
+  // (decode_params.cuh): scales that vary by KV head and channel only (per channel, tensor
+  // or head), or fp32 per-token ones (every per-token mode: by token, token and head,
+  // page-managed).
   auto by_channel = [](const PrefillDequant& q) { return q.sb == 0 && q.ss == 0 && !q.paged; };
-  const bool int8_kv = plan.spec.kv_dtype == DType::kInt8;
+  auto by_token = [](const PrefillDequant& q) { return q.dtype == prefill_dq::kFloat32 && q.sd == 0; };
+  const bool quant_kv = plan.spec.kv_dtype == DType::kInt8 || plan.spec.kv_dtype == DType::kInt32;  // int8 or int4
+  const PrefillDequant& kq = plan.params.k_dq;
+  const PrefillDequant& vq = plan.params.v_dq;
+  const bool k_tok = quant_kv && by_token(kq), v_tok = quant_kv && by_token(vq);
   if (plan.spec.kv_dtype != plan.spec.q_dtype &&
-      !(int8_kv && by_channel(plan.params.k_dq) && by_channel(plan.params.v_dq)))
+      !(quant_kv && (by_channel(kq) || k_tok) && (by_channel(vq) || v_tok) && (!k_tok || v_tok)))
     return std::nullopt;
   const int D = plan.spec.head_dim_qk;
   const int B = plan.batch, KN = plan.num_kv_heads;
@@ -151,14 +156,14 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   spec::KernelSpec& s = d.spec;
   s.family = spec::OpFamily::kDecode;
   s.q_dtype = s.kv_dtype = s.out_dtype = plan.spec.q_dtype;
-  if (int8_kv) s.kv_dtype = DType::kInt8;
+  if (quant_kv) s.kv_dtype = plan.spec.kv_dtype;
   s.set_head_dim(D);
   s.group_size = G;
   s.page_size = page;
   s.layout = spec::KvLayout::kNHD;  // strides carry the layout; the kernel reads no other
   s.mask = spec::MaskMode::kNone;
   s.pos_encoding = spec::PosEncoding::kNone;
-  s.features = 0;
+  s.features = (k_tok ? spec::feature::kKTokenScale : 0u) | (v_tok ? spec::feature::kVTokenScale : 0u);
   s.arch = arch;
   // auto and xqa both resolve to the decode family's one verified backend.
   s.backend = spec::Backend::kXqa;
@@ -212,12 +217,23 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   p.pages_per_seq = pps;
   p.sm_scale = pp.scale;  // FIA: scale * q.k (no q/k/v scales on this path)
   p.q_scale = p.k_scale = p.v_scale = p.rcp_out_scale = 1.0f;
-  if (int8_kv) {
-    p.k_chan = pp.k_dq.scale;  // K's offset: dropped by softmax (no LSE on this path)
-    p.kc_sh = pp.k_dq.sh, p.kc_sd = pp.k_dq.sd, p.k_chan_dtype = pp.k_dq.dtype;
-    p.v_chan = pp.v_dq.scale;
-    p.v_chan_off = pp.v_dq.offset;
-    p.vc_sh = pp.v_dq.sh, p.vc_sd = pp.v_dq.sd, p.v_chan_dtype = pp.v_dq.dtype;
+  if (quant_kv) {
+    if (!k_tok) {
+      p.k_chan = kq.scale;  // K's offset: dropped by softmax (no LSE on this path)
+      p.kc_sh = kq.sh, p.kc_sd = kq.sd, p.k_chan_dtype = kq.dtype;
+    }
+    if (!v_tok) {
+      p.v_chan = vq.scale;
+      p.v_chan_off = vq.offset;
+      p.vc_sh = vq.sh, p.vc_sd = vq.sd, p.v_chan_dtype = vq.dtype;
+    }
+    for (int i = 0; i < 2; ++i) {
+      const PrefillDequant& q = i ? vq : kq;
+      if (!(i ? v_tok : k_tok)) continue;
+      p.tok_scale[i] = static_cast<const float*>(q.scale);
+      p.tok_off[i] = static_cast<const float*>(q.offset);
+      p.tok_sb[i] = q.sb, p.tok_sh[i] = q.sh, p.tok_ss[i] = q.ss, p.tok_paged[i] = q.paged;
+    }
   }
   p.soft_cap = 0.f;
   p.window_left = -1;

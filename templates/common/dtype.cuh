@@ -112,15 +112,26 @@ __device__ __forceinline__ u32 widen_lo(i8_t, u32 w) { return int8_pick_to_half2
 __device__ __forceinline__ u32 widen_hi(i8_t, u32 w) { return int8_pick_to_half2(w, 0x32u); }
 __device__ __forceinline__ u32 widen_sel(i8_t, u32 w, u32 sel) { return int8_pick_to_half2(w, sel); }
 
-// Nibbles j and j + 4 of an int4 word (lo: nibble j) -> half2, exactly. wf is the word with
-// every nibble's sign bit flipped (x + 8, shared by the word's four pairs), which becomes
-// the mantissa of 1024 + (x + 8); then 1032 comes off. A shift, a LOP3 and a subtract.
-template <int j>
-__device__ __forceinline__ u32 int4_pair_to_half2(u32 wf) {
-  const u32 biased = ((wf >> (4 * j)) & 0x000f000fu) | 0x64006400u;
-  u32 r;
-  asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(0x64086408u));
-  return r;
+// An int4 word (eight two's-complement nibbles, nibble i at bits 4i) -> four half2, exactly:
+// h[j] = (nibble j, nibble j + 4). One LOP3 per pair flips the sign bit (x + 8) and ORs it
+// into the mantissa of 1024: (w & mask) ^ (0x8 | 0x6400) per half, as the sign bit is in
+// the mask and 0x6400 outside it. Pairs 0 and 2 sit at bits 0-3 (1024 + (x + 8), minus
+// 1032); pairs 1 and 3 at bits 4-7 (1024 + 16 (x + 8), times 1/16 minus 72). One shift
+// brings pairs 2 and 3 down: nine instructions a word.
+__device__ __forceinline__ u32 lop3_and_xor(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(b), "r"(c));  // (a & b) ^ c
+  return d;
+}
+__device__ __forceinline__ void int4x8_to_half2(u32 w, u32 (&h)[4]) {
+  const u32 w8 = w >> 8;
+  u32 t[4] = {lop3_and_xor(w, 0x000f000fu, 0x64086408u), lop3_and_xor(w, 0x00f000f0u, 0x64806480u),
+              lop3_and_xor(w8, 0x000f000fu, 0x64086408u), lop3_and_xor(w8, 0x00f000f0u, 0x64806480u)};
+#pragma unroll
+  for (int j = 0; j < 4; j += 2) {
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(h[j]) : "r"(t[j]), "r"(0x64086408u));                     // - 1032
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(h[j + 1]) : "r"(t[j + 1]), "r"(0x2c002c00u), "r"(0xd480d480u));  // / 16 - 72
+  }
 }
 
 // float -> e4m3 with round-to-nearest-even and saturation to +-448.

@@ -56,9 +56,10 @@ struct DecodeTile {
             q_frag(qf, q_s, (k0 + 32 * h) / 16 + 1, lane, a1);
 #pragma unroll
             for (int n = 0; n < 2; ++n) {
-              const u32 wf = r[2 * h + n] ^ 0x88888888u;
-              mma_16816<MT>(s[2 * tg + n], a0, int4_pair_to_half2<0>(wf), int4_pair_to_half2<1>(wf));
-              mma_16816<MT>(s[2 * tg + n], a1, int4_pair_to_half2<2>(wf), int4_pair_to_half2<3>(wf));
+              u32 b[4];
+              int4x8_to_half2(r[2 * h + n], b);
+              mma_16816<MT>(s[2 * tg + n], a0, b[0], b[1]);
+              mma_16816<MT>(s[2 * tg + n], a1, b[2], b[3]);
             }
           }
         }
@@ -114,12 +115,12 @@ struct DecodeTile {
           ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c0 / 2 + (lane / 16) * 16));
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const u32 lo = r[2 * h] ^ 0x88888888u, hi = r[2 * h + 1] ^ 0x88888888u;
+            u32 lo[4], hi[4];
+            int4x8_to_half2(r[2 * h], lo);
+            int4x8_to_half2(r[2 * h + 1], hi);
             const int j0 = (c0 + 32 * h) / 8;
-            mma_16816<MT>(o[j0 + 0], a, int4_pair_to_half2<0>(lo), int4_pair_to_half2<0>(hi));
-            mma_16816<MT>(o[j0 + 1], a, int4_pair_to_half2<1>(lo), int4_pair_to_half2<1>(hi));
-            mma_16816<MT>(o[j0 + 2], a, int4_pair_to_half2<2>(lo), int4_pair_to_half2<2>(hi));
-            mma_16816<MT>(o[j0 + 3], a, int4_pair_to_half2<3>(lo), int4_pair_to_half2<3>(hi));
+#pragma unroll
+            for (int j = 0; j < 4; ++j) mma_16816<MT>(o[j0 + j], a, lo[j], hi[j]);
           }
         }
       } else if constexpr (Tr::kDirectFp8) {

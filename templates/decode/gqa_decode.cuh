@@ -67,7 +67,9 @@ struct DecodeTraits {
   // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
   static constexpr bool kCudaCores = (kFeatures_ & feat::kCudaCores) != 0;
   static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0 && !kCudaCores;
-  static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores;
+  // int4 reads Q from shared memory: the registers go to a fourth CTA per SM instead (H200,
+  // B128 KV4K D128 g4: 12 warps per SM left 41% of issue slots without an eligible warp).
+  static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores && !kInt4Kv;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
@@ -98,7 +100,8 @@ struct DecodeTraits {
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
   static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
-  static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > 3 ? 3 : kMinBlocksRaw);
+  static constexpr int kMaxBlocks = kInt4Kv ? 4 : 3;
+  static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > kMaxBlocks ? kMaxBlocks : kMinBlocksRaw);
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");

@@ -198,8 +198,10 @@ TEST(Render, UnsupportedSpecsThrowNamingTheProblem) {
                ErrorCode::kUnsupported, {"q dtype fp8_e5m2"});
   expect_error([&] { render(with([](KernelSpec& s) { s.mask = static_cast<spec::MaskMode>(9); })); },
                ErrorCode::kUnsupported, {"mask"});
-  expect_error([&] { render(with([](KernelSpec& s) { s.features |= 1u << 11; })); }, ErrorCode::kUnsupported,
+  expect_error([&] { render(with([](KernelSpec& s) { s.features |= 1u << 13; })); }, ErrorCode::kUnsupported,
                {"feature bits"});
+  expect_error([&] { render(with([](KernelSpec& s) { s.features |= spec::feature::kKTokenScale; })); },
+               ErrorCode::kUnsupported, {"ktokscale/vtokscale take int8/int4"});
   expect_error([&] { render(with([](KernelSpec& s) { s.features |= spec::feature::kSharedPrefix; })); },
                ErrorCode::kUnsupported, {"prefill family"});
   EXPECT_NE(render(with([](KernelSpec& s) { s.features |= spec::feature::kCudaCores; })).source.find("32u"),

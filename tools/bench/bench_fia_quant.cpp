@@ -25,7 +25,7 @@ constexpr int kHeads = 32, kKvHeads = 8, kHd = 128;
 
 // One KV variant: 16-bit, or int8/int4 with per-channel (mode 0) or per-token (mode 1) scales.
 struct Variant {
-  const char* name;
+  const char* name;  // --kv picks one by its first word and mode: bf16, int8, int8-token, int4, int4-token
   int bits;  // 16, 8, 4
   int mode;  // separate key/value_antiquant_mode (decode); prefill uses the combined scales
 };
@@ -112,8 +112,11 @@ int bench_fia_quant(const Options& o) {
              "TB/s", "vs bf16");
   std::mt19937 rng(12);
   for (const Shape& sh : shapes) {
+    if (o.only_batch && sh.batch != o.only_batch) continue;
     double bf16_ms = 0;
     for (const Variant& var : decode_variants) {
+      const std::string key = std::string(var.name).substr(0, 4) + (var.mode == 1 ? "-token" : "");
+      if (o.only_kv && key != o.only_kv) continue;
       const double kv = 2.0 * sh.batch * sh.len * kKvHeads * kHd * var.bits / 8.0;
       const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv)));
       std::vector<Set> s(static_cast<size_t>(sets));
@@ -126,6 +129,7 @@ int bench_fia_quant(const Options& o) {
                  ms * 1e3, kv / (ms * 1e-3) / 1e12, bf16_ms / ms, kernel);
     }
   }
+  if (o.only_kv || o.only_batch) return 0;  // a decode row picked (profiling)
   // Prefill: combined per-channel int8 (the seed's Q_S > 1 path: fp16 query) against fp16 K/V.
   fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n", "fia quantised KV prefill (fp16, B4 S4096 N 32/8 D128)", "ms",
              "TFLOP/s", "vs fp16");

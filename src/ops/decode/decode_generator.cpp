@@ -119,11 +119,11 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   }
   // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
   // register budget __launch_bounds__ derives from it would force spills.
-  const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores);
+  const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores) && !int4;  // Traits::kQInRegs
   const int reg_estimate = hd / 2 + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
   const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
   const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
-  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, 3);
+  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, int4 ? 4 : 3);  // Traits::kMaxBlocks
   return t;
 }
 

@@ -143,6 +143,9 @@ struct GqaDecode {
     float score_scale;  // sm_scale * q_scale * k_scale
     float v_scale;
     int first_page[S > 1 ? S - 1 : 1];  // pages of the prologue tiles from tok_lo (paged)
+    // Per-token scales: where this lane's copies of a tile read (issue_token_scales) for the
+    // tile at position 0 of page 0, or null (no such tensor, or that side per channel).
+    const float* tok_src[Tr::kTokScales ? 4 * Tr::kTile / 32 : 1];
   };
 
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
@@ -250,6 +253,16 @@ struct GqaDecode {
     const bool kv_ptr = has(feat::kScalePtr) && p.kv_scale_ptr;
     w.score_scale = p.sm_scale * qs * (kv_ptr ? *p.kv_scale_ptr : p.k_scale);
     w.v_scale = kv_ptr ? *p.kv_scale_ptr : p.v_scale;
+    if constexpr (Tr::kTokScales) {
+      const int lane = threadIdx.x % 32;
+#pragma unroll
+      for (int j = 0; j < 4 * kTile / 32; ++j) {
+        const int i = lane + 32 * j, r = i % kTile, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
+        const float* base = (i / kTile) % 2 ? p.tok_off[kv] : p.tok_scale[kv];
+        const long long at = w.kvh * p.tok_sh[kv] + (p.tok_paged[kv] ? 0ll : w.b * p.tok_sb[kv]) + r * p.tok_ss[kv];
+        w.tok_src[j] = (kv == 0 ? Tr::kKTok : Tr::kVTok) && base ? base + at : nullptr;
+      }
+    }
     return true;
   }
 
@@ -391,14 +404,12 @@ struct GqaDecode {
                                             int lane) {
 #pragma unroll
     for (int j = 0; j < 4 * kTile / 32; ++j) {
-      const int i = lane + 32 * j, r = i % kTile, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
-      const float* base = (i / kTile) % 2 ? p.tok_off[kv] : p.tok_scale[kv];
-      const int tok = tok0 + r;
-      long long at = (long long)w.kvh * p.tok_sh[kv];
-      if (Tr::kPaged && p.tok_paged[kv]) at += (long long)page * p.tok_sb[kv] + (tok % Tr::kPageSize) * p.tok_ss[kv];
-      else at += (long long)w.b * p.tok_sb[kv] + (long long)tok * p.tok_ss[kv];
-      const bool valid = (kv == 0 ? Tr::kKTok : Tr::kVTok) && base && tok < w.tok_hi;
-      cp_async_4(dst + i, valid ? static_cast<const void*>(base + at) : p.k, valid ? 4u : 0u);
+      const int i = lane + 32 * j, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
+      const long long at = Tr::kPaged && p.tok_paged[kv]
+                               ? (long long)page * p.tok_sb[kv] + (long long)(tok0 % Tr::kPageSize) * p.tok_ss[kv]
+                               : (long long)tok0 * p.tok_ss[kv];
+      const bool valid = w.tok_src[j] && tok0 + i % kTile < w.tok_hi;
+      cp_async_4(dst + i, valid ? static_cast<const void*>(w.tok_src[j] + at) : p.k, valid ? 4u : 0u);
     }
   }
 

@@ -67,9 +67,11 @@ struct DecodeTraits {
   // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
   static constexpr bool kCudaCores = (kFeatures_ & feat::kCudaCores) != 0;
   static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0 && !kCudaCores;
-  // int4 reads Q from shared memory: the registers go to a fourth CTA per SM instead (H200,
-  // B128 KV4K D128 g4: 12 warps per SM left 41% of issue slots without an eligible warp).
-  static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores && !kInt4Kv;
+  // int4 and per-token scales (ALU-bound loops) read Q from shared memory: the registers
+  // go to a fourth CTA per SM instead (H200, int4 B128 KV4K D128 g4: 12 warps per SM left
+  // 41% of issue slots without an eligible warp; 280 -> 231 us with the cheaper widening).
+  static constexpr bool kFourCtas = kInt4Kv || kTokScales;
+  static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores && !kFourCtas;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
@@ -100,7 +102,7 @@ struct DecodeTraits {
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
   static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
-  static constexpr int kMaxBlocks = kInt4Kv ? 4 : 3;
+  static constexpr int kMaxBlocks = kFourCtas ? 4 : 3;
   static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > kMaxBlocks ? kMaxBlocks : kMinBlocksRaw);
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");

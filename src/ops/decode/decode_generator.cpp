@@ -96,7 +96,10 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // Ring budget per CTA: ~105 KB lets two CTAs share an SM with two tiles in
   // flight per warp (~128 KB per SM: what HBM latency needs at full bandwidth).
   // Never more than the arch allows per block.
-  int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(105) * 1024;
+  // int4 and per-token scales (Traits::kFourCtas): a ring that leaves room for four CTAs.
+  const bool four_ctas = int4 || token_scales;
+  const int four_budget = t.smem_limit / 4 - 1024 - fixed;
+  int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(four_ctas ? std::min(105 * 1024, four_budget) / 1024 : 105) * 1024;
   if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
   // At least two stages (one tile in flight while another is computed), fewer
   // only where the arch's shared memory cannot hold two.
@@ -119,11 +122,11 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   }
   // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
   // register budget __launch_bounds__ derives from it would force spills.
-  const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores) && !int4;  // Traits::kQInRegs
+  const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores) && !four_ctas;  // Traits::kQInRegs
   const int reg_estimate = hd / 2 + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
   const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
   const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
-  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, int4 ? 4 : 3);  // Traits::kMaxBlocks
+  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, four_ctas ? 4 : 3);  // Traits::kMaxBlocks
   return t;
 }
 

@@ -108,7 +108,7 @@ struct DecodeTile {
       if constexpr (Tr::kInt4Kv) {
         // ldmatrix.trans on 4-dim units: lane (g, t) gets tokens 2t, 2t+1 of dims 4g..4g+3
         // (r[2h]: tokens 0-7, r[2h+1]: 8-15, of dims c0 + 32h..); nibble j of both tokens
-        // is n tile j, which so holds dims 4n + j (GqaDecode::store_warp_o puts them back).
+        // is n tile j, which so holds dims 4n + j (store_o below puts them back).
 #pragma unroll
         for (int c0 = 0; c0 < HD; c0 += 64) {
           u32 r[4];
@@ -148,6 +148,46 @@ struct DecodeTile {
           mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
           mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
         }
+      }
+    }
+  }
+
+  // One warp's O (every dim) -> rows g and g + 8 of dst ([rows][HD] floats), the
+  // direct fp8 and int4 paths' interleaved dims put back in order.
+  __device__ static void store_o(float* dst, const float (&o)[HD / 8][4], int tq) {
+    if constexpr (Tr::kInt4Kv) {
+      // n tile 4b + j of 32-dim block b holds dims 32b + 4n + j: this lane's n are 2t and 2t + 1.
+#pragma unroll
+      for (int b = 0; b < HD / 32; ++b)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float* r0 = dst + b * 32 + 8 * tq + j;
+          r0[0] = o[4 * b + j][0];
+          r0[4] = o[4 * b + j][1];
+          r0[8 * HD] = o[4 * b + j][2];
+          r0[8 * HD + 4] = o[4 * b + j][3];
+        }
+    } else if constexpr (Tr::kDirectFp8) {
+#pragma unroll
+      for (int q = 0; q < HD / 16; ++q) {
+        float* r0 = dst + q * 16 + 4 * tq;
+        r0[0] = o[2 * q][0];
+        r0[1] = o[2 * q + 1][0];
+        r0[2] = o[2 * q][1];
+        r0[3] = o[2 * q + 1][1];
+        r0[8 * HD + 0] = o[2 * q][2];
+        r0[8 * HD + 1] = o[2 * q + 1][2];
+        r0[8 * HD + 2] = o[2 * q][3];
+        r0[8 * HD + 3] = o[2 * q + 1][3];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < HD / 8; ++j) {
+        float* r0 = dst + j * 8 + 2 * tq;
+        r0[0] = o[j][0];
+        r0[1] = o[j][1];
+        r0[8 * HD] = o[j][2];
+        r0[8 * HD + 1] = o[j][3];
       }
     }
   }

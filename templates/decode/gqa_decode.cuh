@@ -14,6 +14,7 @@
 #include "decode/decode_params.cuh"
 #include "decode/decode_tile.cuh"
 #include "decode/decode_tile_cuda_cores.cuh"
+#include "decode/decode_token_scales.cuh"
 
 namespace attnjit {
 
@@ -145,9 +146,7 @@ struct GqaDecode {
     float score_scale;  // sm_scale * q_scale * k_scale
     float v_scale;
     int first_page[S > 1 ? S - 1 : 1];  // pages of the prologue tiles from tok_lo (paged)
-    // Per-token scales: where this lane's copies of a tile read (issue_token_scales) for the
-    // tile at position 0 of page 0, or null (no such tensor, or that side per channel).
-    const float* tok_src[Tr::kTokScales ? 4 * Tr::kTile / 32 : 1];
+    typename DecodeTokenScales<Tr>::Src tok;  // per-token scales: this lane's copy sources
   };
 
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
@@ -255,16 +254,7 @@ struct GqaDecode {
     const bool kv_ptr = has(feat::kScalePtr) && p.kv_scale_ptr;
     w.score_scale = p.sm_scale * qs * (kv_ptr ? *p.kv_scale_ptr : p.k_scale);
     w.v_scale = kv_ptr ? *p.kv_scale_ptr : p.v_scale;
-    if constexpr (Tr::kTokScales) {
-      const int lane = threadIdx.x % 32;
-#pragma unroll
-      for (int j = 0; j < 4 * kTile / 32; ++j) {
-        const int i = lane + 32 * j, r = i % kTile, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
-        const float* base = (i / kTile) % 2 ? p.tok_off[kv] : p.tok_scale[kv];
-        const long long at = w.kvh * p.tok_sh[kv] + (p.tok_paged[kv] ? 0ll : w.b * p.tok_sb[kv]) + r * p.tok_ss[kv];
-        w.tok_src[j] = (kv == 0 ? Tr::kKTok : Tr::kVTok) && base ? base + at : nullptr;
-      }
-    }
+    if constexpr (Tr::kTokScales) DecodeTokenScales<Tr>::init(p, w.b, w.kvh, w.tok);
     return true;
   }
 
@@ -396,24 +386,11 @@ struct GqaDecode {
       cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
       cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
     }
-    if constexpr (Tr::kTokScales) issue_token_scales(p, w, reinterpret_cast<float*>(stage + 2 * kTile * Tr::kRawRowBytes), tok0, page, lane);
+    if constexpr (Tr::kTokScales)
+      DecodeTokenScales<Tr>::issue(p, w.tok, w.tok_hi, reinterpret_cast<float*>(stage + 2 * kTile * Tr::kRawRowBytes),
+                                   tok0, page, lane);
   }
 
-  // The tile's per-token K and V scales and offsets: [K scale | K offset | V scale | V
-  // offset] x kTile floats; zeros past tok_hi, for an absent offset, and for the side
-  // (K or V) whose scales are per channel.
-  __device__ static void issue_token_scales(const DecodeParams& p, const Work& w, float* dst, int tok0, int page,
-                                            int lane) {
-#pragma unroll
-    for (int j = 0; j < 4 * kTile / 32; ++j) {
-      const int i = lane + 32 * j, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
-      const long long at = Tr::kPaged && p.tok_paged[kv]
-                               ? (long long)page * p.tok_sb[kv] + (long long)(tok0 % Tr::kPageSize) * p.tok_ss[kv]
-                               : (long long)tok0 * p.tok_ss[kv];
-      const bool valid = w.tok_src[j] && tok0 + i % kTile < w.tok_hi;
-      cp_async_4(dst + i, valid ? static_cast<const void*>(w.tok_src[j] + at) : p.k, valid ? 4u : 0u);
-    }
-  }
 
   // fp8 tile -> fp16 tile in the warp's conversion buffer.
   __device__ static void widen_tile(const unsigned char* raw, MT* dst, int lane) {
@@ -493,10 +470,7 @@ struct GqaDecode {
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2, row = g + 8 * h, tok = tok0 + nt * 8 + 2 * tq + (e & 1);
         float x = s[nt][e];
-        if constexpr (Tr::kKTok) {
-          const int j = nt * 8 + 2 * tq + (e & 1);
-          x = (x + ts[kTile + j] * qsum[h]) * ts[j];
-        }
+        if constexpr (Tr::kKTok) x = DecodeTokenScales<Tr>::key_score(x, ts, nt * 8 + 2 * tq + (e & 1), qsum[h]);
         x *= w.score_scale;
         if (has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
         x *= kLog2e;
@@ -531,21 +505,11 @@ struct GqaDecode {
       if (Tr::kPos == pos_mode::kAlibi)
         slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
     }
-    // Per-token K offsets shift row r's score of key j by off_j * sum(q_r): the sums of
-    // the thread's two rows, over Q as the MMA reads it.
+    // Per-token scales (decode_token_scales.cuh): K's offsets need each row's sum of q;
+    // V's scales go into P under a running unit.
     float qsum[2] = {0.f, 0.f};
-    if constexpr (Tr::kKTok) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        for (int d = tq; d < HD; d += 4) qsum[h] += to_float(q_s[(g + 8 * h) * kRowElems + d]);
-        qsum[h] = quad_sum(qsum[h]);
-      }
-    }
-    // Per-token V scales go into P before P V, which is 16-bit: P' = p * scale / unit, with
-    // unit the largest power of two under the largest |scale| seen so far, so |P'| < 2 and
-    // O holds o / unit, rescaled like a softmax max when unit grows (alpha). voff: each
-    // row's sum of P' * offset, added to every output dim at the end.
-    float vunit = 0.f, voff[2] = {0.f, 0.f};
+    if constexpr (Tr::kKTok) DecodeTokenScales<Tr>::q_sums(q_s, g, tq, qsum);
+    typename DecodeTokenScales<Tr>::VUnit vu;
 
     // The ring's first S - 1 tiles were issued before Q was loaded (run()). Each
     // tile's page id is read one iteration before its copy is issued, so the
@@ -603,24 +567,7 @@ struct GqaDecode {
         m[h] = m_new;
         l[h] *= alpha[h];
       }
-      float vmul = 1.f;
-      if constexpr (Tr::kVTok) {
-        float amax = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kTile / 8; ++nt)
-          amax = fmaxf(amax, fmaxf(fabsf(ts[2 * kTile + nt * 8 + 2 * tq]), fabsf(ts[2 * kTile + nt * 8 + 2 * tq + 1])));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        const float unit = fmaxf(vunit, pow2_floor(amax));
-        vmul = pow2_rcp(unit);
-        const float grow = vunit * vmul;  // exact: powers of two; 0 on the first tile, when O is 0
-        vunit = unit;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          alpha[h] *= grow;
-          voff[h] *= alpha[h];
-        }
-      }
+      if constexpr (Tr::kVTok) vu.begin_tile(ts, tq, alpha);
       // Once the row maxima settle, alpha is exactly 1 for the whole warp: the lazy
       // variant skips the HD/2 multiplies per tile then (a warp-uniform branch).
       if (!Tr::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -638,11 +585,7 @@ struct GqaDecode {
         for (int e = 0; e < 4; ++e) {
           float pe = fast_exp2(s[nt][e] - ref[e / 2]);
           l[e / 2] += pe;
-          if constexpr (Tr::kVTok) {
-            const int j = nt * 8 + 2 * tq + (e & 1);
-            pe *= ts[2 * kTile + j] * vmul;
-            voff[e / 2] += pe * ts[3 * kTile + j];
-          }
+          if constexpr (Tr::kVTok) pe = vu.scale_p(pe, ts, nt * 8 + 2 * tq + (e & 1), e / 2);
           s[nt][e] = pe;
         }
 
@@ -651,17 +594,7 @@ struct GqaDecode {
       else Tile::accumulate_pv(s, vt, v_raw, lane, o);
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
-    if constexpr (Tr::kVTok) {  // back to O's true units, the offsets' sums in every dim
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float off = quad_sum(voff[h]);
-#pragma unroll
-        for (int j = 0; j < HD / 8; ++j) {
-          o[j][2 * h] = (o[j][2 * h] + off) * vunit;
-          o[j][2 * h + 1] = (o[j][2 * h + 1] + off) * vunit;
-        }
-      }
-    }
+    if constexpr (Tr::kVTok) vu.finish(o);
   }
 
   // The CTA-ring loops' (split-M, split-D) tile step between S = Q K^T and
@@ -703,44 +636,8 @@ struct GqaDecode {
       }
   }
 
-  // One warp's O (every dim) -> rows g and g + 8 of dst ([rows][HD] floats), the
-  // direct fp8 and int4 paths' interleaved dims put back in order.
   __device__ static void store_warp_o(float* dst, const float (&o)[HD / 8][4], int tq) {
-    if constexpr (Tr::kInt4Kv) {
-      // n tile 4b + j of 32-dim block b holds dims 32b + 4n + j: this lane's n are 2t and 2t + 1.
-#pragma unroll
-      for (int b = 0; b < HD / 32; ++b)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float* r0 = dst + b * 32 + 8 * tq + j;
-          r0[0] = o[4 * b + j][0];
-          r0[4] = o[4 * b + j][1];
-          r0[8 * HD] = o[4 * b + j][2];
-          r0[8 * HD + 4] = o[4 * b + j][3];
-        }
-    } else if constexpr (Tr::kDirectFp8) {
-#pragma unroll
-      for (int q = 0; q < HD / 16; ++q) {
-        float* r0 = dst + q * 16 + 4 * tq;
-        r0[0] = o[2 * q][0];
-        r0[1] = o[2 * q + 1][0];
-        r0[2] = o[2 * q][1];
-        r0[3] = o[2 * q + 1][1];
-        r0[8 * HD + 0] = o[2 * q][2];
-        r0[8 * HD + 1] = o[2 * q + 1][2];
-        r0[8 * HD + 2] = o[2 * q][3];
-        r0[8 * HD + 3] = o[2 * q + 1][3];
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < HD / 8; ++j) {
-        float* r0 = dst + j * 8 + 2 * tq;
-        r0[0] = o[j][0];
-        r0[1] = o[j][1];
-        r0[8 * HD] = o[j][2];
-        r0[8 * HD + 1] = o[j][3];
-      }
-    }
+    DecodeTile<Tr>::store_o(dst, o, tq);
   }
 };
 

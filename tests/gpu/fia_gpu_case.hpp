@@ -517,8 +517,11 @@ inline double run_fia(FiaCase c, uint32_t seed) {
   c.backend = Backend::kXqa;
   double err = run_fia_on(c, seed);
   // The wgmma kernel's head dims; hd 256 with both a mask tensor and pse stays portable (can_implement).
-  // Quantised K/V: the wgmma kernel's producer does not dequantise (can_implement).
-  const bool hopper_serves = !c.kvq.bits && c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
+  // Quantised K/V: the wgmma kernel's producer dequantises int8 to fp16 only, up to head
+  // dim 192 (its raw slots and two stages fit shared memory there; can_implement).
+  const bool quant_ok = !c.kvq.bits || (c.kvq.bits == 8 && c.dtype == DType::kFloat16 &&
+                                        std::max(c.head_dim, c.head_dim_v) <= 192);
+  const bool hopper_serves = quant_ok && c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
                              c.head_dim_v <= 256 && !(c.head_dim_v > 192 && c.mask == 1 && c.pse);
   if (hopper_here() && hopper_serves) {
     c.backend = Backend::kTrtllmGen;

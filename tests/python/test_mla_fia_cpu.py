@@ -55,11 +55,11 @@ def test_fia_prewarm_then_inspect():
     assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.trtllmgen.sm90a"]
     # TND (192/128 head dims) from its name, through the op.
     assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.trtllmgen.sm90a")["op"] == "fia"
-    # int8 K/V with the combined per-channel scale (Q_S > 1, BNSD: (2, N, 1, D)): the portable
-    # kernel dequantises it (the wgmma one does not).
+    # int8 K/V with the combined per-channel scale (Q_S > 1, BNSD: (2, N, 1, D)): the wgmma
+    # kernel's producer dequantises it to fp16.
     int8 = fia_call(key=S([1, 2, 512, 128], "int8"), value=S([1, 2, 512, 128], "int8"),
                     antiquant_scale=S([2, 2, 1, 128], "fp16"))
-    assert attnjit.prewarm(int8, arch=ARCH) == ["prefill.fp16.kvint8.hd128.g1.contig.nhd.sm90a"]
+    assert attnjit.prewarm(int8, arch=ARCH) == ["prefill.fp16.kvint8.hd128.g1.contig.nhd.trtllmgen.sm90a"]
 
 
 def test_mla_backends_by_shape_and_by_request():

@@ -104,12 +104,16 @@ TEST(FiaExtrasCompile, NamesRoundTripAndCanImplement) {
   s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", false);
   s.out_dtype = DType::kFloat8E4M3;
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
-  // Quantised K/V: the wgmma kernel's producer does not dequantise, and says so; fp8 K/V
-  // is no antiquant dtype.
+  // Quantised K/V: the wgmma kernel's producer dequantises int8 to fp16 only (bf16 with
+  // int8, and int4, take the portable kernel), and says so; fp8 K/V is no antiquant dtype.
   s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", true);
   s.kv_dtype = DType::kInt8;
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
-  EXPECT_NE(why.find("dequantise"), std::string::npos) << why;
+  EXPECT_NE(why.find("dequantises int8 to fp16 only"), std::string::npos) << why;
+  s.q_dtype = s.out_dtype = DType::kFloat16;
+  EXPECT_TRUE(ops::prefill_can_implement(s, s.arch, &why)) << why;
+  s.kv_dtype = DType::kInt32;
+  EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));
   s = spec_of(DType::kBFloat16, 128, M::kNone, 0, false, "sm_90a", false);
   s.kv_dtype = DType::kFloat8E4M3;
   EXPECT_FALSE(ops::prefill_can_implement(s, s.arch, &why));

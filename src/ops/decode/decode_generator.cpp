@@ -98,8 +98,8 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // Never more than the arch allows per block.
   // int4 and per-token scales (Traits::kFourCtas): a ring that leaves room for four CTAs.
   const bool four_ctas = int4 || token_scales;
-  const int four_budget = t.smem_limit / 4 - 1024 - fixed;
-  int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(four_ctas ? std::min(105 * 1024, four_budget) / 1024 : 105) * 1024;
+  const int default_kb = four_ctas ? std::min(105, (t.smem_limit / 4 - 1024 - fixed) / 1024) : 105;
+  int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(default_kb) * 1024;
   if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
   // At least two stages (one tile in flight while another is computed), fewer
   // only where the arch's shared memory cannot hold two.

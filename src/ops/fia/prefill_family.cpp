@@ -33,10 +33,11 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile, int quant_div) {
   const int raw = quant_div ? 2 * kv_tile * (hd_qk + hd_vo) / quant_div + (hd_qk + hd_vo + 2 * kv_tile) * 8 : 0;
   return kPrefillRows * (hd_qk + 8) * 2 + (quant_div ? 1 : 2) * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2) + raw;
 }
-// PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, the mbarriers,
-// the item ring (4 slots).
-int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages) {
-  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + 2 * stages * 8 + 4 * (2 * 8 + 4);
+// PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, int8 K/V's
+// two raw slots and dims' table (kRawBytes), the mbarriers, the item ring (4 slots).
+int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages, bool int8_kv) {
+  const int raw = int8_kv ? 2 * (kv_tile * (hd_qk + hd_vo) + kv_tile * 16) + (hd_qk + hd_vo) * 8 : 0;
+  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + 2 * stages * 8 + 4 * (2 * 8 + 4);
 }
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace
@@ -106,11 +107,14 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     t.threads = 384;
     // A mask tensor or pse keeps four more row pointers live: 64-token tiles there.
     const bool row_pointers = s.mask == spec::MaskMode::kCustom || s.has(spec::feature::kPse);
-    t.kv_tile = widest > 128 || row_pointers ? 64 : 128;
+    // int8 K/V: 64-token tiles, so that the raw slots leave room for four stages.
+    const bool int8_kv = s.kv_dtype == DType::kInt8;
+    t.kv_tile = widest > 128 || row_pointers || int8_kv ? 64 : 128;
     t.stages = 2;
-    while (t.stages < 4 && hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1) <= t.smem_limit)
+    while (t.stages < 4 &&
+           hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1, int8_kv) <= t.smem_limit)
       ++t.stages;
-    t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages);
+    t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, int8_kv);
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(1) == 1;
     return t;
@@ -133,9 +137,12 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
   };
   const bool kv_quant = kv_quant_div(s.kv_dtype) != 0;
   if (is_hopper(s)) {
-    if (kv_quant)
-      return refuse([&] { return fmt::format("kv dtype {} (antiquant): the trtllm-gen prefill kernel's producer does not "
-                                             "dequantise (the portable kernel serves it)", dtype_name(s.kv_dtype)); });
+    // int8 K/V with an fp16 query: the producer dequantises to fp16 (the seed's Q_S > 1
+    // pairing of the combined scales). bf16 with int8 (per-token, Q_S > 1) and int4: portable.
+    if (kv_quant && (s.kv_dtype != DType::kInt8 || s.q_dtype != DType::kFloat16))
+      return refuse([&] { return fmt::format("kv dtype {} with a {} query (antiquant): the trtllm-gen prefill kernel "
+                                             "dequantises int8 to fp16 only (the portable kernel serves it)",
+                                             dtype_name(s.kv_dtype), dtype_name(s.q_dtype)); });
     if (arch.sm != 90 || !arch.arch_specific)
       return refuse([&] { return fmt::format("the trtllm-gen prefill kernel is sm_90a only (wgmma, setmaxnreg); {} has none",
                                              arch.str()); });

@@ -1,4 +1,6 @@
 // The row operations of SqliteStore: get, put, contains, list, stats, gc, clear.
+#include <sqlite3.h>
+
 #include <algorithm>
 
 #include "store/checksum.hpp"
@@ -235,12 +237,24 @@ bool SqliteStore::put_locked(const Entry& entry) {
   row.created_us = row.last_used_us = now_us();
 
   Txn txn(*db_);
-  bool exists = false;
+  bool exists = false, stale = false;
   {
-    // Check again under the write lock: another process may have put it meanwhile.
-    Stmt s = db_->prepare("SELECT 1 FROM main.entries WHERE key = ?1");
+    // Check again under the write lock: another process may have put it meanwhile. A row
+    // found there that fails its checksum, or is another key's (a damaged index), is
+    // replaced, so that the put reads back. Deleting it from a malformed file throws the
+    // corrupt error: run_op then moves the file aside and puts into a fresh store.
+    Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM main.entries WHERE key = ?1");
     s.bind_text(1, entry.key);
-    exists = s.step();
+    if (s.step()) {
+      const Entry old = read_entry(s);
+      exists = old.key == entry.key && row_checksum(old) == s.col_text(6);
+      stale = !exists;
+    }
+  }
+  if (stale) {
+    Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1");
+    del.bind_text(1, entry.key);
+    del.run();
   }
   bool inserted = false;
   if (!exists) {
@@ -248,6 +262,12 @@ bool SqliteStore::put_locked(const Entry& entry) {
     bind_row(insert, row);
     insert.run();
     inserted = db_->changes() == 1;
+    // Read it back: in a file whose index is damaged the key can lead to another row.
+    // That is corruption: run_op moves the file aside and puts into a fresh store.
+    Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM main.entries WHERE key = ?1");
+    s.bind_text(1, entry.key);
+    if (!s.step() || read_entry(s).key != entry.key || s.col_text(6) != row.checksum)
+      throw SqliteError(SQLITE_CORRUPT, "the row just written reads back as another (a damaged index)");
   }
   if (inserted) {
     Stmt s = db_->prepare(

@@ -98,8 +98,9 @@ void expect_verify_clean(const std::string& dir, const std::string& when) {
   EXPECT_TRUE(r.integrity_ok && r.bad == 0 && r.problems.empty()) << when << ": " << st.note;
 }
 
+// Five kernels (about 1.2 s with -j 2), so that the kill, 50 to 900 ms in, lands mid-compile.
 constexpr const char* kConfig = R"({"name": "crash-test", "num_attention_heads": 8, "num_key_value_heads": 2,
-  "head_dim": 64, "dtype": "bf16", "ops": [{"op": "decode"}, {"op": "xqa", "page_sizes": [16]}]})";
+  "head_dim": 64, "dtype": "bf16", "ops": [{"op": "decode"}, {"op": "xqa", "page_sizes": [16, 32, 64, 128]}]})";
 
 TEST(StoreCrashTest, TwoHundredKillNineRoundsDuringPrewarmGcExportAndImport) {
   TempDir tmp("crash");
@@ -124,10 +125,12 @@ TEST(StoreCrashTest, TwoHundredKillNineRoundsDuringPrewarmGcExportAndImport) {
       int fd = -1;
       const pid_t pid = spawn({kCli, "--cache-dir", dir, "prewarm", "--config", tmp.sub("model.json"), "--arch",
                                kCompileArchs[cli_rounds++ % 4], "-j", "2", "-q"}, &fd);
-      close(fd);
+      // The read end stays open until the child is gone: prewarm prints (a skipped op's
+      // note) before its compiles, and a closed pipe would end it by SIGPIPE, not kill -9.
       std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(50, 900)(rng)));
       kill(pid, SIGKILL);
       const int code = wait_exit_code(pid);
+      close(fd);
       EXPECT_TRUE(code == 128 + SIGKILL || code == 0) << when << ": prewarm exited " << code;
       killed_mid_op += code != 0;
       expect_verify_clean(dir, when + " (prewarm)");

@@ -70,31 +70,7 @@ struct DecodeSplitD {
       red_l[g] = l[0];
       red_l[g + 8] = l[1];
     }
-    const int d_lo = warp * DW;
-    if constexpr (Tr::kDirectFp8) {
-      // n tiles 2q (even dims) and 2q+1 (odd dims) of chunk q: this lane holds dims 16q+4t..16q+4t+3.
-#pragma unroll
-      for (int q = 0; q < DW / 16; ++q) {
-        float* r0 = red_o + g * HD + d_lo + q * 16 + 4 * tq;
-        r0[0] = o[2 * q][0];
-        r0[1] = o[2 * q + 1][0];
-        r0[2] = o[2 * q][1];
-        r0[3] = o[2 * q + 1][1];
-        r0[8 * HD + 0] = o[2 * q][2];
-        r0[8 * HD + 1] = o[2 * q + 1][2];
-        r0[8 * HD + 2] = o[2 * q][3];
-        r0[8 * HD + 3] = o[2 * q + 1][3];
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < DW / 8; ++j) {
-        float* r0 = red_o + g * HD + d_lo + j * 8 + 2 * tq;
-        r0[0] = o[j][0];
-        r0[1] = o[j][1];
-        r0[8 * HD] = o[j][2];
-        r0[8 * HD + 1] = o[j][3];
-      }
-    }
+    Tile::template store_o<DW>(red_o + g * HD + warp * DW, o, tq);
     __syncthreads();
     DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
   }

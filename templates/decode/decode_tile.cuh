@@ -152,13 +152,15 @@ struct DecodeTile {
     }
   }
 
-  // One warp's O (every dim) -> rows g and g + 8 of dst ([rows][HD] floats), the
-  // direct fp8 and int4 paths' interleaved dims put back in order.
-  __device__ static void store_o(float* dst, const float (&o)[HD / 8][4], int tq) {
+  // One warp's O over DW dims (every dim, or split-D's slice) -> rows g and g + 8 of
+  // dst (rows HD floats apart, dst at the warp's first dim), the direct fp8 and int4
+  // paths' interleaved dims put back in order.
+  template <int DW = HD>
+  __device__ static void store_o(float* dst, const float (&o)[DW / 8][4], int tq) {
     if constexpr (Tr::kInt4Kv) {
       // n tile 4b + j of 32-dim block b holds dims 32b + 4n + j: this lane's n are 2t and 2t + 1.
 #pragma unroll
-      for (int b = 0; b < HD / 32; ++b)
+      for (int b = 0; b < DW / 32; ++b)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           float* r0 = dst + b * 32 + 8 * tq + j;
@@ -169,7 +171,7 @@ struct DecodeTile {
         }
     } else if constexpr (Tr::kDirectFp8) {
 #pragma unroll
-      for (int q = 0; q < HD / 16; ++q) {
+      for (int q = 0; q < DW / 16; ++q) {
         float* r0 = dst + q * 16 + 4 * tq;
         r0[0] = o[2 * q][0];
         r0[1] = o[2 * q + 1][0];
@@ -182,7 +184,7 @@ struct DecodeTile {
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < HD / 8; ++j) {
+      for (int j = 0; j < DW / 8; ++j) {
         float* r0 = dst + j * 8 + 2 * tq;
         r0[0] = o[j][0];
         r0[1] = o[j][1];

@@ -193,7 +193,7 @@ Result time_single_decode(int H, int KH, int L, DType kv_dtype, bool tensor_core
   auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k, s[i].v, s[i].out.view, opt); };
   Result r;
   r.op = tensor_cores ? "single_decode" : "single_decode(cc)";
-  r.shape = H / KH == 4 ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
+  r.shape = H / KH == 4 && tensor_cores ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
   if (window_left >= 0) r.shape += fmt::format(" w{}", window_left + 1);
   r.dtype = std::string("kv ") + dtype_name(kv_dtype);
   r.ms = time_median(sets, o, call);
@@ -229,9 +229,11 @@ std::vector<Result> bench_single_decode_window(DType kv_dtype, const Options& o)
 std::vector<Result> bench_decode_paths(const Options& o) {
   std::vector<Result> out;
   std::mt19937 rng(11);
-  for (int group : {1, 4, 8})
-    for (bool tc : {true, false})
-      out.push_back(time_single_decode(32, 32 / group, 32768, DType::kBFloat16, tc, o, rng));
+  // Groups 1-2 at short KV are where FlashInfer's CUDA-core decode is said to win.
+  for (int L : {512, 2048, 8192, 32768})
+    for (int group : {1, 2, 4, 8})
+      for (bool tc : {true, false})
+        out.push_back(time_single_decode(32, 32 / group, L, DType::kBFloat16, tc, o, rng));
   return out;
 }
 

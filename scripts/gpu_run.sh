@@ -69,7 +69,6 @@ if [ -n "${BENCH_ARGS:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" $BENCH_ARGS >"$OUTDIR/bench_fia.log" 2>&1 || status=1  # only these cases
 elif [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   "$STAGE/tools/bench/attnjit-bench" --startup >"$OUTDIR/bench.log" 2>&1 || status=1
-  "$STAGE/tools/bench/attnjit-bench" --paths >"$OUTDIR/bench_paths.log" 2>&1 || status=1
   "$STAGE/tools/bench/attnjit-bench" --mla >>"$OUTDIR/bench.log" 2>&1 || status=1  # issue 10: MLA decode
   "$STAGE/tools/bench/attnjit-bench" --fia >"$OUTDIR/bench_fia.log" 2>&1 || status=1  # issues 11, 13: FIA
 fi
@@ -133,7 +132,6 @@ if [ "${SKIP_PEER_SWEEP:-0}" != 1 ] && [ -d "$STAGE/peers" ]; then
 fi
 [ -f "$OUTDIR/peers.log" ] && cat "$OUTDIR/peers.log"
 [ -f "$OUTDIR/peer_sweep.log" ] && sed -n '/--- worst ratios/,$p' "$OUTDIR/peer_sweep.log"
-[ -f "$OUTDIR/bench_paths.log" ] && tail -8 "$OUTDIR/bench_paths.log"
 [ -f "$OUTDIR/peers_prefill.log" ] && cat "$OUTDIR/peers_prefill.log"
 [ -f "$OUTDIR/bench_fia.log" ] && cat "$OUTDIR/bench_fia.log"
 [ -f "$OUTDIR/bench.log" ] && tail -40 "$OUTDIR/bench.log"

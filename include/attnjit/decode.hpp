@@ -14,7 +14,7 @@ namespace attnjit {
 struct SingleDecodeOptions {
   KvLayout kv_layout = KvLayout::kNHD;
   PosEncodingMode pos_encoding_mode = PosEncodingMode::kNone;
-  bool use_tensor_cores = true;
+  bool use_tensor_cores = true;  // FlashInfer's hint; no effect (see below)
   float q_scale = 1.0f;          // fp8 inputs: dequantization scales
   float k_scale = 1.0f;
   float v_scale = 1.0f;
@@ -42,8 +42,9 @@ struct SingleDecodeOptions {
 // * log2(e) (outputs equal); and it adds the bias before the soft cap, so with both
 // ALiBi and a soft cap the outputs differ (no common model uses both). With fp8 k/v
 // the tensor cores run in fp16: q elements must stay within fp16 range (|q| < 65504).
-// use_tensor_cores defaults to true (FlashInfer: false): the paths agree to
-// rounding, and tensor cores were faster at every group size measured (PERFORMANCE.md).
+// use_tensor_cores is accepted for FlashInfer's signature and changes nothing: both
+// values run the tensor-core kernel. A CUDA-core (FFMA) kernel was 2.3-3.4x slower at
+// groups 1-8 and KV lengths 512-32K on an H200 (docs/PERFORMANCE.md), so it was removed.
 void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const TensorView& v,
                                  const TensorView& out, const SingleDecodeOptions& options = {},
                                  Stream stream = nullptr, const TensorView* lse = nullptr,

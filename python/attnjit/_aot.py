@@ -217,8 +217,7 @@ def prewarm(config_or_specs, arch=None):
 
 
 _DTYPE_TOKENS = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
-_DECODE_FLAGS = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "cudacore",
-                 "trtllmgen"}
+_DECODE_FLAGS = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "trtllmgen"}
 _NAME_FLAGS = {"decode": _DECODE_FLAGS, "xqa": _DECODE_FLAGS,
                "mla": {"causal", "custom", "sinks", "lse", "scaleptr", "trtllmgen"},
                "prefill": {"causal", "custom", "lse", "pse", "trtllmgen"}}
@@ -317,7 +316,6 @@ def call_for_name(name):
         pe = "ROPE_LLAMA" if "rope_llama" in flags else "ALIBI" if "alibi" in flags else "NONE"
         return dict(op="decode", q=ShapeOnly([group, hd], q), k=ShapeOnly(kshape, kv), v=ShapeOnly(kshape, kv),
                     out=ShapeOnly([group, hd], out), kv_layout=layout, pos_encoding_mode=pe,
-                    use_tensor_cores="cudacore" not in flags,
                     logits_soft_cap=30.0 if "softcap" in flags else None,
                     window_left=4096 if "window" in flags else -1, return_lse="lse" in flags,
                     backend=backend), arch

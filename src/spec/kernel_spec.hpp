@@ -29,7 +29,7 @@ constexpr uint32_t kSlidingWindow = 1u << 1;  // only the last `window` keys are
 constexpr uint32_t kSinks = 1u << 2;          // per-head sink added to the denominator
 constexpr uint32_t kReturnLse = 1u << 3;      // write log-sum-exp per query row
 constexpr uint32_t kScalePointers = 1u << 4;  // q/kv scales read from device memory
-constexpr uint32_t kCudaCores = 1u << 5;      // FFMA path instead of mma.sync
+// 1u << 5 was the CUDA-core (FFMA) decode tile, removed: tensor cores were faster everywhere.
 constexpr uint32_t kRaggedQ = 1u << 6;        // spec-decode with cumulative q lengths
 constexpr uint32_t kPse = 1u << 7;            // FIA pse_shift added to the scaled scores
 constexpr uint32_t kSplitRope = 1u << 8;      // mla: FIA's query_rope/key_rope (nope and rope tensors apart)
@@ -37,7 +37,7 @@ constexpr uint32_t kLeftPad = 1u << 9;        // FIA query/kv_padding_size read 
 constexpr uint32_t kSharedPrefix = 1u << 10;  // FIA key/value_shared_prefix before each batch's KV
 constexpr uint32_t kKTokenScale = 1u << 11;   // int8 K dequantised per token (FIA antiquant on the decode kernel)
 constexpr uint32_t kVTokenScale = 1u << 12;   // int8 V dequantised per token (likewise)
-constexpr uint32_t kAll = (1u << 13) - 1;
+constexpr uint32_t kAll = ((1u << 13) - 1) & ~(1u << 5);
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -46,7 +46,7 @@ struct Name {
 };
 inline constexpr Name kNames[] = {
     {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
-    {kScalePointers, "scaleptr"}, {kCudaCores, "cudacore"}, {kRaggedQ, "raggedq"},
+    {kScalePointers, "scaleptr"}, {kRaggedQ, "raggedq"},
     {kPse, "pse"},           {kSplitRope, "splitrope"}, {kLeftPad, "leftpad"}, {kSharedPrefix, "prefix"},
     {kKTokenScale, "ktokscale"}, {kVTokenScale, "vtokscale"},
 };

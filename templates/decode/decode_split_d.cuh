@@ -25,7 +25,6 @@ struct DecodeSplitD {
   static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
   static constexpr int DW = HD / W;  // output dims per warp
   static constexpr bool kWiden = Tr::kFp8Kv && !Tr::kDirectFp8;  // fp8 with RoPE: widened in shared memory
-  static_assert(!Tr::kCudaCores, "split-D uses the tensor-core tile (the host refuses use_tensor_cores = false)");
   static_assert(!Tr::kQInRegs, "split-D reads Q from shared memory");
   __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
 

@@ -13,7 +13,6 @@
 #include "decode/decode_merge.cuh"
 #include "decode/decode_params.cuh"
 #include "decode/decode_tile.cuh"
-#include "decode/decode_tile_cuda_cores.cuh"
 #include "decode/decode_token_scales.cuh"
 
 namespace attnjit {
@@ -66,13 +65,12 @@ struct DecodeTraits {
   // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
   // dims interleaved). RoPE, which rewrites K in shared memory, and head dims
   // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
-  static constexpr bool kCudaCores = (kFeatures_ & feat::kCudaCores) != 0;
-  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0 && !kCudaCores;
+  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0;
   // int4 and per-token scales (ALU-bound loops) read Q from shared memory: the registers
   // go to a fourth CTA per SM instead (H200, int4 B128 KV4K D128 g4: 12 warps per SM left
   // 41% of issue slots without an eligible warp; 280 -> 231 us with the cheaper widening).
   static constexpr bool kFourCtas = kInt4Kv || kTokScales;
-  static constexpr bool kQInRegs = kHeadDim <= 128 && !kCudaCores && !kFourCtas;
+  static constexpr bool kQInRegs = kHeadDim <= 128 && !kFourCtas;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
@@ -110,13 +108,13 @@ struct DecodeTraits {
   static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");
   static_assert(!kSplitD || (kHeadDim % (32 * kWarps) == 0 && kStages >= 2),
                 "split-D: each warp's dims are whole 32-dim chunks, and the CTA ring prefetches");
-  static_assert(!kTokScales || (kQuantKv && !kSplitD && !kSplitM && !kCudaCores),
-                "per-token scales: int8/int4 K/V on the token-split loop with tensor cores");
-  static_assert(!kInt4Kv || (!kSplitD && !kSplitM && !kCudaCores && kPos_ == pos_mode::kNone && kHeadDim % 64 == 0),
-                "int4 K/V: the token-split loop with tensor cores, no RoPE, head dims in 64s (one ldmatrix reads 32)");
-  static_assert(!kSplitM || (!kSplitD && !kCudaCores && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&
+  static_assert(!kTokScales || (kQuantKv && !kSplitD && !kSplitM),
+                "per-token scales: int8/int4 K/V on the token-split loop");
+  static_assert(!kInt4Kv || (!kSplitD && !kSplitM && kPos_ == pos_mode::kNone && kHeadDim % 64 == 0),
+                "int4 K/V: the token-split loop, no RoPE, head dims in 64s (one ldmatrix reads 32)");
+  static_assert(!kSplitM || (!kSplitD && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&
                              kSplitMStages >= 2 && kWarps * kRows == kDecodeSplitMRows),
-                "split-M: tensor cores, K/V read as stored (no RoPE, no widening), one 16-row tile per warp, "
+                "split-M: K/V read as stored (no RoPE, no widening), one 16-row tile per warp, "
                 "and a ring that prefetches");
 };
 
@@ -133,8 +131,7 @@ struct GqaDecode {
   using MT = typename Tr::MT;
   static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
   static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
-  // The tensor-core tile, or the FFMA tile (use_tensor_cores = false): same layouts.
-  using Tile = typename Select<Tr::kCudaCores, DecodeTileCudaCores<Tr>, DecodeTile<Tr>>::type;
+  using Tile = DecodeTile<Tr>;
   static constexpr unsigned F = Tr::kFeatures;
   __device__ static constexpr bool has(unsigned f) { return (F & f) != 0; }
 
@@ -551,8 +548,7 @@ struct GqaDecode {
 
       // S = Q K^T over this tile: 16 rows x kTile tokens.
       float s[Tile::kN][4];
-      if constexpr (Tr::kCudaCores) Tile::scores(qf, q_s, kt, k_raw, lane, w.rows_valid, s);
-      else Tile::scores(qf, q_s, kt, k_raw, lane, s);
+      Tile::scores(qf, q_s, kt, k_raw, lane, s);
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
       float mx[2] = {kNegInf, kNegInf};
@@ -590,8 +586,7 @@ struct GqaDecode {
         }
 
       // O += P V: the S accumulators are already in the A-operand layout.
-      if constexpr (Tr::kCudaCores) Tile::accumulate_pv(s, vt, v_raw, lane, w.rows_valid, o);
-      else Tile::accumulate_pv(s, vt, v_raw, lane, o);
+      Tile::accumulate_pv(s, vt, v_raw, lane, o);
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
     if constexpr (Tr::kVTok) vu.finish(o);

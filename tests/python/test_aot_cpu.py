@@ -31,10 +31,10 @@ def test_prewarm_call_then_inspect_finds_it_in_memory():
 def test_prewarm_bundled_config_and_decode_name():
     assert "llama-3-8b" in attnjit.bundled_configs()
     names = attnjit.prewarm("llama-3-8b", arch=ARCH)
-    # Python's single_decode defaults to FlashInfer's use_tensor_cores=False: the cudacore kernel.
-    assert "decode.bf16.hd128.g4.contig.nhd.cudacore.sm90a" in names
+    # FlashInfer's default use_tensor_cores=False runs the tensor-core kernel too.
+    assert "decode.bf16.hd128.g4.contig.nhd.sm90a" in names
     assert "xqa.bf16.kve4m3.hd128.g4.p32.nhd.sm90a" in names
-    info = attnjit.inspect("decode.bf16.hd128.g4.contig.nhd.cudacore.sm90a")
+    info = attnjit.inspect("decode.bf16.hd128.g4.contig.nhd.sm90a")
     assert info["op"] == "decode" and info["origin"] == "memory"
 
 
@@ -45,7 +45,7 @@ def test_prewarm_config_dict_and_file(tmp_path):
         assert attnjit.prewarm(cfg, arch=ARCH) == ["xqa.fp16.hd64.g4.p16.nhd.sm90a"]
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps({**cfg, "ops": [{"op": "decode", "return_lse": True}]}))
-    assert attnjit.prewarm(str(path), arch=[ARCH]) == ["decode.fp16.hd64.g4.contig.nhd.lse.cudacore.sm90a"]
+    assert attnjit.prewarm(str(path), arch=[ARCH]) == ["decode.fp16.hd64.g4.contig.nhd.lse.sm90a"]
 
 
 def test_config_unknown_op_is_named():
@@ -87,7 +87,7 @@ def test_numpy_tensors_through_dlpack():
     ro = q.copy()
     ro.setflags(write=False)
     assert attnjit.prewarm(dict(op="decode", q=ro[0, 0], k=kv[0], v=kv[0]), arch=ARCH) == \
-        ["decode.fp16.hd128.g4.contig.nhd.cudacore.sm90a"]
+        ["decode.fp16.hd128.g4.contig.nhd.sm90a"]
     # A wrong dtype is the op's own message; a non-contiguous page table too.
     with pytest.raises(ValueError, match="argument 'page_table': expected dtype"):
         attnjit.prewarm(xqa_call(page_table=np.zeros((2, 4), np.int64)), arch=ARCH)

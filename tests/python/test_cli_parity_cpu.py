@@ -1,8 +1,6 @@
 """attnjit.prewarm(config) expands a model config as `attnjit prewarm --list` does
 (the CLI at $ATTNJIT_CLI; skipped without it), ops decode, xqa, mla and fia alike,
-skip notes included. The one intended difference: Python's single_decode_with_kv_cache
-defaults to FlashInfer's use_tensor_cores=False, so its decode kernels are the
-`.cudacore` ones."""
+skip notes included: the same names in the same order."""
 import json
 import os
 import subprocess
@@ -29,10 +27,7 @@ MLA_FIA = {"name": "mla-fia", "num_attention_heads": 32, "num_key_value_heads": 
 def cli_list(config):
     r = subprocess.run([CLI, "prewarm", "--config", config, "--list", "--arch", "sm_90a"], check=True,
                        capture_output=True, text=True)
-    # single_decode's kernels (contiguous KV); fia's Q_S = 1 kernels are paged decode ones, alike in both.
-    names = [n.replace(".sm90a", ".cudacore.sm90a")
-             if n.startswith("decode.") and ".contig." in n and ".cudacore." not in n else n
-             for n in r.stdout.split()]
+    names = r.stdout.split()
     notes = [line for line in r.stderr.splitlines() if line.startswith("skipping op")]
     return names, notes
 

@@ -122,9 +122,6 @@ TEST(SplitMTiling, OnlySpecDecodeTensorCoreKernelsWithoutRope) {
   s.mask = spec::MaskMode::kNone;
   EXPECT_EQ(decode_tiling(s).split_m_stages, 0);
   s = spec_dec(128, 8, DType::kBFloat16, "sm_90a");
-  s.features |= spec::feature::kCudaCores;
-  EXPECT_EQ(decode_tiling(s).split_m_stages, 0);
-  s = spec_dec(128, 8, DType::kBFloat16, "sm_90a");
   s.pos_encoding = spec::PosEncoding::kRopeLlama;
   EXPECT_EQ(decode_tiling(s).split_m_stages, 0);
 }

@@ -1,4 +1,4 @@
-// The CUDA-core decode path and the decode tuning knobs (ATTNJIT_DECODE_TILE, ATTNJIT_DECODE_LAZY_RESCALE,
+// The decode tuning knobs (ATTNJIT_DECODE_TILE, ATTNJIT_DECODE_LAZY_RESCALE,
 // ATTNJIT_DECODE_RING_KB): they reach the rendered source (so the cache key),
 // respect page sizes and shared-memory limits, and their variants compile.
 #include <gtest/gtest.h>
@@ -170,19 +170,6 @@ TEST(TuningKnobs, BadSplitCountsAreErrors) {
   };
   for (const char* bad : {"abc", "-1", "257", "100000000000", "4k"}) EXPECT_EQ(try_value(bad), 0) << bad;
   EXPECT_EQ(try_value("3"), 3);
-}
-
-TEST(CudaCorePath, CompilesForEveryArchWithoutSpills) {
-  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"})
-    for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
-      spec::KernelSpec s = xqa_spec(kv, 0, arch);
-      s.family = spec::OpFamily::kDecode;
-      s.group_size = 4;
-      s.features = spec::feature::kCudaCores | spec::feature::kReturnLse;
-      auto r = compile::compile(s.name(), render::render(s), s.arch);
-      EXPECT_FALSE(r.cubin.empty()) << s.name();
-      EXPECT_EQ(r.resources.spill_stores, 0) << s.name();
-    }
 }
 
 // The launch metadata (threads, min blocks per SM) that the loaded kernel carries

@@ -153,7 +153,7 @@ namespace {
 // window_left >= 0: a sliding window; the sets then share one K and one V buffer,
 // each set's sequence shifted by the window, so that every call reads other bytes
 // (sets x L tokens each would not fit at L 128K).
-Result time_single_decode(int H, int KH, int L, DType kv_dtype, bool tensor_cores, const Options& o,
+Result time_single_decode(int H, int KH, int L, DType kv_dtype, const Options& o,
                           std::mt19937& rng, int window_left = -1) {
   const int D = 128;
   const int read_len = window_left >= 0 ? std::min(L, window_left + 1) : L;
@@ -188,12 +188,11 @@ Result time_single_decode(int H, int KH, int L, DType kv_dtype, bool tensor_core
     x.v.data = static_cast<char*>(x.v.data) + offset;
   }
   SingleDecodeOptions opt;
-  opt.use_tensor_cores = tensor_cores;
   opt.window_left = window_left;
   auto call = [&](int i) { single_decode_with_kv_cache(s[i].q.view, s[i].k, s[i].v, s[i].out.view, opt); };
   Result r;
-  r.op = tensor_cores ? "single_decode" : "single_decode(cc)";
-  r.shape = H / KH == 4 && tensor_cores ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
+  r.op = "single_decode";
+  r.shape = H / KH == 4 ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
   if (window_left >= 0) r.shape += fmt::format(" w{}", window_left + 1);
   r.dtype = std::string("kv ") + dtype_name(kv_dtype);
   r.ms = time_median(sets, o, call);
@@ -203,10 +202,10 @@ Result time_single_decode(int H, int KH, int L, DType kv_dtype, bool tensor_core
 
 }  // namespace
 
-std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o) {
+std::vector<Result> bench_single_decode(DType kv_dtype, const Options& o) {
   std::vector<Result> out;
   std::mt19937 rng(7);
-  for (int L : {4096, 32768, 131072}) out.push_back(time_single_decode(32, 8, L, kv_dtype, tensor_cores, o, rng));
+  for (int L : {4096, 32768, 131072}) out.push_back(time_single_decode(32, 8, L, kv_dtype, o, rng));
   return out;
 }
 
@@ -214,26 +213,15 @@ std::vector<Result> bench_single_decode_window(DType kv_dtype, const Options& o)
   std::vector<Result> out;
   std::mt19937 rng(44);
   auto group = [&](int window, std::initializer_list<int> lens) {
-    const Result plain = time_single_decode(32, 8, window, kv_dtype, true, o, rng);
+    const Result plain = time_single_decode(32, 8, window, kv_dtype, o, rng);
     out.push_back(plain);
     for (int L : lens) {
-      out.push_back(time_single_decode(32, 8, L, kv_dtype, true, o, rng, window - 1));
+      out.push_back(time_single_decode(32, 8, L, kv_dtype, o, rng, window - 1));
       out.back().plain_ms = plain.ms;
     }
   };
   group(4096, {32768, 131072});
   group(32768, {131072});
-  return out;
-}
-
-std::vector<Result> bench_decode_paths(const Options& o) {
-  std::vector<Result> out;
-  std::mt19937 rng(11);
-  // Groups 1-2 at short KV are where FlashInfer's CUDA-core decode is said to win.
-  for (int L : {512, 2048, 8192, 32768})
-    for (int group : {1, 2, 4, 8})
-      for (bool tc : {true, false})
-        out.push_back(time_single_decode(32, 32 / group, L, DType::kBFloat16, tc, o, rng));
   return out;
 }
 

@@ -24,7 +24,6 @@ struct Result {
 struct Options {
   int iters = 50;
   int warmup = 10;
-  bool cuda_cores = false;
   int only_batch = 0;             // --batch N: only the xqa shape with this batch
   int seq_len = 0;                // --len L: the xqa shapes at this seq_len instead (a fixed-cost fit)
   const char* only_kv = nullptr;  // --kv NAME: only this KV dtype ("bf16", "fp8_e4m3")
@@ -39,9 +38,7 @@ std::vector<Result> bench_xqa_window(DType kv_dtype, const Options& o);
 // The same for single_decode's window_left (32 q heads, 8 KV heads): L 32K / 128K
 // under window 4096, 128K under 32768.
 std::vector<Result> bench_single_decode_window(DType kv_dtype, const Options& o);
-std::vector<Result> bench_single_decode(DType kv_dtype, bool tensor_cores, const Options& o);
-// Tensor-core vs CUDA-core single decode by group size (32 q heads, kv_len 32768, bf16).
-std::vector<Result> bench_decode_paths(const Options& o);
+std::vector<Result> bench_single_decode(DType kv_dtype, const Options& o);
 // fused_infer_attention_score prefill TFLOP/s at the issue 11 shapes (bench_fia.cpp),
 // then its decode rows (bench_fia_decode below).
 int bench_fia(int iters);

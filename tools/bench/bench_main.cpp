@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--paths] [--window] [--fia] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
       return 0;
     }
     driver::require_available();
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
     if (has("--fia-decode")) return rc | bench::bench_fia_decode(o);  // only --fia's decode rows
     if (has("--fia-mla")) return rc | bench::bench_fia_mla(o);        // FIA's MLA beside batch_decode_mla
     if (has("--fia-quant")) return rc | bench::bench_fia_quant(o);    // quantised K/V beside 16-bit KV
-    const bool all = !has("--xqa") && !has("--single") && !has("--paths") && !has("--window") && !has("--mla");
+    const bool all = !has("--xqa") && !has("--single") && !has("--window") && !has("--mla");
     std::vector<bench::Result> rs;
     if (all || has("--xqa"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
@@ -205,15 +205,11 @@ int main(int argc, char** argv) {
     if (all || has("--single"))
       for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
         if (!wanted(kv)) continue;
-        auto r = bench::bench_single_decode(kv, true, o);
+        auto r = bench::bench_single_decode(kv, o);
         rs.insert(rs.end(), r.begin(), r.end());
       }
     if (has("--mla")) {  // batch_decode_mla at issue 10's shapes (TB/s and TFLOP/s)
       auto r = bench::bench_mla(o);
-      rs.insert(rs.end(), r.begin(), r.end());
-    }
-    if (has("--paths")) {  // tensor cores vs CUDA cores by group size
-      auto r = bench::bench_decode_paths(o);
       rs.insert(rs.end(), r.begin(), r.end());
     }
     if (has("--window"))  // sliding window vs a plain sequence of the window's length

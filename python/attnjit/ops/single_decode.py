@@ -16,6 +16,8 @@ def single_decode_with_kv_cache(q, k, v, kv_layout="NHD", pos_encoding_mode="NON
     Returns the output [num_qo_heads, head_dim] (allocated in q's framework, torch or
     CuPy, unless `out` is given), or (output, lse) with return_lse (lse: fp32
     [num_qo_heads], base 2). The stream is torch's or CuPy's current one, else `stream`.
+    use_tensor_cores is kept for FlashInfer's signature: both values run the tensor-core
+    kernel (a CUDA-core one was slower at every shape measured, and was removed).
     """
     s, switch = launch_context(q, stream)
     if out is None:

@@ -45,13 +45,13 @@ constexpr int kMaxSplitMStages = 12;
 
 // Spec-decode kernels with head_dim <= 256 can also hold 64 query rows per CTA
 // (split-M, templates/decode/decode_split_m.cuh), which the launch takes when a
-// request has more than 16 rows (group x q_seq_len). Not with the CUDA-core tile,
-// RoPE or an fp8 tile widened in shared memory (the CTA ring reads K/V as stored).
+// request has more than 16 rows (group x q_seq_len). Not with RoPE or an fp8 tile
+// widened in shared memory (the CTA ring reads K/V as stored).
 // ATTNJIT_DECODE_SPLIT_M=0 renders and launches without it, for A/B measuring.
 bool split_m_eligible(const spec::KernelSpec& s) {
   const bool fp8 = dtype_size(s.kv_dtype) == 1;
   if (s.mask != spec::MaskMode::kCustom || split_d(s) ||
-      s.has(spec::feature::kCudaCores | spec::feature::kKTokenScale | spec::feature::kVTokenScale) ||
+      s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale) ||
       s.pos_encoding == spec::PosEncoding::kRopeLlama || (fp8 && s.head_dim_qk % 32 != 0))
     return false;
   return util::env_knob("ATTNJIT_DECODE_SPLIT_M", 0, 1, "0 or 1").value_or(1) == 1;
@@ -65,8 +65,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const bool int4 = s.kv_dtype == DType::kInt32;  // eight dims to a word
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
-  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0 ||
-                             s.has(spec::feature::kCudaCores));  // !Traits::kDirectFp8
+  const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
   const int raw_row = (int4 ? hd / 2 : hd * kv_bytes) + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
   const bool sd = split_d(s);
   const int rings = sd ? 1 : t.warps;  // split-D: one CTA-wide ring; else one per warp
@@ -122,7 +121,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   }
   // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
   // register budget __launch_bounds__ derives from it would force spills.
-  const bool q_in_regs = hd <= 128 && !s.has(spec::feature::kCudaCores) && !four_ctas;  // Traits::kQInRegs
+  const bool q_in_regs = hd <= 128 && !four_ctas;  // Traits::kQInRegs
   const int reg_estimate = hd / 2 + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
   const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
   const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
@@ -183,9 +182,9 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   // unless an LSE, sinks, a soft cap or a position term see the raw scores; q takes K's
   // channel scales before any rotation.
   constexpr uint32_t kRawScores = spec::feature::kReturnLse | spec::feature::kSinks | spec::feature::kSoftCap |
-                                  spec::feature::kCudaCores | spec::feature::kScalePointers;
+                                  spec::feature::kScalePointers;
   if (int8_kv && (s.has(kRawScores) || s.pos_encoding != spec::PosEncoding::kNone || s.head_dim_qk > 256 || !out_16))
-    return refuse([&] { return fmt::format("kv dtype int8 (FIA antiquant) takes no LSE, sinks, soft cap, CUDA cores, scale "
+    return refuse([&] { return fmt::format("kv dtype int8 (FIA antiquant) takes no LSE, sinks, soft cap, scale "
                                            "pointers, RoPE/ALiBi or fp8 output, and head_dim <= 256 ({})", s.name()); });
   if (!out_16 && !(fp8_kv && s.out_dtype == DType::kFloat8E4M3))
     return refuse([&] { return fmt::format("output dtype {}: fp16, bf16, or fp8_e4m3 with fp8 K/V", dtype_name(s.out_dtype)); });
@@ -203,9 +202,6 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
                                              s.group_size, s.head_dim_qk, kMaxGroupSplitD); });
     if (s.mask != spec::MaskMode::kNone || s.has(spec::feature::kRaggedQ))
       return refuse([&] { return fmt::format("head_dim {}: no speculative decoding (mask, ragged q) past head_dim 256",
-                                             s.head_dim_qk); });
-    if (s.has(spec::feature::kCudaCores))
-      return refuse([&] { return fmt::format("head_dim {}: the CUDA-core tile serves head_dim <= 256 only",
                                              s.head_dim_qk); });
   }
   if (s.page_size != 0 && (s.page_size % 16 != 0 || s.page_size < 16 || s.page_size > 1024))

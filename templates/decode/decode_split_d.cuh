@@ -114,43 +114,6 @@ struct DecodeSplitD {
     }
   }
 
-  // O[:, d_lo : d_lo + DW] += P V for this warp's slice (DecodeTile::accumulate_pv
-  // over a slice; the direct fp8 path leaves the slice's dims interleaved the same way).
-  __device__ static void accumulate_pv(const float (&s)[Tile::kN][4], const MT* vt, const unsigned char* v_raw,
-                                       int d_lo, int lane, float (&o)[DW / 8][4]) {
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      const u32 a[4] = {pack2<MT>(s[2 * kk][0], s[2 * kk][1]), pack2<MT>(s[2 * kk][2], s[2 * kk][3]),
-                        pack2<MT>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<MT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      if constexpr (Tr::kDirectFp8) {
-#pragma unroll
-        for (int c = 0; c < DW; c += 32) {
-          u32 r[4];
-          ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8,
-                                                      d_lo + c + (lane / 16) * 16));
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int j = (c / 16 + h) * 2;
-            const u32 lo = r[2 * h], hi = r[2 * h + 1];
-            mma_16816<MT>(o[j], a, widen_sel(KVT{}, lo, 0x0020),
-                          widen_sel(KVT{}, hi, 0x0020));
-            mma_16816<MT>(o[j + 1], a, widen_sel(KVT{}, lo, 0x0031),
-                          widen_sel(KVT{}, hi, 0x0031));
-          }
-        }
-      } else {
-#pragma unroll
-        for (int n = 0; n < DW; n += 16) {
-          u32 bv[4];
-          ldmatrix_x4_trans(bv, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + d_lo + n +
-                                    (lane / 16) * 8);
-          mma_16816<MT>(o[n / 8], a, bv[0], bv[1]);
-          mma_16816<MT>(o[n / 8 + 1], a, bv[2], bv[3]);
-        }
-      }
-    }
-  }
-
   // The tiles through the CTA ring (DecodeCtaRing::for_each_tile: one barrier per
   // tile, then this body).
   __device__ static void loop(const DecodeParams& p, const Work& w, const MT* q_s, const float* freq_s,
@@ -189,7 +152,7 @@ struct DecodeSplitD {
       scores(q_s, kt, k_raw, lane, s);
 
       Base::online_softmax(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
-      accumulate_pv(s, vt, v_raw, d_lo, lane, o);
+      Tile::template accumulate_pv<DW>(s, vt, v_raw, lane, o, d_lo);  // O[:, d_lo : d_lo + DW]
     });
   }
 };

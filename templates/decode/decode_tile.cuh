@@ -97,10 +97,12 @@ struct DecodeTile {
   }
 
   // O += P V, P being the probabilities left in s (the accumulator layout of S
-  // is the A-operand layout of P). Direct fp8 leaves O's dims interleaved: see
-  // GqaDecode's warp merge.
+  // is the A-operand layout of P), over DW dims from d_lo (split-D: a warp's slice).
+  // Direct fp8 and int4 leave O's dims interleaved: store_o puts them back.
+  template <int DW = HD>
   __device__ static void accumulate_pv(const float (&s)[kN][4], const MT* vt, const unsigned char* v_raw, int lane,
-                                       float (&o)[HD / 8][4]) {
+                                       float (&o)[DW / 8][4], int d_lo = 0) {
+    static_assert(!Tr::kInt4Kv || DW == HD, "int4 V: every dim (no split-D)");
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
       const u32 a[4] = {pack2<MT>(s[2 * kk][0], s[2 * kk][1]), pack2<MT>(s[2 * kk][2], s[2 * kk][3]),
@@ -127,9 +129,10 @@ struct DecodeTile {
         // ldmatrix.trans on byte pairs: lane (g, t) gets tokens 2t, 2t+1 of dims 2g
         // and 2g+1; split them into an even-dim and an odd-dim n tile.
 #pragma unroll
-        for (int c0 = 0; c0 < HD; c0 += 32) {
+        for (int c0 = 0; c0 < DW; c0 += 32) {
           u32 r[4];
-          ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c0 + (lane / 16) * 16));
+          ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8,
+                                                      d_lo + c0 + (lane / 16) * 16));
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int j = (c0 / 16 + h) * 2;
@@ -142,9 +145,10 @@ struct DecodeTile {
         }
       } else {
 #pragma unroll
-        for (int n0 = 0; n0 < HD; n0 += 16) {
+        for (int n0 = 0; n0 < DW; n0 += 16) {
           u32 bv[4];
-          ldmatrix_x4_trans(bv, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + n0 + (lane / 16) * 8);
+          ldmatrix_x4_trans(bv, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + d_lo + n0 +
+                                    (lane / 16) * 8);
           mma_16816<MT>(o[n0 / 8], a, bv[0], bv[1]);
           mma_16816<MT>(o[n0 / 8 + 1], a, bv[2], bv[3]);
         }

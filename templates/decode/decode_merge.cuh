@@ -134,51 +134,7 @@ struct DecodeMerge {
       }
       return;
     }
-    // One 16-row block (merge_block's steps, spelled out in place: the SASS of the
-    // 16-row kernels is kept as measured).
-    const int n = w.n_splits, stride = decode_partial_floats(HD);
-    {
-      const int row = threadIdx.x / 8, sub = threadIdx.x % 8;
-      float m_tot = kNegInf;
-      if (row < w.rows_valid)
-        for (int s = sub; s < n; s += 8) {
-          const float* part = ws + s * stride + kRows * HD;
-          const float m_s = __ldcg(part + row), l_s = __ldcg(part + kRows + row);
-          weight[row * Tr::kMaxSplits + s] = m_s;
-          part_l[row * Tr::kMaxSplits + s] = l_s;
-          m_tot = fmaxf(m_tot, m_s);
-        }
-#pragma unroll
-      for (int off = 1; off < 8; off *= 2) m_tot = fmaxf(m_tot, __shfl_xor_sync(0xffffffffu, m_tot, off));
-      float l_tot = 0.f;
-      if (row < w.rows_valid)
-        for (int s = sub; s < n; s += 8) {
-          float* wt = weight + row * Tr::kMaxSplits + s;
-          const float e = merge_weight(*wt, m_tot) * part_l[row * Tr::kMaxSplits + s];
-          *wt = e;
-          l_tot += e;
-        }
-#pragma unroll
-      for (int off = 1; off < 8; off *= 2) l_tot += __shfl_xor_sync(0xffffffffu, l_tot, off);
-      if (row < kRows && sub == 0) {
-        red_m_final(flag_s)[row] = m_tot;
-        red_m_final(flag_s)[kRows + row] = l_tot;
-      }
-    }
-    __syncthreads();
-    for (int c = threadIdx.x; c < w.rows_valid * (HD / 4); c += blockDim.x) {
-      int row = c / (HD / 4), d0 = (c % (HD / 4)) * 4;
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
-      const float* wrow = weight + row * Tr::kMaxSplits;
-      const float* src = ws + row * HD + d0;
-#pragma unroll 16
-      for (int s = 0; s < n; ++s) {
-        const float4 x = __ldcg(reinterpret_cast<const float4*>(src + s * stride));
-        const float e = wrow[s];
-        acc[0] += e * x.x; acc[1] += e * x.y; acc[2] += e * x.z; acc[3] += e * x.w;
-      }
-      finish_row(p, w, row, d0, red_m_final(flag_s)[row], red_m_final(flag_s)[kRows + row], acc);
-    }
+    merge_block(p, w, ws, w.rows_valid, 0, weight, part_l, flag_s);
   }
 
   // The split merge of one 16-row block (rows valid of it, the CTA's rows

@@ -1,0 +1,112 @@
+// The decode kernel's compile-time configuration: dtypes, tile, ring, stage layout and
+// occupancy, derived from the rendered template arguments (decode_generator.cpp
+// mirrors the figures the host needs, and the TU static_asserts them).
+#pragma once
+
+#include "common/dtype.cuh"
+#include "decode/decode_params.cuh"
+
+namespace attnjit {
+
+template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
+          int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_,
+          int kTileTokens_ = 16, bool kLazyRescale_ = false, int kSplitMStages_ = 0>
+struct DecodeTraits {
+  using QT = QT_;
+  using KVT = KVT_;
+  using OT = OT_;
+  static constexpr bool kFp8Kv = IsFp8<KVT>::value;  // 8-bit K/V widened to fp16: fp8 or int8
+  static constexpr bool kInt8Kv = IsSame<KVT, i8_t>::value;  // FIA antiquant: channel scales outside the MMA
+  // int4 K/V (FIA antiquant, eight dims per KVT word): widened in registers from ldmatrix
+  // like direct fp8, with its own dim permutations (q_col, DecodeTile, store_warp_o).
+  static constexpr bool kInt4Kv = IsSame<KVT, i4x8_t>::value;
+  static constexpr bool kQuantKv = kInt8Kv || kInt4Kv;  // antiquant scales outside the MMA
+  // int8 K / V with per-token scales (DecodeParams::tok_*): each stage also holds its
+  // tile's K scales, K offsets, V scales and V offsets (fp32, kTile each).
+  static constexpr bool kKTok = (kFeatures_ & feat::kKTokScale) != 0;
+  static constexpr bool kVTok = (kFeatures_ & feat::kVTokScale) != 0;
+  static constexpr bool kTokScales = kKTok || kVTok;
+  // fp8 KV is widened to fp16 (exact); 16-bit KV feeds the MMA as stored.
+  using MT = typename Select<kFp8Kv || kInt4Kv, half_t, KVT>::type;
+  static constexpr int kHeadDim = kHeadDim_, kGroup = kGroup_, kPageSize = kPageSize_;
+  static constexpr bool kPaged = kPageSize_ > 0, kHnd = kHnd_;
+  static constexpr int kMask = kMask_, kPos = kPos_;
+  static constexpr unsigned kFeatures = kFeatures_;
+  static constexpr int kWarps = kWarps_, kStages = kStages_, kThreads = kWarps_ * 32;
+  static constexpr int kTile = kTileTokens_;  // tokens per warp tile (a page never splits one)
+  // Past head_dim 256 one warp cannot hold O for every dim: the warps split the
+  // output dims instead of the tokens, over one CTA-wide ring (decode_split_d.cuh).
+  static constexpr bool kSplitD = kHeadDim_ > 256;
+  static constexpr int kMergeWarps = kSplitD ? 1 : kWarps_;  // partial O rows the warp merge reads
+  static constexpr bool kLazyRescale = kLazyRescale_;  // skip O *= alpha when no row max moved
+  static_assert(kTile == 16 || kTile == 32, "warp tiles are 16 or 32 tokens");
+  static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
+  static constexpr int kRowElems = kHeadDim + 8;             // padded MT row: no ldmatrix conflicts
+  // fp8 rows of 128 bytes or more are XOR-swizzled by 16-byte chunk (conflict-free
+  // ldmatrix without padding, so three 32-token stages of two CTAs fit an SM);
+  // other rows are padded by 16 bytes.
+  static constexpr bool kSwizzleRaw = kFp8Kv && kHeadDim % 128 == 0;
+  static constexpr int kRowDataBytes = kInt4Kv ? kHeadDim / 2 : kHeadDim * int(sizeof(KVT));  // one K or V row
+  static constexpr int kRawRowBytes = kRowDataBytes + (kSwizzleRaw ? 0 : 16);
+  static constexpr int kQBytes = kRows * kRowElems * 2;
+  static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
+  static constexpr int kTokBytes = kTokScales ? 4 * kTile * 4 : 0;
+  static constexpr int kStageBytes = 2 * kTile * kRawRowBytes + kTokBytes;  // K + V (+ per-token scales)
+  static constexpr int kRingBytes = (kSplitD ? 1 : kWarps) * kStages * kStageBytes;
+  // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
+  // dims interleaved). RoPE, which rewrites K in shared memory, and head dims
+  // that are not a multiple of 32 (one ldmatrix reads 32 fp8 dims) widen first.
+  static constexpr bool kDirectFp8 = kFp8Kv && kPos_ != pos_mode::kRope && kHeadDim_ % 32 == 0;
+  // int4 and per-token scales (ALU-bound loops) read Q from shared memory: the registers
+  // go to a fourth CTA per SM instead (H200, int4 B128 KV4K D128 g4: 12 warps per SM left
+  // 41% of issue slots without an eligible warp; 280 -> 231 us with the cheaper widening).
+  static constexpr bool kFourCtas = kInt4Kv || kTokScales;
+  static constexpr bool kQInRegs = kHeadDim <= 128 && !kFourCtas;
+  static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
+  static constexpr int kMaxSplits = 256;  // the host never asks for more
+  static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
+  static constexpr int kMergeBytes = kMergeWarps * kRows * (kHeadDim + 2) * 4;
+  static constexpr int kLoopBytes = kRingBytes + kConvBytes;
+  static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
+  static constexpr int kTokenSplitBytes =
+      kQBytes + kFreqBytes + (kLoopBytes > kTailBytes ? kLoopBytes : kTailBytes);
+  // Split-M (spec decoding, more than 16 rows): a CTA holds kDecodeSplitMRows query
+  // rows, 16 per warp, over one CTA-wide ring of kSplitMStages stages
+  // (decode_split_m.cuh). The host picks it per launch (DecodeParams::rows_per_cta);
+  // its layout [Q of 64 rows | freqs | ring | merge buffer of 64 rows] shares the
+  // dynamic shared memory with the token-split layout.
+  static constexpr int kSplitMStages = kSplitMStages_;
+  static constexpr bool kSplitM = kSplitMStages_ > 0;
+  static constexpr int kQBytesM = kDecodeSplitMRows * kRowElems * 2;
+  static constexpr int kLoopBytesM = kSplitMStages * kStageBytes;
+  static constexpr int kMergeBytesM = kDecodeSplitMRows * (kHeadDim + 2) * 4;
+  static constexpr int kTailBytesM = kMergeBytesM > kSplitWeightBytes ? kMergeBytesM : kSplitWeightBytes;
+  static constexpr int kSplitMBytes = kQBytesM + kFreqBytes + (kLoopBytesM > kTailBytesM ? kLoopBytesM : kTailBytesM);
+  static constexpr int kSmemBytes =
+      kSplitM && kSplitMBytes > kTokenSplitBytes ? kSplitMBytes : kTokenSplitBytes;
+  // CTAs per SM that shared memory allows, capped where the register cap that
+  // __launch_bounds__ derives from it would force spills (estimate: O
+  // accumulators + Q fragments + ~64 working registers per thread).
+  static constexpr int kRegEstimate =
+      (kSplitD ? kHeadDim / kWarps_ : kHeadDim) / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
+  static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
+  static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
+  static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
+  static constexpr int kMaxBlocks = kFourCtas ? 4 : 3;
+  static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > kMaxBlocks ? kMaxBlocks : kMinBlocksRaw);
+  static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
+  static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
+  static_assert(!kPaged || kPageSize % kTile == 0, "page_size must be a multiple of the warp tile");
+  static_assert(!kSplitD || (kHeadDim % (32 * kWarps) == 0 && kStages >= 2),
+                "split-D: each warp's dims are whole 32-dim chunks, and the CTA ring prefetches");
+  static_assert(!kTokScales || (kQuantKv && !kSplitD && !kSplitM),
+                "per-token scales: int8/int4 K/V on the token-split loop");
+  static_assert(!kInt4Kv || (!kSplitD && !kSplitM && kPos_ == pos_mode::kNone && kHeadDim % 64 == 0),
+                "int4 K/V: the token-split loop, no RoPE, head dims in 64s (one ldmatrix reads 32)");
+  static_assert(!kSplitM || (!kSplitD && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&
+                             kSplitMStages >= 2 && kWarps * kRows == kDecodeSplitMRows),
+                "split-M: K/V read as stored (no RoPE, no widening), one 16-row tile per warp, "
+                "and a ring that prefetches");
+};
+
+}  // namespace attnjit

@@ -43,7 +43,7 @@ struct SingleDecodeOptions {
 // ALiBi and a soft cap the outputs differ (no common model uses both). With fp8 k/v
 // the tensor cores run in fp16: q elements must stay within fp16 range (|q| < 65504).
 // use_tensor_cores is accepted for FlashInfer's signature and changes nothing: both
-// values run the tensor-core kernel. A CUDA-core (FFMA) kernel was 2.3-3.4x slower at
+// values run the tensor-core kernel. A CUDA-core (FFMA) kernel was 2.1-3.1x slower at
 // groups 1-8 and KV lengths 512-32K on an H200 (docs/PERFORMANCE.md), so it was removed.
 void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const TensorView& v,
                                  const TensorView& out, const SingleDecodeOptions& options = {},

@@ -165,7 +165,10 @@ class SqliteStore final : public CubinStore {
   std::vector<std::string> schemas() const;
   std::optional<Entry> get_locked(const std::string& key);
   bool put_locked(const Entry& entry);
-  bool valid_row_locked(const std::string& schema, const std::string& key);
+  // The row under key in schema: none; valid (it is key's own and its checksum holds);
+  // or stale (a bad checksum, or another key's row: a damaged index).
+  enum class RowState { kNone, kValid, kStale };
+  RowState row_state_locked(const std::string& schema, const std::string& key);
   void delete_bad_row_locked(const std::string& key, const std::string& checksum);
   void flush_pending_locked();
   // A read writes nothing until its counts are old or many (a write transaction

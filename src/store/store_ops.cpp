@@ -153,12 +153,13 @@ bool SqliteStore::contains(const std::string& key) {
   }
 }
 
-bool SqliteStore::valid_row_locked(const std::string& schema, const std::string& key) {
+SqliteStore::RowState SqliteStore::row_state_locked(const std::string& schema, const std::string& key) {
   Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM " + schema +
                         ".entries WHERE key = ?1");
   s.bind_text(1, key);
-  if (!s.step()) return false;
-  return row_checksum(read_entry(s)) == s.col_text(6);
+  if (!s.step()) return RowState::kNone;
+  const Entry e = read_entry(s);
+  return e.key == key && row_checksum(e) == s.col_text(6) ? RowState::kValid : RowState::kStale;
 }
 
 // --- pending hit bookkeeping --------------------------------------------------
@@ -230,43 +231,31 @@ bool SqliteStore::put(const Entry& entry) {
 
 bool SqliteStore::put_locked(const Entry& entry) {
   // Already served (and valid) from the read-only file: nothing to keep.
-  if (has_ro_ && valid_row_locked("ro", entry.key)) return false;
+  if (has_ro_ && row_state_locked("ro", entry.key) == RowState::kValid) return false;
   Row row;
   row.entry = entry;
   row.checksum = row_checksum(entry);
   row.created_us = row.last_used_us = now_us();
 
   Txn txn(*db_);
-  bool exists = false, stale = false;
-  {
-    // Check again under the write lock: another process may have put it meanwhile. A row
-    // found there that fails its checksum, or is another key's (a damaged index), is
-    // replaced, so that the put reads back. Deleting it from a malformed file throws the
-    // corrupt error: run_op then moves the file aside and puts into a fresh store.
-    Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM main.entries WHERE key = ?1");
-    s.bind_text(1, entry.key);
-    if (s.step()) {
-      const Entry old = read_entry(s);
-      exists = old.key == entry.key && row_checksum(old) == s.col_text(6);
-      stale = !exists;
-    }
-  }
-  if (stale) {
+  // Check again under the write lock: another process may have put it meanwhile. A stale
+  // row there is replaced, so that the put reads back. Deleting it from a malformed file
+  // throws the corrupt error: run_op then moves the file aside and puts into a fresh store.
+  const RowState state = row_state_locked("main", entry.key);
+  if (state == RowState::kStale) {
     Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1");
     del.bind_text(1, entry.key);
     del.run();
   }
   bool inserted = false;
-  if (!exists) {
+  if (state != RowState::kValid) {
     Stmt insert = db_->prepare(kInsertRowSql);
     bind_row(insert, row);
     insert.run();
     inserted = db_->changes() == 1;
     // Read it back: in a file whose index is damaged the key can lead to another row.
     // That is corruption: run_op moves the file aside and puts into a fresh store.
-    Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM main.entries WHERE key = ?1");
-    s.bind_text(1, entry.key);
-    if (!s.step() || read_entry(s).key != entry.key || s.col_text(6) != row.checksum)
+    if (row_state_locked("main", entry.key) != RowState::kValid)
       throw SqliteError(SQLITE_CORRUPT, "the row just written reads back as another (a damaged index)");
   }
   if (inserted) {

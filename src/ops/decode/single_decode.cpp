@@ -101,7 +101,7 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   if (o.window_left >= 0) s.features |= spec::feature::kSlidingWindow;
   if (lse) s.features |= spec::feature::kReturnLse;
   // use_tensor_cores = false asks FlashInfer for its CUDA-core kernel; here both run the
-  // tensor-core one, which was 2.3-3.4x faster at every group and length measured.
+  // tensor-core one, which was 2.1-3.1x faster at every group and length measured.
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(o.backend), s);
 

@@ -169,7 +169,14 @@ class SqliteStore final : public CubinStore {
   // or stale (a bad checksum, or another key's row: a damaged index).
   enum class RowState { kNone, kValid, kStale };
   RowState row_state_locked(const std::string& schema, const std::string& key);
-  void delete_bad_row_locked(const std::string& key, const std::string& checksum);
+  // A row that failed its checks, named by rowid and by its checksum as stored (quote():
+  // a damaged file may hold it, or the key, as a BLOB, which a bound text never equals).
+  struct BadRow {
+    int64_t rowid;
+    std::string quoted_checksum;
+  };
+  // Deletes each row still carrying that checksum (a good row put meanwhile is kept).
+  void delete_bad_rows_locked(const std::vector<BadRow>& rows);
   void flush_pending_locked();
   // A read writes nothing until its counts are old or many (a write transaction
   // on a warm start costs a -wal creation and a directory sync: milliseconds).

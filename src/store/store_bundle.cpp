@@ -81,23 +81,22 @@ VerifyReport SqliteStore::verify(bool repair) {
   ensure_open_locked();
   VerifyReport report;
   report.problems = problems_;
-  std::vector<std::pair<std::string, std::string>> bad_main;  // key, stored checksum
+  std::vector<BadRow> bad_main;
   std::string problem;
   try {
     flush_pending_locked();
     for (const std::string& schema : schemas()) {
       Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns +
-                            ", checksum, bytes, length(cubin) + length(ptx) FROM " + schema +
+                            ", checksum, bytes, length(cubin) + length(ptx), rowid, quote(checksum) FROM " + schema +
                             ".entries");
       while (s.step()) {
         ++report.checked;
         const Entry entry = read_entry(s);
-        std::string stored = s.col_text(6);
         // `bytes` is outside the checksum: a wrong value is tampering too.
-        if (row_checksum(entry) == stored && s.col_int(7) == s.col_int(8)) continue;
+        if (row_checksum(entry) == s.col_text(6) && s.col_int(7) == s.col_int(8)) continue;
         ++report.bad;
         report.bad_keys.push_back(entry.key);
-        if (schema == "main") bad_main.emplace_back(entry.key, std::move(stored));
+        if (schema == "main") bad_main.push_back({s.col_int(9), s.col_text(10)});
       }
     }
     for (const std::string& schema : schemas()) {
@@ -127,14 +126,7 @@ VerifyReport SqliteStore::verify(bool repair) {
     }
     if (!report.integrity_ok && has_ro_) recover_locked("verify", SqliteError(SQLITE_CORRUPT, problem));
     if (bad_main.empty()) return report;
-    Txn txn(*db_);
-    Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1 AND checksum = ?2");
-    for (const auto& [key, checksum] : bad_main) {
-      del.bind_text(1, key).bind_text(2, checksum);
-      del.run();
-      del.reset();
-    }
-    txn.commit();
+    delete_bad_rows_locked(bad_main);
     vacuum_locked();
   } catch (const SqliteError& e) {
     throw store_error("verify repair " + path_, e.what());

@@ -74,20 +74,30 @@ std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
   for (const std::string& schema : schemas()) {
     Entry entry;
     std::string stored;
+    BadRow row;
     {
-      Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", compile_ms, checksum FROM " +
-                            schema + ".entries WHERE key = ?1");
+      Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns +
+                            ", compile_ms, checksum, rowid, quote(checksum) FROM " + schema +
+                            ".entries WHERE key = ?1");
       s.bind_text(1, key);
       if (!s.step()) continue;
       entry = read_entry(s);
       entry.compile_ms = s.col_double(6);
       stored = s.col_text(7);
+      row = {s.col_int(8), s.col_text(9)};
     }
     // The checksum covers the metadata too: a caller never sees a tampered meta_json.
     if (row_checksum(entry) != stored) {
       util::log().warn("cubin store {}: checksum mismatch for {} ({}){}", path_, key, entry.name,
                        schema == "main" ? "; removing it" : "");
-      if (schema == "main") delete_bad_row_locked(key, stored);
+      if (schema == "main") {
+        try {
+          delete_bad_rows_locked({row});
+        } catch (const SqliteError& e) {
+          if (e.corrupt()) throw;
+          util::log().warn("cubin store {}: could not delete the bad row {}: {}", path_, key, e.what());
+        }
+      }
       ++pending_.misses;
       flush_pending_locked();
       return std::nullopt;
@@ -122,18 +132,15 @@ bool SqliteStore::remove(const std::string& key) {
   }
 }
 
-void SqliteStore::delete_bad_row_locked(const std::string& key, const std::string& checksum) {
-  try {
-    Txn txn(*db_);
-    // Match the bad checksum too, so a good row put meanwhile is kept.
-    Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1 AND checksum = ?2");
-    del.bind_text(1, key).bind_text(2, checksum);
+void SqliteStore::delete_bad_rows_locked(const std::vector<BadRow>& rows) {
+  Txn txn(*db_);
+  Stmt del = db_->prepare("DELETE FROM main.entries WHERE rowid = ?1 AND quote(checksum) = ?2");
+  for (const BadRow& row : rows) {
+    del.bind_int(1, row.rowid).bind_text(2, row.quoted_checksum);
     del.run();
-    txn.commit();
-  } catch (const SqliteError& e) {
-    if (e.corrupt()) throw;
-    util::log().warn("cubin store {}: could not delete the bad row {}: {}", path_, key, e.what());
+    del.reset();
   }
+  txn.commit();
 }
 
 bool SqliteStore::contains(const std::string& key) {
@@ -280,21 +287,20 @@ int64_t SqliteStore::evict_locked(int64_t cap, const std::string* keep_key) {
   // covered by the checksum, and a wrong value there could overflow sum().
   int64_t total = db_->query_int(std::string("SELECT ") + kRowBytesSum + " FROM main.entries");
   if (total <= cap) return 0;
-  std::vector<std::string> victims;
+  std::vector<int64_t> victims;  // rowids: a damaged file's key may not match a bound text
   {
     Stmt s = db_->prepare(
-        "SELECT key, length(cubin) + length(ptx) FROM main.entries "
+        "SELECT key, length(cubin) + length(ptx), rowid FROM main.entries "
         "ORDER BY last_used_us, created_us, rowid");
     while (total > cap && s.step()) {
-      std::string key = s.col_text(0);
-      if (keep_key && key == *keep_key) continue;  // the newest put survives its own cap check
+      if (keep_key && s.col_text(0) == *keep_key) continue;  // the newest put survives its own cap check
       total -= s.col_int(1);
-      victims.push_back(std::move(key));
+      victims.push_back(s.col_int(2));
     }
   }
-  Stmt del = db_->prepare("DELETE FROM main.entries WHERE key = ?1");
-  for (const std::string& key : victims) {
-    del.bind_text(1, key);
+  Stmt del = db_->prepare("DELETE FROM main.entries WHERE rowid = ?1");
+  for (const int64_t rowid : victims) {
+    del.bind_int(1, rowid);
     del.run();
     del.reset();
   }

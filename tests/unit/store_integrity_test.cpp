@@ -170,6 +170,30 @@ TEST(StoreIntegrityTest, VerifyFlagsRowsWhoseBytesColumnIsWrong) {
   EXPECT_EQ(r.bad, 0);
 }
 
+// A damaged file can hold a checksum or a key as a BLOB, which a bound text never equals:
+// verify's repair, get's removal and gc must still find those rows (found by the fuzzer).
+TEST(StoreIntegrityTest, RowsWithBlobTypedChecksumOrKeyAreRemovedAndEvicted) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  for (const char* k : {"x", "y", "z", "w"}) ASSERT_TRUE(store->put(make_entry(k, 1500)));
+  const std::string db = tmp.sub("cubins.sqlite3");
+  raw_exec(db, "UPDATE entries SET checksum = CAST('814d02f9' AS BLOB) WHERE key = 'x'");
+  raw_exec(db, "UPDATE entries SET checksum = CAST(checksum AS BLOB), key = CAST(key AS BLOB) "
+               "WHERE key = 'y'");
+  raw_exec(db, "UPDATE entries SET checksum = CAST('0' AS BLOB) WHERE key = 'z'");
+  EXPECT_FALSE(store->get("z").has_value()) << "a bad checksum is a miss";
+  EXPECT_EQ(raw_int(db, "SELECT count(*) FROM entries WHERE key = 'z'"), 0) << "get removes it";
+  VerifyReport r = store->verify(true);
+  EXPECT_EQ(r.bad_keys, std::vector<std::string>{"x"});
+  r = store->verify(false);
+  EXPECT_EQ(r.bad, 0);
+  EXPECT_EQ(r.checked, 2);
+  // The BLOB-keyed row "y" passes its checksum (it reads back as text) but no text key
+  // finds it: gc's eviction goes by rowid, so the cap still holds.
+  EXPECT_EQ(store->gc(0), 2);
+  EXPECT_EQ(raw_int(db, "SELECT count(*) FROM entries"), 0);
+}
+
 // Rows of schema 001 have checksums that do not cover the metadata: the
 // upgrade drops them (a recompile), it never quarantines or fails.
 TEST(StoreIntegrityTest, SchemaOneStoreIsUpgradedAndItsRowsAreMisses) {

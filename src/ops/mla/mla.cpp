@@ -16,6 +16,7 @@
 #include "ops/mla/mla_plan.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit {
 
@@ -51,6 +52,13 @@ bool mla_wgmma_pays(const MlaShape& s) {
   MlaShape h = s;
   h.rows_per_cta = mla_const::kHopperRows;
   return mla_base_ctas(h) >= 16;
+}
+
+bool mla_combine_pays(const MlaShape& s, int splits) {
+  if (splits <= 1) return false;
+  const auto knob = util::env_knob("ATTNJIT_MLA_COMBINE", 0, 1, "0 or 1");
+  if (knob) return *knob == 1;
+  return int64_t(splits) * s.rows_per_cta >= 512;
 }
 
 size_t mla_semaphore_bytes(const MlaShape& s) {
@@ -303,7 +311,18 @@ void batch_decode_mla(const MlaArgs& args, Stream stream, Runtime* runtime) {
   grid.y = static_cast<unsigned>((plan.shape.sparse ? plan.shape.q_len : 1) * p.row_blocks);
   grid.z = static_cast<unsigned>(plan.shape.batch);
   const bool pdl = args.enable_pdl.value_or(true) && info.sm_major >= 9;
+  const bool combine = ops::mla_combine_pays(plan.shape, split.splits);
+  p.split_pass = combine ? 1 : 0;
   ops::launch_kernel(k, grid, cs, pdl, p);
+  if (!combine) return;
+  // The combine pass: the same entry (its split_pass 2 branch), 128 threads a row.
+  runtime::LoadedKernel kc = k;
+  kc.launch.smem_bytes = mla_combine_smem_bytes(k.launch.threads);
+  const int rows_per_combine = std::max(k.launch.threads / (mla_const::kHeadDimVo / 4), 1);
+  MlaParams pc = p;
+  pc.split_pass = 2;
+  const ops::Grid cgrid{static_cast<unsigned>(ceil_div(plan.shape.rows_per_cta, rows_per_combine)), grid.y, grid.z};
+  ops::launch_kernel(kc, cgrid, cs, pdl, pc);
 }
 
 }  // namespace attnjit

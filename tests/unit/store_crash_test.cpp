@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "store/cubin_store.hpp"
@@ -33,43 +34,10 @@ using ::attnjit::testing::TempDir;
 const std::string kWorker = std::string(ATTNJIT_TEST_TOOLS_DIR) + "/store_worker";
 const std::string kCli = ATTNJIT_CLI_PATH;
 
-// A child with its stdout on a pipe (read end in *out_fd) and stderr discarded.
-pid_t spawn(const std::vector<std::string>& args, int* out_fd) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    if (FILE* null = std::fopen("/dev/null", "w")) dup2(fileno(null), STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  *out_fd = fds[0];
-  return pid;
-}
-
-// Waits for the child's first byte ('r': its first operation committed), up to 60 s.
-bool wait_ready(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  char byte = 0;
-  const bool ok = poll(&p, 1, 60000) == 1 && read(fd, &byte, 1) == 1;
-  close(fd);
-  return ok;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
+// A store worker or the CLI, its stdout on a pipe (read end in *out_fd), stderr discarded.
+pid_t spawn(const std::vector<std::string>& args, int* out_fd) { return ::attnjit::testing::spawn(args, out_fd, true); }
+bool wait_ready(int fd) { return ::attnjit::testing::wait_first_byte(fd); }
+using ::attnjit::testing::wait_exit_code;
 
 // Runs a shell command line; returns its exit code and stdout+stderr in *out.
 int shell(const std::string& cmd, std::string* out) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
 #include "store/cubin_store.hpp"
@@ -42,13 +43,7 @@ int write_and_read_back(CubinStore& store, const std::string& prefix) {
   return bad;
 }
 
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
+using ::attnjit::testing::wait_exit_code;
 
 // After the processes are gone: a healthy file, never quarantined, holding
 // every row that was written, byte for byte.

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "attnjit/error.hpp"
+#include "common/child_process.hpp"
 #include "common/log_capture.hpp"
 #include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
@@ -34,13 +35,7 @@ namespace fs = std::filesystem;
 using TempDir = ::attnjit::testing::TempDir;
 using ::attnjit::testing::LogCapture;
 
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
+using ::attnjit::testing::wait_exit_code;
 
 // A child that takes flock(op) on lock_path and then waits to be killed, like
 // a process stopped while holding it. Returns its pid once the lock is held.

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/log_capture.hpp"
 #include "common/store_fixtures.hpp"
 #include "common/temp_dir.hpp"
@@ -43,46 +44,9 @@ using TempDir = ::attnjit::testing::TempDir;
 
 using ::attnjit::testing::LogCapture;
 
-// With ready_fd, the child's stdout goes to a pipe whose read end is returned there.
-pid_t spawn(const std::vector<std::string>& args, int* ready_fd = nullptr) {
-  int fds[2] = {-1, -1};
-  if (ready_fd && pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (ready_fd) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-    }
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  if (ready_fd) {
-    close(fds[1]);
-    *ready_fd = fds[0];
-  }
-  return pid;
-}
-
-// Blocks until the child writes its first byte (its first committed put), up to 60 s.
-bool wait_ready(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  char byte = 0;
-  const bool ok = poll(&p, 1, 60000) == 1 && read(fd, &byte, 1) == 1;
-  close(fd);
-  return ok;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
+using ::attnjit::testing::spawn;
+using ::attnjit::testing::wait_exit_code;
+bool wait_ready(int fd) { return ::attnjit::testing::wait_first_byte(fd); }  // the worker's first committed put
 
 std::vector<std::string> files_containing(const std::string& dir, const std::string& needle) {
   std::vector<std::string> out;

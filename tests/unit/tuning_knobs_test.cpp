@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 #include "common/env_guard.hpp"
@@ -144,32 +145,44 @@ TEST(TuningKnobs, BadValuesAreErrorsNamingTheVariable) {
   EXPECT_EQ(render::render(xqa_spec(DType::kFloat8E4M3, 32)).launch.split_granule, 32);
 }
 
-// ATTNJIT_DECODE_SPLITS is read once per process: each value is tried in a child.
-TEST(TuningKnobs, BadSplitCountsAreErrors) {
+// ATTNJIT_DECODE_SPLITS is read once per process, and a forked child inherits what its
+// parent read: each value is tried in this binary run afresh (exec), which runs only
+// SplitCountChild with the value in its environment.
+int plan_splits_in_fresh_process(const char* value) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ATTNJIT_DECODE_SPLITS", value, 1);
+    setenv("ATTNJIT_TEST_SPLITS_CHILD", "1", 1);
+    if (FILE* null = std::fopen("/dev/null", "w")) dup2(fileno(null), STDOUT_FILENO);
+    execl("/proc/self/exe", "attnjit_unit_tests", "--gtest_filter=TuningKnobs.SplitCountChild", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Exit 10: threw an Error naming the variable; 11: accepted; 13: planned 3 splits.
+TEST(TuningKnobs, SplitCountChild) {
+  if (!getenv("ATTNJIT_TEST_SPLITS_CHILD")) GTEST_SKIP() << "the child half of BadSplitCountsAreErrors";
   ops::DecodeShape shape;
   shape.batch = 1;
   shape.num_kv_heads = 8;
   shape.group = 4;
   shape.q_seq_len = 1;
   shape.max_seq_len = 4096;
-  // Exit 0: threw an Error naming the variable; 1: accepted; 3: planned that many splits.
-  const auto try_value = [&](const char* value) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setenv("ATTNJIT_DECODE_SPLITS", value, 1);
-      try {
-        const auto plan = ops::plan_splits(shape, 132, 16);
-        _exit(plan.splits == 3 ? 3 : 1);
-      } catch (const Error& e) {
-        _exit(std::string(e.what()).find("ATTNJIT_DECODE_SPLITS") != std::string::npos ? 0 : 2);
-      }
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  };
-  for (const char* bad : {"abc", "-1", "257", "100000000000", "4k"}) EXPECT_EQ(try_value(bad), 0) << bad;
-  EXPECT_EQ(try_value("3"), 3);
+  try {
+    const auto plan = ops::plan_splits(shape, 132, 16);
+    _exit(plan.splits == 3 ? 13 : 11);
+  } catch (const Error& e) {
+    _exit(std::string(e.what()).find("ATTNJIT_DECODE_SPLITS") != std::string::npos ? 10 : 12);
+  }
+}
+
+TEST(TuningKnobs, BadSplitCountsAreErrors) {
+  const auto try_value = plan_splits_in_fresh_process;
+  for (const char* bad : {"abc", "-1", "257", "100000000000", "4k"}) EXPECT_EQ(try_value(bad), 10) << bad;
+  EXPECT_EQ(try_value("3"), 13);
 }
 
 // The launch metadata (threads, min blocks per SM) that the loaded kernel carries

@@ -117,6 +117,7 @@ struct MlaDecode {
   }
 
   __device__ static void run(const MlaParams& p, unsigned char* smem) {
+    if (p.split_pass == 2) return Out::combine(p, smem);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     Work w;
     w.split = blockIdx.x;
@@ -313,6 +314,7 @@ struct MlaDecode {
       part[R * DV + R + g] = l[0];
       part[R * DV + R + g + 8] = l[1];
     }
+    if (p.split_pass == 1) return;  // a combine launch merges them
     if (Out::last_to_arrive(p, cta, flag_s, tid, [] { __syncthreads(); }))
       Out::template merge<8>(p, w.b, w.group, w.rb, cta, tid);
   }

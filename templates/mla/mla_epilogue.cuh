@@ -88,6 +88,67 @@ struct MlaEpilogue {
     return last;
   }
 
+  // The combine pass (split_pass 2): blockDim.x / 128 rows of the attention pass's row
+  // block blockIdx.y of request blockIdx.z per CTA, 128 threads a row, each a float4 of
+  // the 512 dims. Rows' weights first (one round of loads, reduced over the row's four
+  // warps), then each thread's float4 of every split, loads in flight together.
+  // smem (mla_combine_smem_bytes): [rows][kMaxSplits] weights, then [rows][2][4] warp maxima and sums.
+  __device__ static void combine(const MlaParams& p, unsigned char* smem) {
+    constexpr int kRowThreads = DV / 4, kWarpsPerRow = kRowThreads / 32, kMaxSplits = mla_const::kMaxSplits;
+    static_assert(kMaxSplits % kRowThreads == 0, "each thread takes whole splits");
+    pdl_wait_prior_grid();  // the attention pass's partials
+    const int rows_here = blockDim.x / kRowThreads, sub = threadIdx.x / kRowThreads, d4 = threadIdx.x % kRowThreads;
+    const int lr = blockIdx.x * rows_here + sub, wr = d4 / 32, lane = threadIdx.x & 31;
+    const int group = blockIdx.y / p.row_blocks, rb = blockIdx.y % p.row_blocks, b = blockIdx.z;
+    const long long cta = (long long)b * gridDim.y + blockIdx.y;
+    const int n = p.num_splits;
+    const bool row_ok = lr < kRows && rb * kRows + lr < p.rows_per_group;  // the same for the row's 128 threads
+    float* wt = reinterpret_cast<float*>(smem) + sub * kMaxSplits;
+    float* red = reinterpret_cast<float*>(smem) + rows_here * kMaxSplits + sub * kWarpsPerRow * 2;
+    const float* base = partial(p, cta, 0);
+    const float* mrow = base + kRows * DV + lr;
+    float ms[kMaxSplits / kRowThreads], mx = kNegInf;
+#pragma unroll
+    for (int i = 0; i < kMaxSplits / kRowThreads; ++i) {
+      const int sp = d4 + i * kRowThreads;
+      ms[i] = row_ok && sp < n ? __ldcg(mrow + (long long)sp * kPartialFloats) : kNegInf;
+      mx = fmaxf(mx, ms[i]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (lane == 0) red[wr] = mx;
+    __syncthreads();
+    float m_tot = red[0];
+#pragma unroll
+    for (int i = 1; i < kWarpsPerRow; ++i) m_tot = fmaxf(m_tot, red[i]);
+    float ls = 0.f;
+#pragma unroll
+    for (int i = 0; i < kMaxSplits / kRowThreads; ++i) {
+      const int sp = d4 + i * kRowThreads;
+      const float e = merge_weight(ms[i], m_tot);  // 0 for an empty split or one past n
+      wt[sp] = e;
+      if (e != 0.f) ls += e * __ldcg(mrow + kRows + (long long)sp * kPartialFloats);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) ls += __shfl_xor_sync(0xffffffffu, ls, off);
+    if (lane == 0) red[kWarpsPerRow + wr] = ls;
+    __syncthreads();
+    if (!row_ok) return;
+    float l_tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarpsPerRow; ++i) l_tot += red[kWarpsPerRow + i];
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    const float* src = base + lr * DV + 4 * d4;
+#pragma unroll 8
+    for (int sp = 0; sp < n; ++sp) {
+      const float e = wt[sp];
+      if (e == 0.f) continue;  // empty or fully masked split: its O may never have been written
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(src + (long long)sp * kPartialFloats));
+      acc[0] += e * x.x; acc[1] += e * x.y; acc[2] += e * x.z; acc[3] += e * x.w;
+    }
+    finish_row<4, 2, 4>(p, b, group, rb * kRows + lr, 4 * d4, m_tot, l_tot, acc, d4 == 0);
+  }
+
   // The last CTA merges every split's partial: kSub threads per row (threads tid <
   // kRows * kSub), each 8 dims of every run of kSub * 8.
   template <int kSub>

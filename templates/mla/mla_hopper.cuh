@@ -474,6 +474,7 @@ struct MlaHopper {
   }
 
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+    if (p.split_pass == 2) return Out::combine(p, smem_raw);
     const Smem sm = carve(smem_raw);
     if (threadIdx.x == 0)
       for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], tma(p) ? 1 : 128);  // TMA: one expect_tx arrival
@@ -565,6 +566,7 @@ struct MlaHopper {
       part[Tr::kRows * DV + Tr::kRows + r] = l_tot[0];
       part[Tr::kRows * DV + Tr::kRows + r + 8] = l_tot[1];
     }
+    if (p.split_pass == 1) return;  // a combine launch merges them
     // Every thread is here (one call site): a plain __syncthreads; the first 256 merge, 4 per row.
     if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
       Out::template merge<4>(p, w.b, w.group, w.rb, cta, threadIdx.x);

@@ -66,7 +66,11 @@ struct MlaParams {
   int top_k;                   // sparse: indices per query row (0: dense)
   int rows_per_group;          // dense: q_len * num_heads (one group); sparse: num_heads per query token
   int row_blocks;              // ceil(rows_per_group / 16); gridDim.y = groups * row_blocks
-  int num_splits;              // gridDim.x
+  int num_splits;              // gridDim.x of the attention pass
+  // 0: the attention pass, its last CTA per row block merging the splits (semaphores);
+  // 1: the attention pass writing partials only, a combine launch (2) merging them after:
+  // grid (row groups of a CTA's rows, the attention pass's y and z), every SM busy.
+  int split_pass;
   int tokens_per_split;        // multiple of kTileTokens
   float bmm1_scale;
   float bmm2_scale;
@@ -97,6 +101,13 @@ ATTNJIT_HOST_DEVICE inline int fia_mla_cta_limit(int kv_len, int q_len, int row0
   const int last_row = (row0 + rows < rows_per_group ? row0 + rows : rows_per_group) - 1;
   const int last_t = last_row / num_heads < q_len - 1 ? last_row / num_heads : q_len - 1;
   return fia_mla_row_limit(kv_len, q_len, last_t);
+}
+
+// Dynamic shared memory of a split-combine CTA (split_pass 2) of `threads` threads, 128 a
+// row: each row's split weights, then its four warps' maxima and sums.
+ATTNJIT_HOST_DEVICE inline int mla_combine_smem_bytes(int threads) {
+  const int rows = threads / (mla_const::kHeadDimVo / 4) > 0 ? threads / (mla_const::kHeadDimVo / 4) : 1;
+  return rows * (mla_const::kMaxSplits + 2 * (mla_const::kHeadDimVo / 4 / 32)) * 4;
 }
 
 // Workspace floats per (batch, row block, split): rows x 512 partial O, then the rows'

@@ -12,6 +12,7 @@
 
 #include "attnjit/error.hpp"
 #include "attnjit/fia.hpp"
+#include "common/env_guard.hpp"
 #include "common/attention_reference.hpp"
 #include "common/device_tensor.hpp"
 #include "common/fia_mla_reference.hpp"
@@ -278,6 +279,26 @@ TEST(FiaMlaGpu, LongSequencesSplitTheKv) {
   c.dtype = DType::kFloat16;
   c.layout = "BSH";
   run_case(c, 303);
+}
+
+// The same long cases with the split merge forced either way (ATTNJIT_MLA_COMBINE): the
+// last CTA of each row block, or the combine launch (empty batches and rows included).
+TEST(FiaMlaGpu, SplitMergeByLastCtaOrCombineLaunchMatch) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  for (const char* mode : {"0", "1"}) {
+    testing::EnvGuard combine("ATTNJIT_MLA_COMBINE", mode);
+    MlaFiaCase c;
+    c.heads = 32;
+    c.kv_list = {20000, 0};
+    run_case(c, mode[0] == '0' ? 311 : 321);
+    c.heads = 128;
+    c.q_seq = 1;
+    c.q_list = {1, 0};
+    c.kv_list = {12345, 700};
+    c.dtype = DType::kFloat16;
+    c.layout = "BSH";
+    run_case(c, mode[0] == '0' ? 312 : 322);
+  }
 }
 
 // A captured call replays the lengths it was captured with (memsets, not a host copy).

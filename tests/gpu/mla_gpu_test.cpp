@@ -478,6 +478,51 @@ TEST(MlaGpuHopper, SplitsSparseSinksAndLse) {
   }
 }
 
+// The split merge either way (ATTNJIT_MLA_COMBINE): by the attention pass's last CTA of
+// each row block, or by the combine launch over many CTAs. Both backends, one long request,
+// ragged lengths with sinks and base-2 LSE, sparse indices with empty splits (a short
+// request's -1 entries), fp8 KV on xqa.
+TEST(MlaGpu, SplitMergeByLastCtaOrCombineLaunchMatch) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  int seed = 9100;
+  for (const char* mode : {"0", "1"}) {
+    testing::EnvGuard combine("ATTNJIT_MLA_COMBINE", mode);
+    for (Backend backend : {Backend::kXqa, Backend::kTrtllmGen}) {
+      MlaCase one;
+      one.backend = backend;
+      one.heads = 128;
+      one.seq_lens = {32768};
+      one.lse = true;
+      EXPECT_LE(run_mla(one, seed++), kTol) << describe(one) << " combine " << mode;
+      MlaCase narrow;
+      narrow.backend = backend;
+      narrow.heads = 16;
+      narrow.q_len = 4;
+      narrow.page_size = 128;
+      narrow.seq_lens = {20000, 17, 9000};
+      narrow.sinks = narrow.lse = narrow.lse_base2 = true;
+      EXPECT_LE(run_mla(narrow, seed++), kTol) << describe(narrow) << " combine " << mode;
+      MlaCase sparse;
+      sparse.backend = backend;
+      sparse.heads = 33;
+      sparse.dtype = DType::kFloat16;
+      sparse.q_len = 2;
+      sparse.seq_lens = {2048, 300};
+      sparse.top_k = 2048;
+      sparse.sinks = sparse.scale_ptrs = sparse.lse = true;
+      sparse.bmm1 = 0.04f;
+      sparse.bmm2 = 1.5f;
+      EXPECT_LE(run_mla(sparse, seed++), kTol) << describe(sparse) << " combine " << mode;
+    }
+    MlaCase fp8;
+    fp8.fp8_kv = true;
+    fp8.heads = 64;
+    fp8.seq_lens = {16384, 5000};
+    fp8.lse = true;
+    EXPECT_LE(run_mla(fp8, seed++), kTol) << describe(fp8) << " combine " << mode;
+  }
+}
+
 // The wgmma kernel's dense path without its TMA tensor map (ATTNJIT_MLA_TMA=0): the rows
 // copied by cp.async, as sparse calls always are. Same kernels, ragged lengths, every page size.
 TEST(MlaGpuHopper, DenseRowsByCpAsyncMatch) {

@@ -399,6 +399,26 @@ TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {
   EXPECT_EQ(long_one.tokens_per_split % mla_const::kHopperTile, 0);
 }
 
+TEST(MlaPlan, LongRequestsMergeTheirSplitsInACombineLaunch) {
+  unsetenv("ATTNJIT_MLA_COMBINE");
+  const MlaShape b1{1, 128, 1, 32768, false, mla_const::kHopperRows};
+  const MlaSplit sp = mla_plan_splits(b1, 132);
+  EXPECT_TRUE(mla_combine_pays(b1, sp.splits)) << sp.splits;  // 2 row blocks, many splits each
+  EXPECT_FALSE(mla_combine_pays(b1, 1));                        // nothing to merge
+  EXPECT_FALSE(mla_combine_pays(MlaShape{1, 16, 1, 4096, false}, 4));  // 64 partial rows: the last CTA's
+  ASSERT_EQ(setenv("ATTNJIT_MLA_COMBINE", "0", 1), 0);
+  EXPECT_FALSE(mla_combine_pays(b1, sp.splits));
+  ASSERT_EQ(setenv("ATTNJIT_MLA_COMBINE", "1", 1), 0);
+  EXPECT_TRUE(mla_combine_pays(MlaShape{1, 16, 1, 4096, false}, 2));
+  EXPECT_FALSE(mla_combine_pays(b1, 1));
+  ASSERT_EQ(setenv("ATTNJIT_MLA_COMBINE", "2", 1), 0);
+  expect_error([&] { mla_combine_pays(b1, 8); }, kBad, {"ATTNJIT_MLA_COMBINE", "2"});
+  unsetenv("ATTNJIT_MLA_COMBINE");
+  // A combine CTA: 128 threads a row, each row's weights for every split plus 8 floats.
+  EXPECT_EQ(mla_combine_smem_bytes(128), (mla_const::kMaxSplits + 8) * 4);
+  EXPECT_EQ(mla_combine_smem_bytes(256), 2 * (mla_const::kMaxSplits + 8) * 4);
+}
+
 TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
   const int sms = 132;
   for (int batch : {1, 3, 16, 128})

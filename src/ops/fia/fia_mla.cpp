@@ -14,6 +14,7 @@
 #include "ops/common/launch.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_launch.hpp"
+#include "ops/mla/mla_launch.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
 
@@ -285,7 +286,7 @@ void launch_fia_mla(Runtime& rt, FiaMlaPlan& m, int device, CUstream stream) {
   grid.y = static_cast<unsigned>(p.row_blocks);
   grid.z = static_cast<unsigned>(m.shape.batch);
   const bool pdl = driver::device_caps(device).sm_major >= 9;  // the kernel waits before its first read
-  launch_kernel(k, grid, stream, pdl, p);
+  launch_mla_passes(k, grid, stream, pdl, p, m.shape);
 }
 
 }  // namespace attnjit::ops

@@ -13,9 +13,11 @@
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/mla/mla_family.hpp"
+#include "ops/mla/mla_launch.hpp"
 #include "ops/mla/mla_plan.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/kernel_registry.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit {
 
@@ -51,6 +53,29 @@ bool mla_wgmma_pays(const MlaShape& s) {
   MlaShape h = s;
   h.rows_per_cta = mla_const::kHopperRows;
   return mla_base_ctas(h) >= 16;
+}
+
+bool mla_combine_pays(const MlaShape& s, int splits) {
+  if (splits <= 1) return false;
+  const auto knob = util::env_knob("ATTNJIT_MLA_COMBINE", 0, 1, "0 or 1");
+  if (knob) return *knob == 1;
+  return int64_t(splits) * s.rows_per_cta >= 512;
+}
+
+void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstream stream, bool pdl, MlaParams& p,
+                       const MlaShape& shape) {
+  const bool combine = mla_combine_pays(shape, p.num_splits);
+  p.split_pass = combine ? 1 : 0;
+  launch_kernel(k, grid, stream, pdl, p);
+  if (!combine) return;
+  // The combine pass: the same entry (its split_pass 2 branch), 128 threads a row.
+  runtime::LoadedKernel kc = k;
+  kc.launch.smem_bytes = mla_combine_smem_bytes(k.launch.threads);
+  const int rows_per_combine = std::max(k.launch.threads / (mla_const::kHeadDimVo / 4), 1);
+  MlaParams pc = p;
+  pc.split_pass = 2;
+  const Grid cgrid{static_cast<unsigned>(ceil_div(shape.rows_per_cta, rows_per_combine)), grid.y, grid.z};
+  launch_kernel(kc, cgrid, stream, pdl, pc);
 }
 
 size_t mla_semaphore_bytes(const MlaShape& s) {
@@ -303,7 +328,7 @@ void batch_decode_mla(const MlaArgs& args, Stream stream, Runtime* runtime) {
   grid.y = static_cast<unsigned>((plan.shape.sparse ? plan.shape.q_len : 1) * p.row_blocks);
   grid.z = static_cast<unsigned>(plan.shape.batch);
   const bool pdl = args.enable_pdl.value_or(true) && info.sm_major >= 9;
-  ops::launch_kernel(k, grid, cs, pdl, p);
+  ops::launch_mla_passes(k, grid, cs, pdl, p, plan.shape);
 }
 
 }  // namespace attnjit

@@ -37,6 +37,12 @@ struct MlaSplit {
 // Splits that fill `slots` CTA slots (the decode family's choose_splits), rounded to the
 // kernel's tiles (32 tokens, 64 for trtllm-gen).
 MlaSplit mla_plan_splits(const MlaShape& s, int slots);
+// How the splits merge (MlaParams::split_pass): by the attention pass's last CTA of each
+// row block, or by a combine launch spread over many CTAs. One CTA merges a row block's
+// partials (splits x rows x 514 floats) at one SM's share of L2 bandwidth, so a long
+// request's many splits wait on it (h128 B1 L32K: 128 splits, 16.8 MB per row block).
+// ATTNJIT_MLA_COMBINE=0 / 1 forces one way; else the combine launch from 512 partial rows.
+bool mla_combine_pays(const MlaShape& s, int splits);
 // Semaphore bytes at the workspace's start (rounded to 256), then the partials of `splits`.
 size_t mla_semaphore_bytes(const MlaShape& s);
 size_t mla_workspace_need(const MlaShape& s, int splits);

@@ -127,9 +127,8 @@ def expand_config(cfg):
 
 
 def _mla_calls(op, name, H, dt, field):
-    """The CLI's mla expansion: batch_decode_mla's arguments, one page, batch 1 and batch 16
-    (auto picks the kernel by shape); an fp8 KV with the model's query dtype and with an fp8
-    query (which writes bf16)."""
+    """The CLI's mla expansion: batch_decode_mla's arguments, one page, batch 1; an fp8 KV with
+    the model's query dtype and with an fp8 query (which writes bf16)."""
     calls = []
     ptr = ShapeOnly([1], "fp32") if op.get("scale_pointers") else 1.0
     dims = {k: op[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if k in op}
@@ -138,18 +137,17 @@ def _mla_calls(op, name, H, dt, field):
         for q in [dt, "fp8_e4m3"] if fp8 else [dt]:
             for page in field("page_sizes", [64]):
                 for sparse in [False, True] if op.get("sparse") else [False]:
-                    for b in (1, 16):
-                        calls.append(dict(
-                            op="mla", query=ShapeOnly([b, 1, H, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
-                            out=ShapeOnly([b, 1, H, 512], "bf16" if q == "fp8_e4m3" else q),
-                            qk_nope_head_dim=dims.get("qk_nope_head_dim", 128),
-                            kv_lora_rank=dims.get("kv_lora_rank", 512),
-                            qk_rope_head_dim=dims.get("qk_rope_head_dim", 64),
-                            # sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables
-                            block_tables=ShapeOnly([b, 1, 1] if sparse else [b, 1], "int32"),
-                            seq_lens=ShapeOnly([b], "int32"), max_seq_len=page, sparse_mla_top_k=1 if sparse else 0,
-                            bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([H], "fp32") if op.get("sinks") else None,
-                            return_lse=bool(op.get("return_lse")), backend=op.get("backend", "auto")))
+                    calls.append(dict(
+                        op="mla", query=ShapeOnly([1, 1, H, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
+                        out=ShapeOnly([1, 1, H, 512], "bf16" if q == "fp8_e4m3" else q),
+                        qk_nope_head_dim=dims.get("qk_nope_head_dim", 128),
+                        kv_lora_rank=dims.get("kv_lora_rank", 512),
+                        qk_rope_head_dim=dims.get("qk_rope_head_dim", 64),
+                        # sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables
+                        block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"),
+                        seq_lens=ShapeOnly([1], "int32"), max_seq_len=page, sparse_mla_top_k=1 if sparse else 0,
+                        bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([H], "fp32") if op.get("sinks") else None,
+                        return_lse=bool(op.get("return_lse")), backend=op.get("backend", "auto")))
     return calls
 
 

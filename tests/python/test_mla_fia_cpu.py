@@ -63,12 +63,13 @@ def test_fia_prewarm_then_inspect():
 
 
 def test_mla_backends_by_shape_and_by_request():
-    # auto on sm_90a: the wgmma (trtllm-gen) kernel for >= 16 blocks of 64 query rows (128 heads x
-    # batch 16), xqa for fewer (mla_call: 16 heads x batch 2); either on request; fp8 KV and other
-    # archs refuse trtllm-gen, naming the backend.
+    # auto on sm_90a: the wgmma (trtllm-gen) kernel for 16-bit KV at every shape (128 heads x batch
+    # 16, and mla_call's 16 heads x batch 2); either on request; fp8 KV and other archs refuse
+    # trtllm-gen, naming the backend.
     wide = mla_call(query=S([16, 1, 128, 576], "bf16"), block_tables=S([16, 4], "int32"), seq_lens=S([16], "int32"))
     assert attnjit.prewarm(wide, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
     assert attnjit.prewarm(dict(wide, backend="xqa"), arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a"]
+    assert attnjit.prewarm(mla_call(), arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
     assert attnjit.prewarm(mla_call(backend="trtllm-gen"), arch=ARCH) == [
         "mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
     info = attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a")

@@ -468,16 +468,6 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
               const std::string combo = fmt::format("mla, kv {}, query {}, page_size {}{}", dtype_name(kv),
                                                     dtype_name(q), page, sp ? ", sparse" : "");
               add(where, combo, [&](const spec::Arch& arch) { return ops::mla_prewarm_spec(a, arch); });
-              // auto picks the kernel by shape (ops::mla_wgmma_pays): also a serving batch of 16.
-              MlaArgs wide = a;
-              constexpr int kB = 16;
-              wide.query = TensorView::contiguous(nullptr, q, {kB, 1, H, 576});
-              wide.block_tables = TensorView::contiguous(nullptr, DType::kInt32, {kB, 1});
-              wide.seq_lens = TensorView::contiguous(nullptr, DType::kInt32, {kB});
-              wide.out = TensorView::contiguous(nullptr, ops::mla_out_dtype(q), {kB, 1, H, 512});
-              if (sp) wide.indices = TensorView::contiguous(nullptr, DType::kInt32, {kB, 1, 1});
-              if (lse) wide.lse = TensorView::contiguous(nullptr, DType::kFloat32, {kB, H});
-              add(where, combo, [&](const spec::Arch& arch) { return ops::mla_prewarm_spec(wide, arch); });
             }
       }
     } else {

@@ -49,22 +49,15 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
   return plan;
 }
 
-bool mla_wgmma_pays(const MlaShape& s) {
-  MlaShape h = s;
-  h.rows_per_cta = mla_const::kHopperRows;
-  return mla_base_ctas(h) >= 16;
-}
-
-bool mla_combine_pays(const MlaShape& s, int splits) {
+bool mla_combine_pays(int splits) {
   if (splits <= 1) return false;
   const auto knob = util::env_knob("ATTNJIT_MLA_COMBINE", 0, 1, "0 or 1");
-  if (knob) return *knob == 1;
-  return int64_t(splits) * s.rows_per_cta >= 512;
+  return knob ? *knob == 1 : true;
 }
 
 void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstream stream, bool pdl, MlaParams& p,
                        const MlaShape& shape) {
-  const bool combine = mla_combine_pays(shape, p.num_splits);
+  const bool combine = mla_combine_pays(p.num_splits);
   p.split_pass = combine ? 1 : 0;
   launch_kernel(k, grid, stream, pdl, p);
   if (!combine) return;
@@ -210,9 +203,6 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
   plan.shape = {batch, static_cast<int>(heads), static_cast<int>(q_len), sparse ? a.sparse_mla_top_k : a.max_seq_len,
                 sparse};
-  // auto: the table names the wgmma kernel wherever it serves the spec; the shape decides.
-  if (s.backend == spec::Backend::kTrtllmGen && a.backend == Backend::kAuto && !mla_wgmma_pays(plan.shape))
-    runtime::select_backend(runtime::BackendChoice::kXqa, s);
   plan.shape.rows_per_cta = s.backend == spec::Backend::kTrtllmGen ? mla_const::kHopperRows : mla_const::kRowsPerCta;
   MlaParams& p = plan.params;
   p = MlaParams{};

@@ -143,14 +143,14 @@ namespace {
 // correctly on the H200 (MlaGpuHopper); sm_100/103 have no tcgen05 kernel, so xqa serves there.
 constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}, {spec::Backend::kTrtllmGen, 90}};
 
-// sm_90a: the wgmma kernel wherever it serves the spec (16-bit Q and KV); the op then
-// keeps it only for the shapes it was measured faster on (ops::mla_wgmma_pays). xqa for
-// fp8 KV and FIA's split rope.
+// sm_90a: the wgmma kernel wherever it serves the spec (16-bit Q and KV): with its splits
+// merged by the combine launch it was 1.2-5.7x xqa at every measured shape, one short
+// request to B128 (docs/PERFORMANCE.md, fifteenth session). xqa for fp8 KV and FIA's split rope.
 spec::Backend measured_faster(const spec::KernelSpec& s, const char** why) {
   spec::KernelSpec h = s;
   h.backend = spec::Backend::kTrtllmGen;
   const bool ok = mla_can_implement(h, s.arch, nullptr);
-  if (why) *why = ok ? "the wgmma kernel, for shapes with >= 16 blocks of 64 query rows" : "xqa: the wgmma kernel does not serve this spec";
+  if (why) *why = ok ? "the wgmma kernel: 1.2-5.7x xqa at every measured shape" : "xqa: the wgmma kernel does not serve this spec";
   return ok ? spec::Backend::kTrtllmGen : spec::Backend::kXqa;
 }
 

@@ -1,5 +1,5 @@
 // Both MLA ops' launch (batch_decode_mla, FIA's query_rope path): the attention pass, then,
-// where its splits' partials are many (mla_combine_pays), the combine pass that merges them.
+// where it has splits (mla_combine_pays), the combine pass that merges them.
 #pragma once
 
 #include <cuda.h>

@@ -23,13 +23,6 @@ struct MlaShape {
 int mla_row_blocks(const MlaShape& s);   // per group: ceil(rows_per_group / rows_per_cta)
 int64_t mla_base_ctas(const MlaShape& s);  // batch x groups x row blocks, before splitting
 
-// Whether auto takes the wgmma (trtllm-gen) kernel for this shape on sm_90a. Measured on
-// the H200 (docs/PERFORMANCE.md, eleventh session): with >= 16 blocks of 64 query rows it
-// wins at every measured shape (h16 B32/B128 1.22-1.33x, h64 B16 2.55x, h128 5.2-5.4x);
-// one long request (h128 B1 L32K, 2 blocks) is 0.73x: its many splits' merge, done by
-// one CTA per row block, costs more than the mma.sync kernel's.
-bool mla_wgmma_pays(const MlaShape& s);
-
 struct MlaSplit {
   int splits = 1;
   int tokens_per_split = 1;
@@ -37,12 +30,13 @@ struct MlaSplit {
 // Splits that fill `slots` CTA slots (the decode family's choose_splits), rounded to the
 // kernel's tiles (32 tokens, 64 for trtllm-gen).
 MlaSplit mla_plan_splits(const MlaShape& s, int slots);
-// How the splits merge (MlaParams::split_pass): by the attention pass's last CTA of each
-// row block, or by a combine launch spread over many CTAs. One CTA merges a row block's
-// partials (splits x rows x 514 floats) at one SM's share of L2 bandwidth, so a long
-// request's many splits wait on it (h128 B1 L32K: 128 splits, 16.8 MB per row block).
-// ATTNJIT_MLA_COMBINE=0 / 1 forces one way; else the combine launch from 512 partial rows.
-bool mla_combine_pays(const MlaShape& s, int splits);
+// How the splits merge (MlaParams::split_pass): by a combine launch spread over many CTAs
+// wherever there are splits, or (ATTNJIT_MLA_COMBINE=0) by the attention pass's last CTA of
+// each row block. The last CTA merges its row block's partials (splits x rows x 514 floats)
+// alone, at one SM's share of L2 bandwidth; the combine launch was as fast or faster at every
+// measured shape with 2 or more splits, 3.4-5.5x at one request (docs/PERFORMANCE.md,
+// fifteenth session). ATTNJIT_MLA_COMBINE=1 / 0 forces one way.
+bool mla_combine_pays(int splits);
 // Semaphore bytes at the workspace's start (rounded to 256), then the partials of `splits`.
 size_t mla_semaphore_bytes(const MlaShape& s);
 size_t mla_workspace_need(const MlaShape& s, int splits);

@@ -395,6 +395,23 @@ TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {
   EXPECT_EQ(long_one.tokens_per_split % mla_const::kHopperTile, 0);
 }
 
+TEST(MlaPlan, ForcedSplitCountsStayWithinTheWorkspace) {
+  const MlaShape b128{128, 128, 1, 4096, false, mla_const::kHopperRows};  // 256 CTAs before splitting
+  unsetenv("ATTNJIT_MLA_SPLITS");
+  EXPECT_EQ(mla_plan_splits(b128, 132).splits, 1);
+  ASSERT_EQ(setenv("ATTNJIT_MLA_SPLITS", "3", 1), 0);
+  const MlaSplit three = mla_plan_splits(b128, 132);
+  EXPECT_EQ(three.splits, 3);
+  EXPECT_EQ(three.tokens_per_split % mla_const::kHopperTile, 0);
+  EXPECT_GE(three.tokens_per_split * three.splits, 4096);
+  ASSERT_EQ(setenv("ATTNJIT_MLA_SPLITS", "200", 1), 0);
+  EXPECT_EQ(mla_plan_splits(b128, 132).splits, 3);  // 4 waves of 132 slots over 256 CTAs
+  EXPECT_EQ(mla_plan_splits(MlaShape{1, 16, 1, 2048, false}, 132).splits, 8);  // >= 256 tokens a split
+  ASSERT_EQ(setenv("ATTNJIT_MLA_SPLITS", "0", 1), 0);
+  expect_error([&] { mla_plan_splits(b128, 132); }, kBad, {"ATTNJIT_MLA_SPLITS", "0"});
+  unsetenv("ATTNJIT_MLA_SPLITS");
+}
+
 TEST(MlaPlan, SplitsMergeInACombineLaunch) {
   unsetenv("ATTNJIT_MLA_COMBINE");
   const MlaShape b1{1, 128, 1, 32768, false, mla_const::kHopperRows};

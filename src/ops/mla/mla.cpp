@@ -43,6 +43,11 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
   MlaSplit plan;
   const int len = std::max(s.range, 1);
   plan.splits = std::min(choose_splits(mla_base_ctas(s), len, slots), mla_const::kMaxSplits);
+  // ATTNJIT_MLA_SPLITS=N forces the count (a measuring knob), within what the workspace holds
+  // (mla_workspace_bytes: <= 4 waves of slots, >= 256 tokens a split).
+  if (const auto forced = util::env_knob("ATTNJIT_MLA_SPLITS", 1, mla_const::kMaxSplits, "1 to 256"))
+    plan.splits = static_cast<int>(std::min<int64_t>(
+        {*forced, ceil_div(4 * int64_t(slots), mla_base_ctas(s)), ceil_div(len, 256), mla_const::kMaxSplits}));
   const int tile = s.rows_per_cta == mla_const::kHopperRows ? mla_const::kHopperTile : mla_const::kTileTokens;
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
   plan.splits = static_cast<int>(ceil_div(len, plan.tokens_per_split));

@@ -305,8 +305,8 @@ def call_for_name(name):
         raise InvalidArgumentError(f"argument 'name': expected flags attnjit.inspect can build a call for "
                                    f"({', '.join(sorted(known))}), got '{sorted(flags - known)[0]}' in '{name}'")
     backend = "trtllm-gen" if "trtllmgen" in flags else "auto"
-    if family == "mla":
-        return _mla_call_for_name(q, kv, out, page, flags, backend), arch
+    if family == "mla":  # a name without trtllmgen is the xqa kernel, which auto does not pick on sm_90a
+        return _mla_call_for_name(q, kv, out, page, flags, backend if "trtllmgen" in flags else "xqa"), arch
     if family == "prefill":
         return _fia_call_for_name(q, hd, hd_vo, page, flags, backend), arch
     if family == "decode":

@@ -98,23 +98,30 @@ struct PrefillDequantTile {
     }
   }
 
-  // Chunk c (8 values) of raw row r into dst: x * sc[e].x + sc[e].y, sc[e * step] the
-  // pair of value e; rows past the KV length (valid false) write 0.
+  // Eight values (lo/hi, as value() reads them) to eight 16-bit ones: x * sc[e].x + sc[e].y,
+  // sc[e * step] the pair of value e.
+  static __device__ __forceinline__ uint4 convert8(u32 lo, u32 hi, const float2* sc, int step) {
+    u32 out[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 a = sc[2 * k * step], b = sc[(2 * k + 1) * step];
+      out[k] = pack2<T>(fmaf(value(lo, hi, 2 * k), a.x, a.y), fmaf(value(lo, hi, 2 * k + 1), b.x, b.y));
+    }
+    return make_uint4(out[0], out[1], out[2], out[3]);
+  }
+
+  // Chunk c (8 values) of raw row r into dst; rows past the KV length (valid false) write 0.
   template <int kDims>
   static __device__ __forceinline__ void convert_chunk(const unsigned char* raw, T* dst, int pitch, int r, int c,
                                                        bool valid, const float2* sc, int step) {
-    u32 out[4] = {0u, 0u, 0u, 0u};
+    uint4 out = make_uint4(0u, 0u, 0u, 0u);
     if (valid) {
       const unsigned char* at_raw = raw + r * bytes(kDims) + bytes(c * 8);
       const u32 lo = *reinterpret_cast<const u32*>(at_raw);
       const u32 hi = kInt4 ? 0u : *reinterpret_cast<const u32*>(at_raw + 4);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 a = sc[2 * k * step], b = sc[(2 * k + 1) * step];
-        out[k] = pack2<T>(fmaf(value(lo, hi, 2 * k), a.x, a.y), fmaf(value(lo, hi, 2 * k + 1), b.x, b.y));
-      }
+      out = convert8(lo, hi, sc, step);
     }
-    *reinterpret_cast<uint4*>(dst + r * pitch + c * 8) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(dst + r * pitch + c * 8) = out;
   }
 
   // Dequantises the raw tile (rows [j0, j0 + kTile) of kDims values) into `dst` (rows

@@ -41,6 +41,15 @@ struct PrefillDequant {
   int paged;
 };
 
+// The dequantising pass's output (the plan's dequant-first path): dense 16-bit copies of
+// K and V, row (b, token, h) at b * sb + token * ss + h * sh (elements), which the
+// 16-bit attention kernel then reads with the same strides.
+struct PrefillDequantOut {
+  void* k;
+  void* v;
+  long long k_sb, k_ss, k_sh, v_sb, v_ss, v_sh;
+};
+
 // Batches one launch covers: the work list travels in the Params (no device
 // buffer, so a launch allocates nothing and captures cleanly); larger batches
 // launch once per chunk of this many. Keeps sizeof(PrefillParams) under 4 KB.
@@ -139,6 +148,7 @@ struct PrefillParams {
   // Quantised K/V (kKvInt8, kKvInt4): their dequantisation. K/V strides then count
   // int8 elements, or int32 words of eight int4 values.
   PrefillDequant k_dq, v_dq;
+  PrefillDequantOut dq_out;  // the dequantising pass (spec feature dqpass) only
 };
 
 }  // namespace attnjit

@@ -8,6 +8,7 @@
 
 #include <random>
 
+#include "common/env_guard.hpp"
 #include "fia_gpu_case.hpp"
 
 namespace attnjit {
@@ -88,6 +89,60 @@ TEST(FiaAntiquantGpu, PrefillSeparatePerToken) {
     c.kvq.offset = n % 3 != 0;
     if (n == 3) c.kernel = "prefill.";  // auto picks the portable kernel (the wgmma one refuses)
     EXPECT_LE(run_fia(c, 9300 + n), 1e-2) << describe(c);
+  }
+}
+
+// int8 K/V dequantised first (dqpass, then the 16-bit attention of each backend),
+// forced by ATTNJIT_FIA_DEQUANT_FIRST=1 at every row count: combined per-channel and
+// per-tensor scales (fp16), per-token separate scales (bf16, Q_S <= 16), offsets or none,
+// every layout, head dims 64-256, GQA, ragged lengths, masks, causal, LSE, int8 output
+// and left padding; a few long KV lengths span many pass tiles. The default rule sends
+// the 128-row cases there too, and keeps the others in the kernel (checked).
+TEST(FiaAntiquantGpu, PrefillDequantFirst) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(9150);
+  const char* layouts[] = {"BSND", "BSH", "BNSD", "BNSD_BSND"};
+  const int dims[] = {64, 128, 192, 256};
+  for (int n = 0; n < 16; ++n) {
+    const bool forced = n < 12;
+    testing::EnvGuard knob("ATTNJIT_FIA_DEQUANT_FIRST", forced ? "1" : nullptr);
+    FiaCase c;
+    const bool token = forced && n % 4 == 3;  // the separate per-token scales: bf16, Q_S <= 16
+    c.dtype = token ? DType::kBFloat16 : DType::kFloat16;
+    c.layout = layouts[n % 4];
+    c.head_dim = c.head_dim_v = dims[(n / 2) % 4];
+    c.batch = 1 + n % 3;
+    c.kv_heads = 1 + n % 2;
+    c.heads = c.kv_heads * (1 << (n % 5));
+    c.q_seq = token ? 2 + int(rng() % 15) : 2 + int(rng() % 200);
+    c.kv_seq = n % 5 == 4 ? 3000 + int(rng() % 2000) : 1 + int(rng() % 400);
+    if (n % 5 == 4) c.q_seq = 2 + int(rng() % 40);  // long KV: a cheaper float64 reference
+    if (n % 2) ragged(c, rng);
+    if (!token) {
+      c.sparse = n % 5;
+      c.mask = c.sparse >= 2 ? 2 : c.sparse == 1 || n % 3 == 0 ? 1 : 0;
+      c.mask_shape = n;
+      c.pre = int64_t(rng() % 200), c.next = int64_t(rng() % 50);
+    }
+    c.lse = n % 2 == 0;
+    c.kvq.bits = 8;
+    c.kvq.combined = !token;
+    c.kvq.key_mode = c.kvq.value_mode = token ? 1 : 0;
+    c.kvq.per_tensor = !token && n % 3 == 1;
+    c.kvq.offset = n % 4 != 2;
+    if (n == 6) c.quant = 2, c.quant_offset = true;  // int8 output
+    if (n == 8 && !c.q_list.empty()) {               // left padding on Q and KV
+      c.q_pad = {int64_t(c.q_seq - *std::max_element(c.q_list.begin(), c.q_list.end()))};
+      c.kv_pad = {int64_t(rng() % 5)};
+      c.mask = c.sparse = 0;
+    }
+    if (!forced) {  // the default: 128 query rows per KV head or more
+      c.q_seq = n % 2 ? 160 : 20;
+      c.q_list.clear();
+      c.heads = c.kv_heads * 4;
+    }
+    c.expect_pass = forced || c.q_seq * (c.heads / c.kv_heads) >= 128 ? 1 : 0;
+    EXPECT_LE(run_fia(c, 9400 + n), 1e-2) << describe(c);
   }
 }
 

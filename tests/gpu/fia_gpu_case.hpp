@@ -52,6 +52,7 @@ struct FiaCase {
   int quant = 0;            // int8 output: 1 per tensor, 2 per channel (quant_scale2)
   bool quant_offset = false, quant_bf16 = false;
   FiaKvQuant kvq;  // quantised K/V (antiquant); bits 0: K/V in the query's dtype
+  int expect_pass = -1;  // 1 / 0: the call must (not) dequantise int8 K/V first (dqpass); -1: either
 };
 
 inline std::string describe(const FiaCase& c) {
@@ -351,7 +352,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     a.pse_shift = pse_t.view;
   }
 
-  if (!c.kernel.empty()) {
+  if (!c.kernel.empty() || c.expect_pass >= 0) {
     const char* arch = testing::gpu_test_prewarm_arch();
     spec::Arch on;
     if (arch) on = spec::Arch::parse(arch);
@@ -359,8 +360,12 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
       const driver::DeviceCaps& caps = driver::device_caps(driver::current_device());
       on = spec::arch_for_device(caps.sm_major, caps.sm_minor);
     }
-    const std::string name = ops::fia_prewarm_spec(a, on).name();
-    EXPECT_EQ(name.rfind(c.kernel, 0), 0u) << describe(c) << ": launches " << name;
+    const std::vector<spec::KernelSpec> specs = ops::fia_prewarm_specs(a, on);
+    const std::string name = specs.back().name();
+    if (!c.kernel.empty()) EXPECT_EQ(name.rfind(c.kernel, 0), 0u) << describe(c) << ": launches " << name;
+    if (c.expect_pass >= 0)
+      EXPECT_EQ(specs.size() == 2 && specs[0].has(spec::feature::kDequantPass), c.expect_pass == 1)
+          << describe(c) << ": launches " << name;
   }
   if (const char* arch = testing::gpu_test_prewarm_arch()) {
     prewarm_fused_infer_attention_score(a, arch);
@@ -519,8 +524,9 @@ inline double run_fia(FiaCase c, uint32_t seed) {
   // The wgmma kernel's head dims; hd 256 with both a mask tensor and pse stays portable (can_implement).
   // Quantised K/V: the wgmma kernel's producer dequantises int8 to fp16 only, up to head
   // dim 192 (its raw slots and two stages fit shared memory there; can_implement).
-  const bool quant_ok = !c.kvq.bits || (c.kvq.bits == 8 && c.dtype == DType::kFloat16 &&
-                                        std::max(c.head_dim, c.head_dim_v) <= 192);
+  // Dequantised first (dqpass), the attention reads 16-bit copies: any dtype and head dim.
+  const bool quant_ok = !c.kvq.bits || c.expect_pass == 1 ||
+                        (c.kvq.bits == 8 && c.dtype == DType::kFloat16 && std::max(c.head_dim, c.head_dim_v) <= 192);
   const bool hopper_serves = quant_ok && c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
                              c.head_dim_v <= 256 && !(c.head_dim_v > 192 && c.mask == 1 && c.pse);
   if (hopper_here() && hopper_serves) {

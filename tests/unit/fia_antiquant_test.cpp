@@ -175,7 +175,9 @@ TEST(FiaAntiquant, CombinedParamAtQsAbove1IsPerChannelByLayout) {
       a.antiquant_mode = mode;  // ignored at Q_S > 1
       FiaPlan p;
       ASSERT_NO_THROW(p = plan_fia(a, testing::kPlanArch)) << c.layout << " " << a.antiquant_scale.shape_string();
-      EXPECT_EQ(p.spec.kv_dtype, DType::kInt8);
+      // 64 tokens x group 4 rows per KV head: dequantised first, the pass reading these descriptors.
+      ASSERT_TRUE(p.dequant_first.has_value());
+      EXPECT_EQ(p.dequant_first->pass.kv_dtype, DType::kInt8);
       for (int64_t kv : {0, 1}) {
         const SeedIndex i = [&](int64_t, int64_t h, int64_t, int64_t d) { return c.idx(kv, h, d); };
         expect_maps(kv ? p.params.v_dq : p.params.k_dq, a.antiquant_scale, &a.antiquant_offset, i, KS, 0, 0,
@@ -305,11 +307,17 @@ TEST(FiaAntiquant, SpecNameAndDecodeRoute) {
     EXPECT_EQ(w.name(), d->spec.name());
     EXPECT_NE(w.name().find(token), std::string::npos) << w.name();
   }
-  // The combined param in prewarm: V's half of a null tensor stays null.
+  // The combined param in prewarm: V's half of a null tensor stays null. 64 tokens x group
+  // 4: dequantised first, so the int8 kernel is the pass and the attention reads 16-bit K/V.
   FiaArgs c = testing::combined_kv(64, "BSND", {2, KN, D});
   for (TensorView* t : {&c.query, &c.key, &c.value, &c.attention_out, &c.antiquant_scale, &c.antiquant_offset})
     t->data = nullptr;
-  EXPECT_NE(fia_prewarm_spec(c, testing::kPlanArch).name().find("kvint8"), std::string::npos);
+  const std::vector<spec::KernelSpec> specs = fia_prewarm_specs(c, testing::kPlanArch);
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_NE(specs[0].name().find("kvint8"), std::string::npos) << specs[0].name();
+  EXPECT_NE(specs[0].name().find("dqpass"), std::string::npos) << specs[0].name();
+  EXPECT_EQ(specs[1].name().find("kvint8"), std::string::npos) << specs[1].name();
+  EXPECT_EQ(fia_prewarm_spec(c, testing::kPlanArch), specs[1]);
 }
 
 // int8 K/V whose scales vary by KV head and channel only (per channel, tensor or head, and

@@ -13,6 +13,7 @@
 #include "attnjit/error.hpp"
 #include "attnjit/fia.hpp"
 #include "bench_cases.hpp"
+#include "common/env_guard.hpp"
 #include "bench_timing.hpp"
 
 namespace attnjit::bench {
@@ -33,6 +34,7 @@ struct Variant {
 struct Set {
   DeviceTensor q, k, v, out, ks, vs, ko, vo;
 };
+
 
 // Q/K/V/out for batch B, query S qs, KV length L; `combined`: antiquant_scale (2, N, D).
 void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combined, std::mt19937& rng) {
@@ -130,13 +132,22 @@ int bench_fia_quant(const Options& o) {
     }
   }
   if (o.only_kv || o.only_batch) return 0;  // a decode row picked (profiling)
-  // Prefill: combined per-channel int8 (the seed's Q_S > 1 path: fp16 query) against fp16 K/V.
+  // Prefill: combined per-channel int8 (the seed's Q_S > 1 path: fp16 query) against fp16 K/V,
+  // dequantised first (the default at these rows) and in the kernel (ATTNJIT_FIA_DEQUANT_FIRST=0).
   fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n", "fia quantised KV prefill (fp16, B4 S4096 N 32/8 D128)", "ms",
              "TFLOP/s", "vs fp16");
-  const Variant prefill_variants[] = {{"fp16", 16, 0}, {"int8 per-channel", 8, 0}};
+  struct Row {
+    Variant var;
+    const char* dq_first;  // ATTNJIT_FIA_DEQUANT_FIRST for the row (null: unset)
+  };
+  const Row prefill_rows[] = {{{"fp16", 16, 0}, nullptr},
+                              {{"int8 per-channel, dequantised first", 8, 0}, nullptr},
+                              {{"int8 per-channel, in the kernel", 8, 0}, "0"}};
   for (bool causal : {false, true}) {
     double fp16_ms = 0;
-    for (const Variant& var : prefill_variants) {
+    for (const Row& row : prefill_rows) {
+      const Variant& var = row.var;
+      testing::EnvGuard knob("ATTNJIT_FIA_DEQUANT_FIRST", row.dq_first);
       Set x;
       make(x, 4, 4096, 4096, var, DType::kFloat16, true, rng);
       DeviceTensor mask(DType::kUInt8, {2048, 2048});
@@ -152,6 +163,29 @@ int bench_fia_quant(const Options& o) {
       fmt::print("  {:<50} {:>9.3f} {:>8.1f} {:>7.2f}x  {}\n", fmt::format("{} {}", causal ? "causal" : "full", var.name),
                  ms, flops / (ms * 1e-3) / 1e12, fp16_ms / ms, kernel);
     }
+  }
+  // Short queries (speculative or chunked steps, Q_S 16 x group 4 = 64 rows per KV head):
+  // per-token int8 (bf16, the seed's only Q_S > 1 separate mode) in the kernel, the
+  // default there, against dequantised first; TB/s of the K/V bytes stored.
+  fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n", "fia quantised KV, Q_S 16 (bf16, B32 KV4096 N 32/8)", "us", "TB/s",
+             "vs bf16");
+  const Row short_rows[] = {{{"bf16", 16, 0}, nullptr},
+                            {{"int8 per-token, in the kernel", 8, 1}, nullptr},
+                            {{"int8 per-token, dequantised first", 8, 1}, "1"}};
+  double bf16_ms = 0;
+  for (const Row& row : short_rows) {
+    const Variant& var = row.var;
+    testing::EnvGuard knob("ATTNJIT_FIA_DEQUANT_FIRST", row.dq_first);
+    constexpr int kB = 32, kL = 4096;
+    const double kv = 2.0 * kB * kL * kKvHeads * kHd * var.bits / 8.0;
+    const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv)));
+    std::vector<Set> s(static_cast<size_t>(sets));
+    for (auto& x : s) make(x, kB, 16, kL, var, DType::kBFloat16, false, rng);
+    const std::string kernel = prewarm_fused_infer_attention_score(args(s[0], var, false));
+    const double ms = time_median(sets, o, [&](int i) { fused_infer_attention_score(args(s[size_t(i)], var, false)); });
+    if (var.bits == 16) bf16_ms = ms;
+    fmt::print("  {:<50} {:>9.2f} {:>8.2f} {:>7.2f}x  {}\n", var.name, ms * 1e3, kv / (ms * 1e-3) / 1e12, bf16_ms / ms,
+               kernel);
   }
   return 0;
 }

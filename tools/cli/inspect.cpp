@@ -111,6 +111,9 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
 // The prefill family's layout (src/ops/fia/prefill_family.hpp): the portable
 // mma.sync kernel or the sm_90a warp-specialized wgmma one.
 nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t) {
+  if (t.dequant_pass)
+    return {{"kernel", "int8 K/V dequantising pass"}, {"threads", t.threads}, {"tile_tokens", t.kv_tile},
+            {"smem_bytes", t.smem_bytes}};
   return {{"kernel", t.hopper ? "wgmma, warp-specialized" : "mma.sync"},
           {"rows_per_cta", t.rows},
           {"threads", t.threads},
@@ -120,6 +123,10 @@ nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t) {
           {"smem_bytes", t.smem_bytes}};
 }
 std::string prefill_tiling_text(const ops::PrefillTiling& t) {
+  if (t.dequant_pass)
+    return fmt::format("int8 K/V dequantising pass: a CTA of {} threads per {} tokens of one KV head, (x + offset) * "
+                       "scale in fp32 into 16-bit copies the attention kernel reads, {} dynamic smem (the scales)",
+                       t.threads, t.kv_tile, human_bytes(t.smem_bytes));
   if (t.hopper)
     return fmt::format("{} rows (2 consumer warpgroups, wgmma) x {}-token KV tiles, a producer warpgroup filling a "
                        "{}-stage cp.async ring behind mbarriers, ping-pong {}, {} dynamic smem",

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "attnjit/error.hpp"
 #include "ops/common/launch.hpp"
 #include "ops/common/prewarm.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
+#include "ops/fia/fia_dequant_first.hpp"
 #include "ops/fia/fia_mla.hpp"
 #include "ops/fia/fia_plan.hpp"
 #include "ops/fia/prefill_family.hpp"
@@ -20,17 +22,26 @@
 
 namespace attnjit {
 
-spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
+std::vector<spec::KernelSpec> ops::fia_prewarm_specs(const FiaArgs& a, const spec::Arch& arch) {
   ShapesOnlyScope shapes_only;
   const FiaPlan plan = plan_fia(a, arch);
-  if (auto m = plan_fia_mla(plan, a, arch)) return m->spec;     // query_rope/key_rope on the mla kernel
-  if (auto d = plan_fia_decode(plan, a, arch)) return d->spec;  // Q_S = 1 on the decode kernel
-  return plan.spec;
+  if (auto m = plan_fia_mla(plan, a, arch)) return {m->spec};     // query_rope/key_rope on the mla kernel
+  if (auto d = plan_fia_decode(plan, a, arch)) return {d->spec};  // Q_S = 1 on the decode kernel
+  if (plan.dequant_first) return {plan.dequant_first->pass, plan.spec};
+  return {plan.spec};
 }
 
+spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
+  return fia_prewarm_specs(a, arch).back();
+}
+
+// Builds every kernel of the call; returns the attention kernel's name (the last).
 std::string prewarm_fused_infer_attention_score(const FiaArgs& args, const std::string& arch, Runtime* runtime) {
-  const spec::KernelSpec s = ops::fia_prewarm_spec(args, ops::prewarm_arch(arch));
-  return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
+  Runtime& rt = runtime ? *runtime : Runtime::global();
+  std::string name;
+  for (const spec::KernelSpec& s : ops::fia_prewarm_specs(args, ops::prewarm_arch(arch)))
+    name = ops::prewarm_spec(rt, s, arch);
+  return name;
 }
 
 namespace {
@@ -63,15 +74,31 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
   std::optional<ops::FiaDecodePlan> decode = ops::plan_fia_decode(plan, args, arch);
   // Looked up before anything is queued: a miss during capture throws with nothing done.
   const runtime::LoadedKernel& k = rt.registry().kernel(decode ? decode->spec : plan.spec, device, cs);
+  const runtime::LoadedKernel* pass =
+      plan.dequant_first ? &rt.registry().kernel(plan.dequant_first->pass, device, cs) : nullptr;
+  // int8 K/V dequantised first: the copies live in the stream's scratch (growing it
+  // during capture throws, before anything is queued).
+  PrefillParams pass_params;
+  PrefillParams& p = plan.params;
+  if (pass) {
+    const ops::FiaDequantFirst& f = *plan.dequant_first;
+    void* copies = rt.registry().scratch(device, f.k_bytes + f.v_bytes, 2, cs).workspace;
+    ops::fia_dequant_params(plan, copies, pass_params, p);
+  }
   if (plan.lse_placeholder)  // the seed's [1] tensor holding 0 (0.0f is all-zero bits)
     driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0u, 1, cs);
   if (decode) return ops::launch_fia_decode(rt, *decode, device, cs);  // Q_S = 1: split-KV decode kernel
-  PrefillParams& p = plan.params;
   ops::prefill_set_kv_maps(plan, args, p);
   for (int first = 0; first < plan.batch; first += kPrefillMaxBatches) {
     const int count = std::min(kPrefillMaxBatches, plan.batch - first);
     const int tiles = ops::fia_fill_work(plan, args, first, count, p);
     if (tiles == 0) continue;
+    if (pass) {  // the chunk's K/V rows, then its attention (stream order)
+      std::copy(p.batches, p.batches + count, pass_params.batches);
+      pass_params.num_batches = p.num_batches;
+      pass_params.first_batch = p.first_batch;
+      ops::launch_kernel(*pass, ops::fia_dequant_grid(plan, p), cs, false, pass_params);
+    }
     p.tiles = tiles;
     p.kv_heads = plan.num_kv_heads;
     const ops::PrefillSchedule sch = ops::prefill_schedule(plan, tiles, info.sm_count);

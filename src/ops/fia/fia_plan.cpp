@@ -1,5 +1,6 @@
 // fused_infer_attention_score: the seed's constraints, then spec and Params.
 #include "ops/fia/fia_plan.hpp"
+#include "ops/fia/fia_dequant_first.hpp"
 
 #include <fmt/format.h>
 
@@ -461,6 +462,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   fia_plan_extras(a, dims, plan);
   fia_plan_antiquant(a, dims, plan);  // sets kv_dtype before the backend is chosen
   if (!mla) {  // MLA runs the mla family's kernel (plan_fia_mla picks its backend), never a prefill one
+    fia_plan_dequant_first(a, dims, plan);  // int8 K/V at Q_S > 1: 16-bit copies, then a 16-bit spec
     runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
     const PrefillGridShape grid = prefill_grid_shape(s);
     plan.rows_per_cta = grid.rows;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "attnjit/fia.hpp"
 #include "prefill/prefill_params.cuh"
@@ -14,6 +16,15 @@ namespace attnjit::ops {
 constexpr int kPrefillRows = 64;  // rows (token x group head) per CTA of the portable kernel: PrefillTraits::kRows
 
 enum class FiaLayout { kBSH, kBSND, kBNSD, kBNSD_BSND, kTND };
+
+// int8 K/V at Q_S > 1 where the query rows per KV head fill a wgmma tile: a pass
+// dequantises K/V once into dense 16-bit copies in the stream's runtime scratch, and
+// FiaPlan::spec is then the 16-bit attention over them (fia_dequant_first.cpp).
+struct FiaDequantFirst {
+  spec::KernelSpec pass;        // the prefill family's dqpass kernel
+  PrefillDequantOut out{};      // the copies' strides (their pointers are set at launch)
+  size_t k_bytes = 0, v_bytes = 0;
+};
 
 struct FiaPlan {
   spec::KernelSpec spec;
@@ -26,6 +37,7 @@ struct FiaPlan {
   int rows_per_cta = kPrefillRows;  // the chosen kernel's (prefill_grid_shape): a work-list tile
   int dv_chunks = 1;                // CTAs along z splitting the value dims (prefill_grid_shape)
   bool lse_placeholder = false;  // flag off, softmax_lse given: write 0 into it
+  std::optional<FiaDequantFirst> dequant_first;  // set: params' K/V are the int8 source of the pass
 };
 
 // Validates `a` against the seed's constraints and builds the plan; every
@@ -76,5 +88,7 @@ void fia_plan_antiquant(const FiaArgs& a, const FiaDims& d, FiaPlan& plan);
 
 // The spec a call with these arguments launches on `arch`, from shapes alone.
 spec::KernelSpec fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch);
+// Every kernel the call launches, in launch order (the dequantising pass, then the attention).
+std::vector<spec::KernelSpec> fia_prewarm_specs(const FiaArgs& a, const spec::Arch& arch);
 
 }  // namespace attnjit::ops

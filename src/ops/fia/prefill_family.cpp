@@ -94,6 +94,14 @@ PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count) {
 PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   PrefillTiling t;
   t.smem_limit = render::max_smem_per_block(s.arch);
+  if (s.has(spec::feature::kDequantPass)) {  // PrefillDequantPassTraits: 64-token tiles, 256 threads
+    t.dequant_pass = true;
+    t.threads = 256;
+    t.stages = 1;
+    t.dv_chunk = s.head_dim_vo;
+    t.smem_bytes = (s.head_dim_qk + s.head_dim_vo + 2 * t.kv_tile) * 8;
+    return t;
+  }
   const PrefillGridShape g = prefill_grid_shape(s);
   t.rows = g.rows;
   t.dv_chunks = g.dv_chunks;
@@ -130,7 +138,64 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
   return t;
 }
 
+namespace {
+// The dequantising pass (dqpass): int8 K/V of a Q_S > 1 call into 16-bit copies, run before
+// the 16-bit attention kernel of either backend (fia_dequant_first.hpp).
+bool dequant_pass_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why) {
+  auto refuse = [&](auto&& reason) {
+    if (why) *why = reason();
+    return false;
+  };
+  if (s.backend != spec::Backend::kXqa)
+    return refuse([] { return std::string("dqpass is one portable kernel (backend xqa) that runs before either backend's "
+                                          "attention"); });
+  if (arch.sm < 80) return refuse([] { return std::string("the prefill templates need sm_80 or newer"); });
+  if (s.kv_dtype != DType::kInt8)
+    return refuse([&] { return fmt::format("dqpass dequantises int8 K/V (the seed has int4 at Q_S = 1 only), not {}",
+                                           dtype_name(s.kv_dtype)); });
+  if ((s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16) || s.out_dtype != s.q_dtype)
+    return refuse([] { return std::string("dqpass writes fp16 or bf16 copies (the query's dtype, as out_dtype)"); });
+  if (s.page_size != 0 || s.mask != spec::MaskMode::kNone || s.layout != spec::KvLayout::kNHD ||
+      s.pos_encoding != spec::PosEncoding::kNone || s.group_size != 1)
+    return refuse([] { return std::string("dqpass reads contiguous K/V (the seed: no antiquant with page attention at "
+                                          "Q_S > 1) and takes no mask, RoPE or group"); });
+  if (s.features & ~(spec::feature::kDequantPass | spec::feature::kLeftPad))
+    return refuse([&] { return fmt::format("feature bits {:#x}: dqpass takes leftpad only", s.features); });
+  for (int hd : {s.head_dim_qk, s.head_dim_vo})
+    if (hd % 16 != 0 || hd < 16 || hd > 512)
+      return refuse([&] { return fmt::format("head dim {}: dqpass takes multiples of 16 up to 512", hd); });
+  return true;
+}
+
+render::RenderedUnit dequant_pass_generate(const spec::KernelSpec& s) {
+  const PrefillTiling t = prefill_tiling(s);
+  render::RenderedUnit u;
+  u.launch.threads = t.threads;
+  u.launch.smem_bytes = t.smem_bytes;
+  u.launch.min_blocks_per_sm = 1;
+  u.entry = "attnjit_prefill";
+  u.smem_symbol = "attnjit_smem_bytes";
+  u.source = fmt::format(
+      "// attnjit {name}\n"
+      "#include \"prefill/prefill_dequant_pass.cuh\"\n"
+      "using Traits = attnjit::PrefillDequantPassTraits<{type}, {hd_qk}, {hd_vo}, {ext}u>;\n"
+      "static_assert(Traits::kSmemBytes == {smem_bytes} && Traits::kThreads == {threads} && Traits::kMinBlocks == 1, "
+      "\"host and kernel disagree on launch metadata\");\n"
+      "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
+      "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
+      "{entry}(const __grid_constant__ attnjit::PrefillParams params) {{\n"
+      "  extern __shared__ __align__(16) unsigned char smem[];\n"
+      "  attnjit::PrefillDequantPass<Traits>::run(params, smem);\n"
+      "}}\n",
+      fmt::arg("name", s.name()), fmt::arg("type", device_type(s.q_dtype)), fmt::arg("hd_qk", s.head_dim_qk),
+      fmt::arg("hd_vo", s.head_dim_vo), fmt::arg("ext", prefill_ext_bits(s)), fmt::arg("smem_bytes", t.smem_bytes),
+      fmt::arg("threads", t.threads), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
+  return u;
+}
+}  // namespace
+
 bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why) {
+  if (s.has(spec::feature::kDequantPass)) return dequant_pass_can_implement(s, arch, why);
   auto refuse = [&](auto&& reason) {
     if (why) *why = reason();
     return false;
@@ -198,6 +263,7 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
 }
 
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
+  if (s.has(spec::feature::kDequantPass)) return dequant_pass_generate(s);
   const PrefillTiling t = prefill_tiling(s);
   render::RenderedUnit u;
   u.launch.threads = t.threads;
@@ -240,6 +306,10 @@ namespace {
 // sm_90a: the wgmma kernel wherever it can serve the spec (its head dims), else the
 // portable mma.sync kernel, which every other arch takes.
 spec::Backend hopper_where_it_serves(const spec::KernelSpec& s, const char** why) {
+  if (s.has(spec::feature::kDequantPass)) {
+    if (why) *why = "the int8 K/V dequantising pass is one portable kernel, run before either backend's attention";
+    return spec::Backend::kXqa;
+  }
   spec::KernelSpec h = s;
   h.backend = spec::Backend::kTrtllmGen;
   const bool ok = prefill_can_implement(h, s.arch, nullptr);

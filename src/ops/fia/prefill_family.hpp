@@ -12,6 +12,7 @@ namespace attnjit::ops {
 
 struct PrefillTiling {
   bool hopper = false;  // the trtllm-gen (sm_90a wgmma) kernel, else the portable mma.sync one
+  bool dequant_pass = false;  // the int8 K/V dequantising pass (dqpass), not an attention kernel
   int rows = 64;        // rows (token x group head) per CTA
   int threads = 128;
   int kv_tile = 64;     // KV tokens per main-loop step

@@ -7,7 +7,7 @@ after changing the shapes or dtypes: python3 scripts/gen_wgmma.py
 """
 import pathlib
 
-SHAPES = [32, 64, 128, 192, 256]
+SHAPES = [32, 64, 80, 96, 128, 160, 176, 192, 256]
 DTYPES = [("half_t", "f16"), ("bf16_t", "bf16")]
 
 

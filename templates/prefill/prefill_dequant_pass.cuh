@@ -36,26 +36,47 @@ struct PrefillDequantPass {
   typedef PrefillDequantTile<Tr> DQ;
   static constexpr int kTile = Tr::kKvTile;
 
-  // Rows [j0, j0 + n) of K (or V) into its copy: 16 values a thread at a time.
+  // A thread's chunks of K (or V): chunk i of the tile is row i / (kDims / 16), 16 values
+  // (one 16-byte load) of column i % (kDims / 16); thread t takes chunks t, t + kThreads, ...
+  template <int kDims>
+  struct Chunks {
+    static constexpr int kPerRow = kDims / 16, kCount = (kTile * kPerRow + Tr::kThreads - 1) / Tr::kThreads;
+  };
+
+  // All of a thread's loads of K (or V) at once (the pass is bound by memory latency):
+  // rows [j0, j0 + n); the others stay unread.
   template <int kDims, bool kValue>
-  static __device__ __forceinline__ void rows(const PrefillParams& p, const PrefillWork& w, const float2* ch,
-                                              const float2* row_sc, int j0, int n) {
-    constexpr int kChunks = kDims / 16;
-    const PrefillDequant& q = kValue ? p.v_dq : p.k_dq;
-    const bool per_channel = q.sd != 0;
+  static __device__ __forceinline__ void load(const PrefillParams& p, const PrefillWork& w, int j0, int n,
+                                              uint4 (&x)[Chunks<kDims>::kCount]) {
+    typedef Chunks<kDims> K;
     const typename C::KvSrc src = C::template kv_src<kValue>(p);
+#pragma unroll
+    for (int k = 0; k < K::kCount; ++k) {
+      const int i = threadIdx.x + k * Tr::kThreads, r = i / K::kPerRow, c = i % K::kPerRow;
+      if (r < n) x[k] = *reinterpret_cast<const uint4*>(C::template kv_row<signed char>(p, src, w, j0 + r) + c * 16);
+    }
+  }
+
+  // The loaded chunks, (x + offset) * scale per channel (ch) or per row (row_sc), into the copy.
+  template <int kDims, bool kValue>
+  static __device__ __forceinline__ void store(const PrefillParams& p, const PrefillWork& w, const float2* ch,
+                                               const float2* row_sc, int j0, int n,
+                                               const uint4 (&x)[Chunks<kDims>::kCount]) {
+    typedef Chunks<kDims> K;
+    const bool per_channel = (kValue ? p.v_dq : p.k_dq).sd != 0;
     const PrefillDequantOut& o = p.dq_out;
     T* const base = static_cast<T*>(kValue ? o.v : o.k) + (long long)w.b * (kValue ? o.v_sb : o.k_sb) +
                     (long long)w.hk * (kValue ? o.v_sh : o.k_sh);
     const long long ss = kValue ? o.v_ss : o.k_ss;
-    for (int i = threadIdx.x; i < n * kChunks; i += Tr::kThreads) {
-      const int r = i / kChunks, c = i % kChunks, j = j0 + r;
-      const uint4 x = *reinterpret_cast<const uint4*>(C::template kv_row<signed char>(p, src, w, j) + c * 16);
+#pragma unroll
+    for (int k = 0; k < K::kCount; ++k) {
+      const int i = threadIdx.x + k * Tr::kThreads, r = i / K::kPerRow, c = i % K::kPerRow;
+      if (r >= n) continue;
       const float2* sc = per_channel ? ch + c * 16 : row_sc + r;
       const int step = per_channel ? 1 : 0;
-      uint4* dst = reinterpret_cast<uint4*>(base + (long long)(w.e.kv_tok0 + j) * ss + c * 16);
-      dst[0] = DQ::convert8(x.x, x.y, sc, step);
-      dst[1] = DQ::convert8(x.z, x.w, sc + 8 * step, step);
+      uint4* dst = reinterpret_cast<uint4*>(base + (long long)(w.e.kv_tok0 + j0 + r) * ss + c * 16);
+      dst[0] = DQ::convert8(x[k].x, x[k].y, sc, step);
+      dst[1] = DQ::convert8(x[k].z, x[k].w, sc + 8 * step, step);
     }
   }
 
@@ -70,6 +91,10 @@ struct PrefillDequantPass {
     const int j0 = blockIdx.x * kTile;
     if (j0 >= w.e.kv_len) return;
     const int n = min(kTile, w.e.kv_len - j0);
+    // The tile's bytes first, then the scales under their latency.
+    uint4 xk[Chunks<Tr::kHdQk>::kCount], xv[Chunks<Tr::kHdVo>::kCount];
+    load<Tr::kHdQk, false>(p, w, j0, n, xk);
+    load<Tr::kHdVo, true>(p, w, j0, n, xv);
     float2* ch_k = reinterpret_cast<float2*>(smem);
     float2* ch_v = ch_k + Tr::kHdQk;
     float2* rows_k = ch_v + Tr::kHdVo;
@@ -79,8 +104,8 @@ struct PrefillDequantPass {
     DQ::load_rows(p, p.k_dq, w, rows_k, j0, threadIdx.x, Tr::kThreads);
     DQ::load_rows(p, p.v_dq, w, rows_v, j0, threadIdx.x, Tr::kThreads);
     __syncthreads();
-    rows<Tr::kHdQk, false>(p, w, ch_k, rows_k, j0, n);
-    rows<Tr::kHdVo, true>(p, w, ch_v, rows_v, j0, n);
+    store<Tr::kHdQk, false>(p, w, ch_k, rows_k, j0, n, xk);
+    store<Tr::kHdVo, true>(p, w, ch_v, rows_v, j0, n, xv);
   }
 };
 

@@ -47,7 +47,7 @@ struct PrefillHopperTraits {
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kHdQk % 64 == 0 && kHdVo % 64 == 0 && kHdQk <= 256 && kHdVo <= 256,
                 "head dims are whole 128-byte swizzle blocks, at most one wgmma wide");
-  static_assert(kKvTile % 64 == 0 && kKvTile <= 256, "the KV tile is the N of one wgmma");
+  static_assert(kKvTile % 16 == 0 && kKvTile <= 256, "the KV tile is the N of one wgmma, whole k16 steps of P V");
   static_assert(!kKvInt8 || IsSame<T_, half_t>::value, "int8 K/V dequantise to fp16 (the seed's Q_S > 1 pairing)");
   static_assert((kExt_ & prefill_ext::kKvInt4) == 0, "int4 K/V: the portable kernel");
 };

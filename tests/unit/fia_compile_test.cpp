@@ -137,6 +137,31 @@ TEST(FiaCompile, PingPongKnobReachesTheTraits) {
   }
 }
 
+// ATTNJIT_PREFILL_KV_TILE sets the Hopper kernel's KV tile (the rendered Traits, so the
+// cache key follows it; shared memory then decides the stages); a size with no wgmma N,
+// or out of range, is an error naming the variable.
+TEST(FiaCompile, KvTileKnobReachesTheTraits) {
+  KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kNone, 0, 0, "sm_90a");
+  s.backend = spec::Backend::kTrtllmGen;
+  EXPECT_EQ(ops::prefill_tiling(s).kv_tile, 128);
+  {
+    testing::EnvGuard tile("ATTNJIT_PREFILL_KV_TILE", "176");
+    const ops::PrefillTiling t = ops::prefill_tiling(s);
+    EXPECT_EQ(t.kv_tile, 176);
+    EXPECT_EQ(t.stages, 2);
+    EXPECT_NE(render::render(s).source.find("PrefillHopperTraits<attnjit::bf16_t, 128, 128, 176, 2,"), std::string::npos);
+  }
+  for (const char* bad : {"112", "48", "272", "abc"}) {
+    testing::EnvGuard tile("ATTNJIT_PREFILL_KV_TILE", bad);
+    try {
+      ops::prefill_tiling(s);
+      ADD_FAILURE() << "ATTNJIT_PREFILL_KV_TILE=" << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_KV_TILE"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {
   testing::expect_compiles_without_spills(variants(), "prefill variants");
 }

@@ -18,6 +18,7 @@
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_decode.hpp"
 #include "ops/fia/fia_mla.hpp"
+#include "ops/fia/prefill_family.hpp"
 #include "ops/mla/mla_family.hpp"
 #include "ops/mla/mla_plan.hpp"
 
@@ -385,9 +386,18 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         ASSERT_TRUE(plan.params.kp && plan.params.vp && plan.params.prefix_seq >= 1);
         ASSERT_EQ(plan.spec.page_size, 0);
       }
-      // Quantised K/V: the key's dtype, descriptors for both, every scale read inside its tensor.
-      ASSERT_EQ(plan.spec.kv_dtype, a.key.dtype == i8 || a.key.dtype == i4 ? a.key.dtype : a.query.dtype);
-      if (plan.spec.kv_dtype != plan.spec.q_dtype) {
+      // Quantised K/V: the key's dtype (the dequantising pass's, when int8 is dequantised
+      // first: the attention then reads 16-bit copies), descriptors for both, every scale
+      // read inside its tensor.
+      const DType kv_read = plan.dequant_first ? plan.dequant_first->pass.kv_dtype : plan.spec.kv_dtype;
+      ASSERT_EQ(kv_read, a.key.dtype == i8 || a.key.dtype == i4 ? a.key.dtype : a.query.dtype);
+      if (plan.dequant_first) {
+        ASSERT_EQ(plan.spec.kv_dtype, plan.spec.q_dtype);
+        ASSERT_EQ(plan.spec.page_size, 0);
+        ASSERT_TRUE(plan.dequant_first->pass.has(spec::feature::kDequantPass));
+        ASSERT_TRUE(prefill_can_implement(plan.dequant_first->pass, testing::kPlanArch, nullptr));
+      }
+      if (kv_read != plan.spec.q_dtype) {
         ++quantised;
         const bool sep = present(a.key_antiquant_scale);
         const TensorView& ks = sep ? a.key_antiquant_scale : a.antiquant_scale;

@@ -41,7 +41,9 @@ std::vector<Result> bench_single_decode_window(DType kv_dtype, const Options& o)
 std::vector<Result> bench_single_decode(DType kv_dtype, const Options& o);
 // fused_infer_attention_score prefill TFLOP/s at the issue 11 shapes (bench_fia.cpp),
 // then its decode rows (bench_fia_decode below).
-int bench_fia(int iters);
+// prefill_only (--fia-prefill): only the prefill rows, only the wgmma (trtllm-gen) kernel
+// (tuning sweeps of its knobs).
+int bench_fia(int iters, bool prefill_only = false);
 // FIA at Q_S = 1 against xqa (and single_decode at batch 1) on the same shapes:
 // TB/s and the ratio (issue 11: >= 95% of xqa's). bench_fia_decode.cpp.
 int bench_fia_decode(const Options& o);

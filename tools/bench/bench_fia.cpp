@@ -24,7 +24,7 @@ constexpr double kGemmTflops = 790.0;  // measured H200 bf16 GEMM rate (DESIGN.m
 // Returns 0, printing one line per shape and backend: median ms, TFLOP/s and % of
 // the GEMM rate. FLOPs = 2 * S_q * S_kv * (D_qk + D_v) * H * B, halved for causal
 // (sparse_mode 3). The shapes are the Hopper prefill issue's (cuDNN's figures there).
-int bench_fia(int iters) {
+int bench_fia(int iters, bool prefill_only) {
   struct Shape {
     int batch, seq, heads, kv_heads, hd;
   };
@@ -47,6 +47,7 @@ int bench_fia(int iters) {
     mask.zero();
     for (bool causal : {false, true}) {
       for (Backend backend : {Backend::kXqa, Backend::kTrtllmGen}) {
+        if (prefill_only && backend != Backend::kTrtllmGen) continue;
         FiaArgs a;
         a.query = q.view;
         a.key = k.view;
@@ -89,6 +90,7 @@ int bench_fia(int iters) {
       }
     }
   }
+  if (prefill_only) return 0;
   Options o;
   o.iters = iters;
   int rc = bench_fia_decode(o);

@@ -68,11 +68,12 @@ void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combi
     fill(x.vs, qd, {1, kKvHeads, 1, kHd}, 1.0f / 64);
     fill(x.ko, qd, {1, kKvHeads, 1, kHd}, 0.5f);
     fill(x.vo, qd, {1, kKvHeads, 1, kHd}, 0.5f);
-  } else {
-    fill(x.ks, DType::kFloat32, {1, B, L}, 1.0f / 64);
-    fill(x.vs, DType::kFloat32, {1, B, L}, 1.0f / 64);
-    fill(x.ko, DType::kFloat32, {1, B, L}, 0.5f);
-    fill(x.vo, DType::kFloat32, {1, B, L}, 0.5f);
+  } else {  // per token: (1, B, S) at Q_S = 1, (B, S) at Q_S > 1 (the seed's shapes)
+    const std::vector<int64_t> shape = qs > 1 ? std::vector<int64_t>{B, L} : std::vector<int64_t>{1, B, L};
+    fill(x.ks, DType::kFloat32, shape, 1.0f / 64);
+    fill(x.vs, DType::kFloat32, shape, 1.0f / 64);
+    fill(x.ko, DType::kFloat32, shape, 0.5f);
+    fill(x.vo, DType::kFloat32, shape, 0.5f);
   }
 }
 

@@ -118,6 +118,21 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     // int8 K/V: 64-token tiles, so that the raw slots leave room for four stages.
     const bool int8_kv = s.kv_dtype == DType::kInt8;
     t.kv_tile = widest > 128 || row_pointers || int8_kv ? 64 : 128;
+    // Measured in one H200 call (PERFORMANCE.md, sixteenth session): head dim 256 at 80
+    // tokens (two stages) 441 -> 462 TFLOP/s, head dim 64 at 192 (four stages) 415 -> 437;
+    // at head dim 128, 160 and 176 (two stages) lost 12-18% to 128 (three).
+    if (!row_pointers && !int8_kv) {
+      if (widest == 256) t.kv_tile = 80;
+      if (widest <= 64) t.kv_tile = 192;
+    }
+    // A tuning knob (it changes the rendered Traits, so the cache key follows it): the
+    // KV tile's tokens, the N of the S wgmma (the sizes templates/common/wgmma.cuh has).
+    if (const auto tile = util::env_knob("ATTNJIT_PREFILL_KV_TILE", 64, 256, "64, 80, 96, 128, 160, 176, 192 or 256")) {
+      if (*tile % 16 != 0 || *tile == 112 || *tile == 144 || *tile == 208 || *tile == 224 || *tile == 240)
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("ATTNJIT_PREFILL_KV_TILE={}: expected 64, 80, 96, 128, 160, 176, 192 or 256", *tile));
+      t.kv_tile = *tile;
+    }
     t.stages = 2;
     while (t.stages < 4 &&
            hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1, int8_kv) <= t.smem_limit)

@@ -1,12 +1,13 @@
 // The Hopper prefill kernel (FIA, trtllm-gen backend, sm_90a): warp-specialized,
 // with warpgroup MMA. Warpgroup 0 is the producer: one lane loads contiguous K/V
 // tiles by TMA, or the warpgroup gathers them with cp.async (paged, the shared
-// prefix, ragged tails), into a ring of 128-byte-swizzled stages, each signalled
-// through a "full" mbarrier. Warpgroups 1 and 2 are consumers, 64 query rows each
-// (the CTA's 128 rows of (token, group head) pairs): S = Q K^T with both operands
-// in shared memory, the online softmax in registers, O += P V with P from
-// registers and V read MN-major (transposed) by the wgmma itself; each releases a
-// stage through its "empty" mbarrier. A CTA walks work items (one, or a wave's
+// prefix, ragged tails), into a ring of 128-byte-swizzled stages, K's and V's halves
+// of a stage each signalled through their own "full" mbarrier. Warpgroups 1 and 2 are
+// consumers, 64 query rows each (the CTA's 128 rows of (token, group head) pairs): S =
+// Q K^T with both operands in shared memory, the online softmax in registers, O += P V
+// with P from registers and V read MN-major (transposed) by the wgmma itself; each
+// releases K's half through its "empty" mbarrier once S is done, and V's once P V is
+// (a tile later: one barrier for both would hold the next load back until then). A CTA walks work items (one, or a wave's
 // share, static or from a counter) with the ring running on. The work list, masks,
 // pse, paging and LSE are the portable kernel's (prefill_common.cuh).
 #pragma once
@@ -42,7 +43,7 @@ struct PrefillHopperTraits {
   // 1024: slack to align the swizzled tiles; then the full and empty mbarriers.
   // The item ring of the dynamic scheduler: kItemSlots (full, empty) mbarrier pairs and ids.
   static constexpr int kItemSlots = 4;
-  static constexpr int kSmemBytes = 1024 + kTileBytes + 2 * kStages * 8 + kItemSlots * (2 * 8 + 4);
+  static constexpr int kSmemBytes = 1024 + kTileBytes + 4 * kStages * 8 + kItemSlots * (2 * 8 + 4);
   // Registers per thread after reallocation (a multiple of 8; 128 x 56 + 256 x 224 <= 64K).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kHdQk % 64 == 0 && kHdVo % 64 == 0 && kHdQk <= 256 && kHdVo <= 256,
@@ -62,16 +63,19 @@ struct PrefillHopper {
   struct Smem {
     u32 q, k, v;  // shared-space addresses: consumer c's Q at q + c * kQBytes; stage st at k/v + st * k/vStage
     unsigned char* base;
-    u64* full;    // [kStages]: each of the producer's 128 threads arrives when its copies landed
-    u64* empty;   // [kStages]: each consumer warp arrives when it is done with the stage
+    u64* full;    // [2][kStages], K's then V's: the producer's arrival(s) once the copies landed
+    u64* empty;   // [2][kStages], K's then V's: each consumer warp arrives when it is done with them
     // After empty, the item ring (derived, not held: the consumers' registers are full):
     // item_full[kItemSlots] (the scheduler published item id k in slot k % kItemSlots),
     // item_empty[kItemSlots] (every lane of the reader warps took it), item_id[kItemSlots].
-    __device__ __forceinline__ u64* item_full() const { return empty + Tr::kStages; }
-    __device__ __forceinline__ u64* item_empty() const { return empty + Tr::kStages + Tr::kItemSlots; }
+    __device__ __forceinline__ u64* item_full() const { return empty + 2 * Tr::kStages; }
+    __device__ __forceinline__ u64* item_empty() const { return empty + 2 * Tr::kStages + Tr::kItemSlots; }
     __device__ __forceinline__ int* item_id() const {
-      return reinterpret_cast<int*>(empty + Tr::kStages + 2 * Tr::kItemSlots);
+      return reinterpret_cast<int*>(empty + 2 * Tr::kStages + 2 * Tr::kItemSlots);
     }
+    // Stage st's barriers of K (value false) or V (true).
+    __device__ __forceinline__ u64* full_of(bool value, int st) const { return full + (value ? Tr::kStages : 0) + st; }
+    __device__ __forceinline__ u64* empty_of(bool value, int st) const { return empty + (value ? Tr::kStages : 0) + st; }
   };
 
   // One tensor's rows [j0, j0 + kTile) into a stage; rows at or past kv_len are
@@ -109,56 +113,62 @@ struct PrefillHopper {
     }
   }
 
-  // The producer: K and V of tile `it` into stage it % kStages once its consumers
-  // released it. Each thread's arrival on the stage's "full" barrier fires when its
-  // copies land, so the producer never waits for data, only for free stages.
+  // The producer: K, then V, of tile `it` into stage it % kStages once their consumers
+  // released them. Each thread's arrival on a "full" barrier fires when its copies
+  // land, so the producer never waits for data, only for free stages.
   // g: the CTA's tiles before this item (the ring runs on across items).
   static __device__ void produce(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int tid, int g) {
     for (int it = 0; it < w.n_tiles; ++it) {
-      const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile;
-      mbar_wait(&sm.empty[st], (((g + it) / kStages) & 1) ^ 1);
+      const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile, phase = (((g + it) / kStages) & 1) ^ 1;
+      mbar_wait(sm.empty_of(false, st), phase);
       load_rows<kD, false>(p, w, sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
+      cp_async_mbar_arrive(sm.full_of(false, st));
+      mbar_wait(sm.empty_of(true, st), phase);
       load_rows<kDv, true>(p, w, sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
-      cp_async_mbar_arrive(&sm.full[st]);
+      cp_async_mbar_arrive(sm.full_of(true, st));
     }
   }
 
   // The producer with TMA (contiguous K/V): one lane of one warp issues each tile
-  // as kD / 64 + kDv / 64 boxes of 64 dims, whose bytes complete the stage's
-  // "full" barrier (count 1: the expect_tx arrival). A tile whose rows run past
-  // kv_len into rows of the tensor (not past its end, which TMA reads as 0) is
-  // gathered by the warp's cp.async instead, zero-filled, as V must be.
+  // as kD / 64 boxes of K's 64 dims, then kDv / 64 of V's, whose bytes complete the
+  // stage's "full" barrier of each (count 1: the expect_tx arrival). A tile whose rows
+  // run past kv_len into rows of the tensor (not past its end, which TMA reads as 0)
+  // is gathered by the warp's cp.async instead, zero-filled, as V must be.
   // (cp.async's own arrival, raising the count, trips synccheck on a count-1 barrier.)
   static __device__ void produce_tma(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int lane, int g) {
-    constexpr u32 kTxBytes = u32(kTile) * (kD + kDv) * 2;
-    const bool tail_is_zero = w.e.kv_tok0 + w.e.kv_len >= p.kv_map_tokens;
-    // Map dimension d's coordinate for token s (selects: an indexed array would live in local memory).
-    // TND (batch stride 0) has one batch in the map: the token coordinate carries kv_tok0.
-    const int b = p.k_stride_b != 0 ? w.b : 0;
-    auto coord = [&](int d, int s) { return p.map_dim_h == d ? w.hk : p.map_dim_b == d ? b : s; };
     for (int it = 0; it < w.n_tiles; ++it) {
-      const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile;
-      mbar_wait(&sm.empty[st], (((g + it) / kStages) & 1) ^ 1);
-      const u32 k_dst = sm.k + st * Tr::kKStage, v_dst = sm.v + st * Tr::kVStage;
-      if (j0 + kTile <= w.e.kv_len || tail_is_zero) {
-        if (lane == 0) {
-          mbar_arrive_expect_tx(&sm.full[st], kTxBytes);
-          const int tok = w.e.kv_tok0 + j0, c1 = coord(1, tok), c2 = coord(2, tok), c3 = coord(3, tok);
+      const int st = (g + it) % kStages, j0 = w.kv_first + it * kTile, phase = (((g + it) / kStages) & 1) ^ 1;
+      produce_tma_half<false>(p, w, sm, lane, st, j0, phase);
+      produce_tma_half<true>(p, w, sm, lane, st, j0, phase);
+    }
+  }
+  // K (kValue false) or V of tile j0 into stage st, once that half of the stage is free.
+  template <bool kValue>
+  static __device__ __forceinline__ void produce_tma_half(const PrefillParams& p, const PrefillWork& w, const Smem& sm,
+                                                          int lane, int st, int j0, int phase) {
+    constexpr int kDims = kValue ? kDv : kD;
+    u64* full = sm.full_of(kValue, st);
+    mbar_wait(sm.empty_of(kValue, st), phase);
+    const u32 dst = kValue ? sm.v + st * Tr::kVStage : sm.k + st * Tr::kKStage;
+    if (j0 + kTile <= w.e.kv_len || w.e.kv_tok0 + w.e.kv_len >= p.kv_map_tokens) {
+      if (lane == 0) {
+        mbar_arrive_expect_tx(full, u32(kTile) * kDims * 2);
+        // Map dimension d's coordinate for the tile's first token (selects: an indexed array
+        // would live in local memory). TND (batch stride 0) has one batch in the map: the
+        // token coordinate carries kv_tok0.
+        const int b = p.k_stride_b != 0 ? w.b : 0, tok = w.e.kv_tok0 + j0;
+        auto coord = [&](int d) { return p.map_dim_h == d ? w.hk : p.map_dim_b == d ? b : tok; };
+        const int c1 = coord(1), c2 = coord(2), c3 = coord(3);
 #pragma unroll
-          for (int d = 0; d < kD / 64; ++d)
-            tma_load_4d(k_dst + d * kTile * 128, &p.k_map, &sm.full[st], d * 64, c1, c2, c3);
-#pragma unroll
-          for (int d = 0; d < kDv / 64; ++d)
-            tma_load_4d(v_dst + d * kTile * 128, &p.v_map, &sm.full[st], d * 64, c1, c2, c3);
-        }
-      } else {
-        load_rows<kD, false, 32>(p, w, sm.base + (k_dst - sm.q), j0, lane);
-        load_rows<kDv, true, 32>(p, w, sm.base + (v_dst - sm.q), j0, lane);
-        // At most once per item: wait for the warp's copies, then the one arrival.
-        asm volatile("cp.async.wait_all;" ::: "memory");
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&sm.full[st]);
+        for (int d = 0; d < kDims / 64; ++d)
+          tma_load_4d(dst + d * kTile * 128, kValue ? &p.v_map : &p.k_map, full, d * 64, c1, c2, c3);
       }
+    } else {
+      load_rows<kDims, kValue, 32>(p, w, sm.base + (dst - sm.q), j0, lane);
+      // At most once per item and tensor: wait for the warp's copies, then the one arrival.
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) mbar_arrive(full);
     }
   }
 
@@ -263,20 +273,29 @@ struct PrefillHopper {
         cp_async_wait<0>();
       }
       named_barrier_sync(5, 128);  // every thread's rows of tile it (and the table) landed
-      mbar_wait(&sm.empty[st], (((g + it) / kStages) & 1) ^ 1);
       const unsigned char* slot = raw0 + ((g + it) % 2) * Tr::kRawSlot;
+      // Both halves free first (this path is bound by the dequantisation, and one
+      // wait keeps the 56-register producer from spilling).
+      mbar_wait(sm.empty_of(false, st), (((g + it) / kStages) & 1) ^ 1);
+      mbar_wait(sm.empty_of(true, st), (((g + it) / kStages) & 1) ^ 1);
       dequant<kD, false>(p, w, slot, table, sm.base + (sm.k - sm.q) + st * Tr::kKStage, j0, tid);
+      mbar_arrive(sm.full_of(false, st));
       dequant<kDv, true>(p, w, slot, table, sm.base + (sm.v - sm.q) + st * Tr::kVStage, j0, tid);
-      mbar_arrive(&sm.full[st]);
+      mbar_arrive(sm.full_of(true, st));
       named_barrier_sync(5, 128);  // slot (g + it) % 2 is read: tile it + 2 may land there
     }
   }
 
-  // Waits for the CTA's tile g; the fence makes the producer's cp.async bytes (the
-  // generic proxy) visible to this thread's wgmma reads (the async proxy).
-  static __device__ __forceinline__ void wait_full(const Smem& sm, int g) {
-    mbar_wait(&sm.full[g % kStages], (g / kStages) & 1);
+  // Waits for K (value false) or V of the CTA's tile g; the fence makes the producer's
+  // cp.async bytes (the generic proxy) visible to this thread's wgmma reads (the async proxy).
+  static __device__ __forceinline__ void wait_full(const Smem& sm, bool value, int g) {
+    mbar_wait(sm.full_of(value, g % kStages), (g / kStages) & 1);
     fence_proxy_async_shared();
+  }
+  // This warp is done with K (value false) or V of stage st.
+  static __device__ __forceinline__ void release(const Smem& sm, bool value, int st, int lane) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(sm.empty_of(value, st));
   }
 
   // S = Q K^T (64 x kTile) of the stage's K, both operands in shared memory (issued, not waited for).
@@ -383,19 +402,21 @@ struct PrefillHopper {
     };
 
     if (w.n_tiles > 0) {
-      wait_full(sm, g);
+      wait_full(sm, false, g);
       turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + (g % kStages) * Tr::kKStage);
       turn_end();
       wgmma_wait<0>();
       wgmma_fence_operands(s);
+      release(sm, false, g % kStages, lane);
       softmax(p, R, lane, w.kv_first, s, m, l, alpha);
       pack_p(s, pa);
     }
     for (int it = 1; it < w.n_tiles; ++it) {
       const int st = (g + it) % kStages, prev = (g + it - 1) % kStages;
-      wait_full(sm, g + it);
+      wait_full(sm, false, g + it);
+      wait_full(sm, true, g + it - 1);
       turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + st * Tr::kKStage);
@@ -403,11 +424,11 @@ struct PrefillHopper {
       turn_end();
       wgmma_wait<1>();  // S(it); PV(it - 1) may still run
       wgmma_fence_operands(s);
+      release(sm, false, st, lane);  // K(it) is read: the producer may refill it under the softmax
       softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.empty[prev]);
+      release(sm, true, prev, lane);
       // Once the row maxima settle, alpha is 1 across the warp: skip the rescale.
       if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) {
 #pragma unroll
@@ -417,14 +438,14 @@ struct PrefillHopper {
     }
     if (w.n_tiles > 0) {
       const int last = (g + w.n_tiles - 1) % kStages;
+      wait_full(sm, true, g + w.n_tiles - 1);
       turn_begin();
       wgmma_fence();
       issue_pv(o, pa, sm.v + last * Tr::kVStage);
       turn_end();
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.empty[last]);
+      release(sm, true, last, lane);
     }
 
 #pragma unroll  // (the int8 epilogue's larger body kept it rolled: R and m went to the stack)
@@ -478,12 +499,12 @@ struct PrefillHopper {
     sm.k = sm.q + Tr::kConsumers * Tr::kQBytes;
     sm.v = sm.k + kStages * Tr::kKStage;
     sm.full = reinterpret_cast<u64*>(sm.base + Tr::kTileBytes);
-    sm.empty = sm.full + kStages;
+    sm.empty = sm.full + 2 * kStages;
     // Readers of the item ring: the consumer warps, and the producer's other warps
     // when they gather with cp.async (with TMA one warp produces; lane 0 leads it).
     const int item_readers = kConsumerWarps + (p.kv_tma ? 0 : 3);
     if (threadIdx.x == 0) {
-      for (int st = 0; st < kStages; ++st) {
+      for (int st = 0; st < 2 * kStages; ++st) {  // K's stages, then V's
         mbar_init(&sm.full[st], p.kv_tma ? 1 : 128);
         mbar_init(&sm.empty[st], kConsumerWarps);
       }

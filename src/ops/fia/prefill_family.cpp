@@ -34,10 +34,11 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile, int quant_div) {
   return kPrefillRows * (hd_qk + 8) * 2 + (quant_div ? 1 : 2) * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2) + raw;
 }
 // PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, int8 K/V's
-// two raw slots and dims' table (kRawBytes), the mbarriers, the item ring (4 slots).
+// two raw slots and dims' table (kRawBytes), the mbarriers (full and empty, K's and V's),
+// the item ring (4 slots).
 int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages, bool int8_kv) {
   const int raw = int8_kv ? 2 * (kv_tile * (hd_qk + hd_vo) + kv_tile * 16) + (hd_qk + hd_vo) * 8 : 0;
-  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + 2 * stages * 8 + 4 * (2 * 8 + 4);
+  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + 4 * stages * 8 + 4 * (2 * 8 + 4);
 }
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace

@@ -119,11 +119,13 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     // int8 K/V: 64-token tiles, so that the raw slots leave room for four stages.
     const bool int8_kv = s.kv_dtype == DType::kInt8;
     t.kv_tile = widest > 128 || row_pointers || int8_kv ? 64 : 128;
-    // Measured in one H200 call (PERFORMANCE.md, sixteenth session): head dim 256 at 80
-    // tokens (two stages) 441 -> 462 TFLOP/s, head dim 64 at 192 (four stages) 415 -> 437;
-    // at head dim 128, 160 and 176 (two stages) lost 12-18% to 128 (three).
+    // Measured on the H200 (PERFORMANCE.md, sixteenth session), with K and V released
+    // apart: head dim 256 without a band at 80 tokens (two stages) 610 -> 657-665 TFLOP/s,
+    // with one at 64 (584 against 537-541 at 80: less of the diagonal tile is masked);
+    // head dim 64 at 192 (four stages) 410-412 -> 421-429; head dim 128 stays at 128
+    // (160 and 176 within 2% at S 8K, 7-10% slower at S 2K).
     if (!row_pointers && !int8_kv) {
-      if (widest == 256) t.kv_tile = 80;
+      if (widest == 256 && s.mask == spec::MaskMode::kNone) t.kv_tile = 80;
       if (widest <= 64) t.kv_tile = 192;
     }
     // A tuning knob (it changes the rendered Traits, so the cache key follows it): the

@@ -185,14 +185,20 @@ bool dequant_pass_can_implement(const spec::KernelSpec& s, const spec::Arch& arc
   return true;
 }
 
-render::RenderedUnit dequant_pass_generate(const spec::KernelSpec& s) {
-  const PrefillTiling t = prefill_tiling(s);
+// Both prefill entries' launch metadata and symbols (the source is each one's own).
+render::RenderedUnit prefill_unit(const PrefillTiling& t) {
   render::RenderedUnit u;
   u.launch.threads = t.threads;
   u.launch.smem_bytes = t.smem_bytes;
   u.launch.min_blocks_per_sm = 1;
   u.entry = "attnjit_prefill";
   u.smem_symbol = "attnjit_smem_bytes";
+  return u;
+}
+
+render::RenderedUnit dequant_pass_generate(const spec::KernelSpec& s) {
+  const PrefillTiling t = prefill_tiling(s);
+  render::RenderedUnit u = prefill_unit(t);
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"prefill/prefill_dequant_pass.cuh\"\n"
@@ -283,12 +289,7 @@ bool prefill_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, st
 render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
   if (s.has(spec::feature::kDequantPass)) return dequant_pass_generate(s);
   const PrefillTiling t = prefill_tiling(s);
-  render::RenderedUnit u;
-  u.launch.threads = t.threads;
-  u.launch.smem_bytes = t.smem_bytes;
-  u.launch.min_blocks_per_sm = 1;
-  u.entry = "attnjit_prefill";
-  u.smem_symbol = "attnjit_smem_bytes";
+  render::RenderedUnit u = prefill_unit(t);
   // The Hopper traits take the stage count and ping-pong after the tile.
   const std::string traits =
       t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}", device_type(s.q_dtype),

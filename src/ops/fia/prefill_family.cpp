@@ -120,12 +120,11 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     const bool int8_kv = s.kv_dtype == DType::kInt8;
     t.kv_tile = widest > 128 || row_pointers || int8_kv ? 64 : 128;
     // Measured on the H200 (PERFORMANCE.md, sixteenth session), with K and V released
-    // apart: head dim 256 without a band at 80 tokens (two stages) 610 -> 657-665 TFLOP/s,
-    // with one at 64 (584 against 537-541 at 80: less of the diagonal tile is masked);
-    // head dim 64 at 192 (four stages) 410-412 -> 421-429; head dim 128 stays at 128
-    // (160 and 176 within 2% at S 8K, 7-10% slower at S 2K).
+    // apart: head dim 256 at 80 tokens (two stages) 610 -> 645-704 TFLOP/s without a band,
+    // even with one (508-527 in one call); head dim 64 at 192 (four stages) 410-412 ->
+    // 421-429; head dim 128 stays at 128 (160 and 176 within 2% at S 8K, 7-10% slower at S 2K).
     if (!row_pointers && !int8_kv) {
-      if (widest == 256 && s.mask == spec::MaskMode::kNone) t.kv_tile = 80;
+      if (widest == 256) t.kv_tile = 80;
       if (widest <= 64) t.kv_tile = 192;
     }
     // A tuning knob (it changes the rendered Traits, so the cache key follows it): the

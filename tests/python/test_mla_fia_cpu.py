@@ -56,11 +56,19 @@ def test_fia_prewarm_then_inspect():
     assert attnjit.prewarm(custom, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.custom.trtllmgen.sm90a"]
     # TND (192/128 head dims) from its name, through the op.
     assert attnjit.inspect("prefill.bf16.hd192x128.g1.contig.nhd.trtllmgen.sm90a")["op"] == "fia"
-    # int8 K/V with the combined per-channel scale (Q_S > 1, BNSD: (2, N, 1, D)): the wgmma
-    # kernel's producer dequantises it to fp16.
+    # int8 K/V with the combined per-channel scale (Q_S > 1, BNSD: (2, N, 1, D)). 64 tokens x
+    # group 4 = 256 query rows per KV head: dequantised first (the dqpass kernel, prewarmed
+    # too), then the 16-bit wgmma kernel, whose name prewarm returns.
     int8 = fia_call(key=S([1, 2, 512, 128], "int8"), value=S([1, 2, 512, 128], "int8"),
                     antiquant_scale=S([2, 2, 1, 128], "fp16"))
-    assert attnjit.prewarm(int8, arch=ARCH) == ["prefill.fp16.kvint8.hd128.g1.contig.nhd.trtllmgen.sm90a"]
+    before = attnjit.cache_stats()
+    assert attnjit.prewarm(int8, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.trtllmgen.sm90a"]
+    built = attnjit.cache_stats()
+    # Two kernels new to this process, each compiled or read from the store: the pass and the attention.
+    assert built["compiles"] + built["store_hits"] - before["compiles"] - before["store_hits"] == 2
+    # 16 tokens x group 4 = 64 rows: the wgmma kernel's producer dequantises it to fp16.
+    short = dict(int8, query=S([1, 8, 16, 128], "fp16"))
+    assert attnjit.prewarm(short, arch=ARCH) == ["prefill.fp16.kvint8.hd128.g1.contig.nhd.trtllmgen.sm90a"]
 
 
 def test_mla_backends_by_shape_and_by_request():

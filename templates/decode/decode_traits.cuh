@@ -62,6 +62,12 @@ struct DecodeTraits {
   // 41% of issue slots without an eligible warp; 280 -> 231 us with the cheaper widening).
   static constexpr bool kFourCtas = kInt4Kv || kTokScales;
   static constexpr bool kQInRegs = kHeadDim <= 128 && !kFourCtas;
+  // int8 (read straight from ldmatrix) and int4 K/V at group <= 8 run the transposed tile
+  // (decode_transposed.cuh): tokens in the MMA's M, the group's heads in N. These kernels
+  // serve FIA's Q_S = 1 only (one query row per head: the host checks it), and they are
+  // bound by instruction issue, where the row-major tile's 16 MMA rows are 8-15 padding.
+  static constexpr bool kTransposed = kGroup_ <= 8 && ((kInt8Kv && kDirectFp8) || kInt4Kv) && !kSplitD &&
+                                      kSplitMStages_ == 0;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums

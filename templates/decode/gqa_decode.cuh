@@ -22,6 +22,8 @@ template <class Tr>
 struct DecodeSplitD;  // decode/decode_split_d.cuh, included at the end of this file
 template <class Tr>
 struct DecodeSplitM;  // decode/decode_split_m.cuh, included at the end of this file
+template <class Tr>
+struct DecodeTransposed;  // decode/decode_transposed.cuh, included at the end of this file
 
 template <class Tr>
 struct GqaDecode {
@@ -78,7 +80,20 @@ struct GqaDecode {
     }
     load_q(p, w, q_s, freq_s);
     __syncthreads();
+    // Each warp's partial (row max, sum, O), in the ring's bytes once the loop drains it.
+    float* red_o = reinterpret_cast<float*>(loop_s);
+    float* red_m = red_o + W * kRows * HD;
+    float* red_l = red_m + W * kRows;
+    if constexpr (Tr::kTransposed) DecodeTransposed<Tr>::run(p, w, q_s, loop_s, warp, lane, red_o, red_m, red_l);
+    else warp_partial(p, w, q_s, freq_s, loop_s, warp, lane, red_o, red_m, red_l);
+    __syncthreads();
+    DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
+  }
 
+  // The row-major tile's loop, then the warp's partial into the merge buffers.
+  __device__ static void warp_partial(const DecodeParams& p, const Work& w, const MT* q_s, const float* freq_s,
+                                      unsigned char* loop_s, int warp, int lane, float* red_o, float* red_m,
+                                      float* red_l) {
     float o[HD / 8][4];
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
 #pragma unroll
@@ -89,9 +104,6 @@ struct GqaDecode {
     cp_async_wait<0>();
     __syncthreads();  // the ring is now reused for the warp merge
     pdl_launch_dependents();
-    float* red_o = reinterpret_cast<float*>(loop_s);
-    float* red_m = red_o + W * kRows * HD;
-    float* red_l = red_m + W * kRows;
     const int g = lane / 4, tq = lane % 4;
     l[0] = quad_sum(l[0]);
     l[1] = quad_sum(l[1]);
@@ -102,8 +114,6 @@ struct GqaDecode {
       red_l[warp * kRows + g + 8] = l[1];
     }
     store_warp_o(red_o + (warp * kRows + g) * HD, o, tq);
-    __syncthreads();
-    DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
   }
 
   // Returns false when this CTA has nothing to do (the same answer for every
@@ -381,7 +391,6 @@ struct GqaDecode {
   __device__ static void warp_loop(const DecodeParams& p, const Work& w, const MT* q_s,
                                    const float* freq_s, unsigned char* loop_s, int warp, int lane,
                                    float (&o)[HD / 8][4], float (&m)[2], float (&l)[2]) {
-    unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
     u32 qf[Tr::kQInRegs ? HD / 16 : 1][4];
     if constexpr (Tr::kQInRegs) {
 #pragma unroll
@@ -389,7 +398,6 @@ struct GqaDecode {
         ldmatrix_x4(qf[ks], q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + ks * 16 + (lane / 16) * 8);
     }
     MT* conv = reinterpret_cast<MT*>(loop_s + Tr::kRingBytes) + warp * 2 * kTile * kRowElems;
-    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     const int g = lane / 4, tq = lane % 4;
 
     // Per-row constants for the two rows this thread holds.
@@ -408,24 +416,7 @@ struct GqaDecode {
     if constexpr (Tr::kKTok) DecodeTokenScales<Tr>::q_sums(q_s, g, tq, qsum);
     typename DecodeTokenScales<Tr>::VUnit vu;
 
-    // The ring's first S - 1 tiles were issued before Q was loaded (run()). Each
-    // tile's page id is read one iteration before its copy is issued, so the
-    // page-table load never stalls the issue.
-    int next_page = 0;
-    if (warp + (S - 1) * W < n_tiles) next_page = page_of(p, w, w.tok_lo + (warp + (S - 1) * W) * kTile);
-    for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
-      {
-        const int tn = t + (S - 1) * W;
-        const int page = next_page;
-        if (tn + W < n_tiles) next_page = page_of(p, w, w.tok_lo + (tn + W) * kTile);
-        if (tn < n_tiles)
-          issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, lane);
-        cp_async_commit();
-      }
-      cp_async_wait<S - 1>();
-      __syncwarp();
-      const int tok0 = w.tok_lo + t * kTile;
-      unsigned char* stage = ring + (it % S) * Tr::kStageBytes;
+    walk_ring(p, w, loop_s, warp, lane, [&](int tok0, unsigned char* stage) {
       const MT* kt;
       const MT* vt;
       if constexpr (Tr::kFp8Kv && !Tr::kDirectFp8) {
@@ -487,9 +478,35 @@ struct GqaDecode {
 
       // O += P V: the S accumulators are already in the A-operand layout.
       Tile::accumulate_pv(s, vt, v_raw, lane, o);
+    });
+    if constexpr (Tr::kVTok) vu.finish(o);
+  }
+
+  // The warp's tiles through its private cp.async ring: body(tok0, stage) once each tile
+  // has landed. The ring's first S - 1 tiles were issued before Q was loaded
+  // (run_token_split). Each tile's page id is read one iteration before its copy is
+  // issued, so the page-table load never stalls the issue.
+  template <class Body>
+  __device__ static __forceinline__ void walk_ring(const DecodeParams& p, const Work& w, unsigned char* loop_s,
+                                                   int warp, int lane, Body&& body) {
+    unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
+    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
+    int next_page = 0;
+    if (warp + (S - 1) * W < n_tiles) next_page = page_of(p, w, w.tok_lo + (warp + (S - 1) * W) * kTile);
+    for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
+      {
+        const int tn = t + (S - 1) * W;
+        const int page = next_page;
+        if (tn + W < n_tiles) next_page = page_of(p, w, w.tok_lo + (tn + W) * kTile);
+        if (tn < n_tiles)
+          issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, lane);
+        cp_async_commit();
+      }
+      cp_async_wait<S - 1>();
+      __syncwarp();
+      body(w.tok_lo + t * kTile, ring + (it % S) * Tr::kStageBytes);
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
-    if constexpr (Tr::kVTok) vu.finish(o);
   }
 
   // The CTA-ring loops' (split-M, split-D) tile step between S = Q K^T and
@@ -540,3 +557,4 @@ struct GqaDecode {
 
 #include "decode/decode_split_d.cuh"
 #include "decode/decode_split_m.cuh"
+#include "decode/decode_transposed.cuh"

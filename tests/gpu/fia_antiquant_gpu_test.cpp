@@ -221,6 +221,10 @@ TEST(FiaAntiquantGpu, DecodeCombinedScales) {
   }
 }
 
+// Groups of the decode-kernel cases: up to 8 take the transposed tile (tokens in the MMA's
+// M, heads in N: decode_transposed.cuh), 16 the row-major one.
+constexpr int kDecodeGroups[] = {8, 4, 16, 1, 3, 6};
+
 // int8 K/V whose scales vary by head and channel only run on the decode kernel at Q_S = 1
 // (its split-KV walk; K's channel scales folded into q, V's applied to the output): every
 // such mode and shape, offsets on and off, contiguous and paged, ragged, GQA, head dims
@@ -237,7 +241,7 @@ TEST(FiaAntiquantGpu, DecodeKernelChannelScales) {
     c.head_dim = c.head_dim_v = dims[n % 3];
     c.batch = 1 + n % 4;
     c.kv_heads = 1 + n % 2;
-    c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
+    c.heads = c.kv_heads * kDecodeGroups[n % 6];
     c.q_seq = 1;
     c.kv_seq = 16 * (1 + int(rng() % 190));  // whole 16-token views: contiguous K/V as pages (fia_decode.cpp)
     if (n % 4 == 3) {
@@ -285,7 +289,7 @@ TEST(FiaAntiquantGpu, DecodeKernelTokenScales) {
       c.head_dim = c.head_dim_v = dims[(n + variant) % 3];
       c.batch = 1 + n % 4;
       c.kv_heads = 1 + variant;
-      c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
+      c.heads = c.kv_heads * kDecodeGroups[n % 6];
       c.q_seq = 1;
       // Long walks split the KV (one case past 16K tokens); short ones do not.
       c.kv_seq = n == 7 ? 16384 + 32 * int(rng() % 64) : 16 * (1 + int(rng() % (variant ? 400 : 60)));
@@ -329,7 +333,7 @@ TEST(FiaAntiquantGpu, DecodeKernelInt4) {
       c.head_dim = c.head_dim_v = dims[(n + variant) % 3];
       c.batch = 1 + n % 4;
       c.kv_heads = 1 + variant % 2;
-      c.heads = c.kv_heads * (n % 3 == 0 ? 8 : 4);
+      c.heads = c.kv_heads * kDecodeGroups[n % 6];
       c.q_seq = 1;
       c.kv_seq = n == 4 ? 12288 + 16 * int(rng() % 64) : 16 * (1 + int(rng() % (variant ? 300 : 50)));
       if (variant == 1) ragged(c, rng);

@@ -78,14 +78,16 @@ nlohmann::json tiling_json(const ops::DecodeTiling& t) {
           {"stages", t.stages},
           {"smem_bytes", t.smem_bytes},
           {"ctas_per_sm_by_smem", ctas_per_sm_by_smem(t)},
-          {"lazy_rescale", t.lazy_rescale}};
+          {"lazy_rescale", t.lazy_rescale},
+          {"mma_layout", t.transposed ? "transposed: tokens in M, heads in N" : "heads in M, tokens in N"}};
 }
 
 std::string tiling_text(const ops::DecodeTiling& t) {
   return fmt::format("{} warps x {}-token tiles, {}-stage cp.async ring per warp, {} dynamic smem ({} CTAs/SM by "
-                     "smem){}",
+                     "smem){}{}",
                      t.warps, t.tile, t.stages, human_bytes(t.smem_bytes), ctas_per_sm_by_smem(t),
-                     t.lazy_rescale ? ", lazy rescale" : "");
+                     t.lazy_rescale ? ", lazy rescale" : "",
+                     t.transposed ? ", transposed MMA tile (S^T = K Q^T: tokens in M, the group's heads in N)" : "");
 }
 
 // The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.

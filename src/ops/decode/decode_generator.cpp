@@ -126,6 +126,8 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
   const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
   t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, four_ctas ? 4 : 3);  // Traits::kMaxBlocks
+  t.transposed = s.group_size <= 8 && ((kv_bytes == 1 && s.kv_dtype == DType::kInt8 && !widen) || int4) &&
+                 t.split_m_stages == 0;
   return t;
 }
 
@@ -261,6 +263,7 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
       "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks}, "
       "\"host and kernel disagree on launch metadata\");\n"
+      "static_assert(Traits::kTransposed == {transposed}, \"host and kernel disagree on the MMA tile\");\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
@@ -277,7 +280,8 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       fmt::arg("lazy", t.lazy_rescale ? "true" : "false"),
       fmt::arg("split_m", t.split_m_stages > 0 ? fmt::format(", {}", t.split_m_stages) : std::string()),
       fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
-      fmt::arg("min_blocks", t.min_blocks), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
+      fmt::arg("min_blocks", t.min_blocks), fmt::arg("transposed", t.transposed ? "true" : "false"),
+      fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;
 }
 

@@ -20,6 +20,9 @@ struct DecodeTiling {
   bool lazy_rescale = false;
   int min_blocks = 1;  // mirrors DecodeTraits::kMinBlocks (__launch_bounds__)
   int split_m_stages = 0;  // > 0: the kernel has split-M (64 rows per CTA) with this ring
+  // Tokens in the MMA's M, the group's heads in N (mirrors DecodeTraits::kTransposed):
+  // int8 / int4 K/V at group <= 8, launched with one query row per head only.
+  bool transposed = false;
 };
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 // Query rows per CTA for a launch of spec with q_seq_len (max draft) tokens per

@@ -8,6 +8,7 @@
 #include "attnjit/error.hpp"
 #include "ops/common/launch.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "runtime/kernel_registry.hpp"
 #include "util/env_knob.hpp"
 
@@ -139,7 +140,16 @@ void require_caller_scratch(const DecodeLaunch& l, int splits) {
                   l.semaphores ? fmt::format("{}", l.semaphore_count) : std::string("none"));
 }
 
+void require_rows_fit_the_tile(const spec::KernelSpec& s, const DecodeShape& shape) {
+  const bool int_kv = s.kv_dtype == DType::kInt8 || s.kv_dtype == DType::kInt32;  // the dtypes with a transposed tile
+  if (int_kv && int64_t(shape.group) * shape.q_seq_len > 8 && decode_tiling(s).transposed)
+    throw Error(ErrorCode::kInternal,
+                fmt::format("{}: a transposed-tile kernel holds 8 query rows, not q_seq_len {} x group {}", s.name(),
+                            shape.q_seq_len, shape.group));
+}
+
 int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
+  require_rows_fit_the_tile(*l.spec, l.shape);
   auto& registry = rt.registry();
   CUstream cs = reinterpret_cast<CUstream>(stream);
   const int device = l.device >= 0 ? l.device : driver::current_device();

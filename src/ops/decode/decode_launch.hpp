@@ -88,6 +88,11 @@ struct DecodeLaunch {
 // Error(kInvalidArgument) naming them. Pure: tested on the CPU.
 void require_caller_scratch(const DecodeLaunch& launch, int splits);
 
+// A kernel with the transposed tile (DecodeTiling::transposed: one query row per head,
+// at most 8 rows) launched with more rows is a bug in the op that chose it:
+// Error(kInternal). Pure: tested on the CPU.
+void require_rows_fit_the_tile(const spec::KernelSpec& spec, const DecodeShape& shape);
+
 // Plans the splits from the loaded kernel's metadata (its split granule and
 // occupancy), fills the split fields of `p` and launches through the generic
 // launch_kernel<DecodeParams>. Returns the number of splits used.

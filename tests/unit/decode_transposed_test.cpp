@@ -1,0 +1,129 @@
+// The decode kernel's transposed tile (templates/decode/decode_transposed.cuh: tokens in
+// the MMA's M, the group's heads in N) for int8 and int4 K/V at group <= 8: which specs
+// take it (the host's mirror, which each TU static_asserts), that every such kernel
+// compiles on every arch without spills, and that a launch with more than 8 query rows
+// is refused before it runs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "common/compile_check.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "ops/decode/decode_generator.hpp"
+#include "ops/decode/decode_launch.hpp"
+#include "render/renderer.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit {
+namespace {
+
+using spec::KernelSpec;
+namespace f = spec::feature;
+
+KernelSpec quant_spec(DType kv, int hd, int group, int page, uint32_t features, const char* arch = "sm_90a") {
+  KernelSpec s;
+  s.family = spec::OpFamily::kDecode;
+  s.q_dtype = s.out_dtype = DType::kBFloat16;
+  s.kv_dtype = kv;
+  s.set_head_dim(hd);
+  s.group_size = group;
+  s.page_size = page;
+  s.features = features;
+  s.arch = spec::Arch::parse(arch);
+  return s;
+}
+
+constexpr uint32_t kTok = f::kKTokenScale | f::kVTokenScale;
+
+TEST(DecodeTransposed, Int8AndInt4AtGroupsUpTo8TakeIt) {
+  struct Case {
+    DType kv;
+    int hd, group;
+    uint32_t features;
+    bool transposed;
+  };
+  const Case cases[] = {
+      {DType::kInt8, 128, 4, 0, true},
+      {DType::kInt8, 128, 8, kTok, true},
+      {DType::kInt8, 64, 1, 0, true},
+      {DType::kInt8, 96, 5, kTok, true},
+      {DType::kInt8, 256, 2, 0, true},
+      {DType::kInt8, 80, 4, 0, false},  // not whole 32-dim chunks: widened in shared memory, row-major tile
+      {DType::kInt8, 128, 16, kTok, false},  // 16 heads fill the row-major tile's M
+      {DType::kInt32, 128, 4, 0, true},
+      {DType::kInt32, 256, 8, kTok, true},
+      {DType::kInt32, 128, 16, 0, false},
+      {DType::kBFloat16, 128, 4, 0, false},  // 16-bit and fp8 K/V keep the row-major tile
+      {DType::kFloat8E4M3, 128, 8, 0, false},
+  };
+  for (const Case& c : cases) {
+    const KernelSpec s = quant_spec(c.kv, c.hd, c.group, 16, c.features);
+    EXPECT_EQ(ops::decode_tiling(s).transposed, c.transposed) << s.name();
+    const std::string src = render::render(s).source;
+    EXPECT_NE(src.find(std::string("Traits::kTransposed == ") + (c.transposed ? "true" : "false")), std::string::npos)
+        << src;
+  }
+}
+
+// The mirror is checked at compile time: a TU that disagrees does not build.
+TEST(DecodeTransposed, MirrorIsCheckedAtCompile) {
+  const KernelSpec s = quant_spec(DType::kInt8, 128, 4, 16, 0);
+  render::RenderedUnit u = render::render(s);
+  const std::string want = "Traits::kTransposed == true";
+  const size_t at = u.source.find(want);
+  ASSERT_NE(at, std::string::npos) << u.source;
+  u.source.replace(at, want.size(), "Traits::kTransposed == false");
+  try {
+    compile::compile(s.name(), u, s.arch);
+    FAIL() << "a wrong transposed-tile figure compiled";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("host and kernel disagree on the MMA tile"), std::string::npos) << e.log();
+  }
+}
+
+TEST(DecodeTransposed, CompilesForEveryArchWithoutSpills) {
+  struct V {
+    DType kv;
+    int hd, group, page;
+    uint32_t features;
+  };
+  const V vs[] = {
+      {DType::kInt8, 128, 4, 16, 0},        {DType::kInt8, 128, 8, 32, kTok},   {DType::kInt8, 256, 4, 16, kTok},
+      {DType::kInt8, 64, 1, 0, f::kKTokenScale | f::kVTokenScale}, {DType::kInt8, 96, 3, 0, f::kVTokenScale},
+      {DType::kInt32, 128, 4, 16, 0},       {DType::kInt32, 128, 8, 32, kTok},  {DType::kInt32, 256, 2, 16, kTok},
+      {DType::kInt32, 64, 6, 0, 0},
+  };
+  std::vector<KernelSpec> specs;
+  for (const char* a : {"sm_80", "sm_90a", "sm_120"})
+    for (const V& v : vs) {
+      KernelSpec s = quant_spec(v.kv, v.hd, v.group, v.page, v.features, a);
+      ASSERT_TRUE(ops::decode_tiling(s).transposed) << s.name();
+      specs.push_back(s);
+    }
+  testing::expect_compiles_without_spills(specs, "transposed-tile decode kernels");
+}
+
+TEST(DecodeTransposed, MoreThanEightRowsAreRefused) {
+  const KernelSpec s = quant_spec(DType::kInt8, 128, 4, 16, kTok);
+  ops::DecodeShape shape;
+  shape.group = 4;
+  shape.q_seq_len = 1;
+  EXPECT_NO_THROW(ops::require_rows_fit_the_tile(s, shape));
+  shape.q_seq_len = 2;
+  EXPECT_NO_THROW(ops::require_rows_fit_the_tile(s, shape));  // 8 rows
+  shape.q_seq_len = 3;
+  try {
+    ops::require_rows_fit_the_tile(s, shape);
+    FAIL() << "12 rows on the transposed tile";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInternal);
+    EXPECT_NE(std::string(e.what()).find("q_seq_len 3"), std::string::npos) << e.what();
+  }
+  // The row-major tile takes any rows.
+  EXPECT_NO_THROW(ops::require_rows_fit_the_tile(quant_spec(DType::kInt8, 128, 16, 16, kTok), shape));
+}
+
+}  // namespace
+}  // namespace attnjit

@@ -100,10 +100,15 @@ template <class K> __device__ __forceinline__ u32 widen_hi(K k, u32 w) { return 
 template <class K> __device__ __forceinline__ u32 widen_sel(K k, u32 w, u32 sel) {
   return fp8x2_to_half2(k, __byte_perm(w, 0, sel));
 }
-// Bytes sel & 0xf and (sel >> 4) & 0xf of w (int8) -> half2, exactly: each byte's x + 128
-// (the sign bit flipped) becomes the mantissa of 1024 + (x + 128), then 1152 comes off.
+// Bytes sel & 0xf and (sel >> 4) & 0xf of w (int8) -> half2 of x + 1152, exactly: each
+// byte's x + 128 (the sign bit flipped) becomes the mantissa of 1024 + (x + 128). The
+// transposed decode tile's K takes it as it is (the bias shifts a head's scores alike);
+// int8_pick_to_half2 takes the 1152 off.
+__device__ __forceinline__ u32 int8_pick_biased(u32 w, u32 sel) {
+  return __byte_perm(w ^ 0x80808080u, 0x64u, 0x4040u | (sel & 0xfu) | (((sel >> 4) & 0xfu) << 8));
+}
 __device__ __forceinline__ u32 int8_pick_to_half2(u32 w, u32 sel) {
-  const u32 biased = __byte_perm(w ^ 0x80808080u, 0x64u, 0x4040u | (sel & 0xfu) | (((sel >> 4) & 0xfu) << 8));
+  const u32 biased = int8_pick_biased(w, sel);
   u32 r;
   asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(biased), "r"(0x64806480u));
   return r;
@@ -123,10 +128,19 @@ __device__ __forceinline__ u32 lop3_and_xor(u32 a, u32 b, u32 c) {
   asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(b), "r"(c));  // (a & b) ^ c
   return d;
 }
-__device__ __forceinline__ void int4x8_to_half2(u32 w, u32 (&h)[4]) {
+// The pairs before their subtractions: x + 1032 (pairs 0, 2) and 16 x + 1152 (1, 3), five
+// instructions a word. The transposed decode tile's K takes them as they are: its q holds
+// the 1/16, and the bias shifts a head's scores alike.
+__device__ __forceinline__ void int4x8_to_half2_biased(u32 w, u32 (&h)[4]) {
   const u32 w8 = w >> 8;
-  u32 t[4] = {lop3_and_xor(w, 0x000f000fu, 0x64086408u), lop3_and_xor(w, 0x00f000f0u, 0x64806480u),
-              lop3_and_xor(w8, 0x000f000fu, 0x64086408u), lop3_and_xor(w8, 0x00f000f0u, 0x64806480u)};
+  h[0] = lop3_and_xor(w, 0x000f000fu, 0x64086408u);
+  h[1] = lop3_and_xor(w, 0x00f000f0u, 0x64806480u);
+  h[2] = lop3_and_xor(w8, 0x000f000fu, 0x64086408u);
+  h[3] = lop3_and_xor(w8, 0x00f000f0u, 0x64806480u);
+}
+__device__ __forceinline__ void int4x8_to_half2(u32 w, u32 (&h)[4]) {
+  u32 t[4];
+  int4x8_to_half2_biased(w, t);
 #pragma unroll
   for (int j = 0; j < 4; j += 2) {
     asm("sub.f16x2 %0, %1, %2;" : "=r"(h[j]) : "r"(t[j]), "r"(0x64086408u));                     // - 1032

@@ -72,6 +72,14 @@ struct DecodeTransposed {
     }
   }
 
+  // K's widening stops short of its subtractions (int8_pick_biased, int4x8_to_half2_biased):
+  // column c of the stored Q (q_s, in MMA k order) meets k + k_bias(c), and int4's
+  // columns 8-15 of each 16 (pairs 1 and 3, 16 k + 1152) hold q / 16 (GqaDecode::load_q).
+  // The bias adds sum_c q_c k_bias(c) to all of a head's scores, which softmax drops;
+  // per-token K scales multiply each key's score, so there it is taken off (kbias).
+  __device__ static constexpr float k_bias(int c) { return Tr::kInt4Kv && c % 16 < 8 ? 1032.f : 1152.f; }
+  __device__ static constexpr float q_unscale(int c) { return Tr::kInt4Kv && c % 16 >= 8 ? 16.f : 1.f; }
+
   // S^T = K Q^T over the tile: st[m] holds tokens 16m + g (+ 8) x heads 2t, 2t + 1.
   __device__ static void scores(const u32 (&qb)[HD / 16][2], const unsigned char* k_raw, int lane,
                                 float (&st)[kM][4]) {
@@ -88,8 +96,8 @@ struct DecodeTransposed {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             u32 b0[4], b1[4];
-            int4x8_to_half2(r[2 * h], b0);
-            int4x8_to_half2(r[2 * h + 1], b1);
+            int4x8_to_half2_biased(r[2 * h], b0);
+            int4x8_to_half2_biased(r[2 * h + 1], b1);
             const int ks = (k0 + 32 * h) / 16;
             const u32 a0[4] = {b0[0], b1[0], b0[1], b1[1]}, a1[4] = {b0[2], b1[2], b0[3], b1[3]};
             mma_16816<MT>(st[m], a0, qb[ks][0], qb[ks][1]);
@@ -103,8 +111,10 @@ struct DecodeTransposed {
         for (int m = 0; m < kM; ++m) {
           u32 r[4];  // r[0] / r[1]: tokens 0-7 / 8-15 of dims k0.., r[2] / r[3] of k0 + 16..
           ldmatrix_x4(r, k_raw + raw_offset<Tr>(m * 16 + row, k0 + (lane / 16) * 16));
-          const u32 a0[4] = {widen_lo(KVT{}, r[0]), widen_lo(KVT{}, r[1]), widen_hi(KVT{}, r[0]), widen_hi(KVT{}, r[1])};
-          const u32 a1[4] = {widen_lo(KVT{}, r[2]), widen_lo(KVT{}, r[3]), widen_hi(KVT{}, r[2]), widen_hi(KVT{}, r[3])};
+          const u32 a0[4] = {int8_pick_biased(r[0], 0x10), int8_pick_biased(r[1], 0x10), int8_pick_biased(r[0], 0x32),
+                             int8_pick_biased(r[1], 0x32)};
+          const u32 a1[4] = {int8_pick_biased(r[2], 0x10), int8_pick_biased(r[3], 0x10), int8_pick_biased(r[2], 0x32),
+                             int8_pick_biased(r[3], 0x32)};
           mma_16816<MT>(st[m], a0, qb[k0 / 16][0], qb[k0 / 16][1]);
           mma_16816<MT>(st[m], a1, qb[k0 / 16 + 1][0], qb[k0 / 16 + 1][1]);
         }
@@ -196,16 +206,21 @@ struct DecodeTransposed {
     for (int mt = 0; mt < kMo; ++mt) ot[mt][0] = ot[mt][1] = ot[mt][2] = ot[mt][3] = 0.f;
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
     // This thread's heads (rows of the CTA's 16): 2t and 2t + 1.
-    float slope[2] = {0.f, 0.f}, qsum[2] = {0.f, 0.f};
+    float slope[2] = {0.f, 0.f}, qsum[2] = {0.f, 0.f}, kbias[2] = {0.f, 0.f};
     int q_pos[2];
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int gr = w.rb * kRows + 2 * tq + c;
       q_pos[c] = w.seq_len - w.q_len + gr / Tr::kGroup;
       if (Tr::kPos == pos_mode::kAlibi) slope[c] = alibi_slope(w.kvh * Tr::kGroup + gr % Tr::kGroup, p.num_kv_heads * Tr::kGroup) * kLog2e;
-      if constexpr (Tr::kKTok) {  // K's offsets need each head's sum of q
-        for (int d = g; d < HD; d += 8) qsum[c] += to_float(q_s[(2 * tq + c) * Tr::kRowElems + d]);
+      if constexpr (Tr::kKTok) {  // K's offsets need each head's sum of q, its scales the bias off
+        for (int d = g; d < HD; d += 8) {
+          const float q = to_float(q_s[(2 * tq + c) * Tr::kRowElems + d]);
+          qsum[c] += q * q_unscale(d);
+          kbias[c] += q * k_bias(d);
+        }
         qsum[c] = column_sum(qsum[c]);
+        kbias[c] = column_sum(kbias[c]);
       }
     }
     VUnit vu;
@@ -225,7 +240,7 @@ struct DecodeTransposed {
         for (int e = 0; e < 4; ++e) {
           const int c = e & 1, j = mi * 16 + g + 8 * (e / 2), tok = tok0 + j;
           float x = st[mi][e];
-          if constexpr (Tr::kKTok) x = Tok::key_score(x, ts, j, qsum[c]);
+          if constexpr (Tr::kKTok) x = Tok::key_score(x - kbias[c], ts, j, qsum[c]);
           x *= w.score_scale;
           if (Dec::has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
           x *= kLog2e;

@@ -253,6 +253,10 @@ struct GqaDecode {
           x0 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)c * p.kc_sd);
           x1 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)(c + kHalf) * p.kc_sd);
         }
+        if constexpr (Tr::kTransposed) {  // int4 K widened without its 1/16 (DecodeTransposed::k_bias)
+          x0 /= DecodeTransposed<Tr>::q_unscale(q_col(c));
+          x1 /= DecodeTransposed<Tr>::q_unscale(q_col(c + kHalf));
+        }
         q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
         q_s[r * kRowElems + q_col(c + kHalf)] = from_float<MT>(x1);
       }
@@ -284,14 +288,34 @@ struct GqaDecode {
     const unsigned char* vb = tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
     constexpr int kChunks = Tr::kRowDataBytes / 16;  // 16-byte chunks per row
+    if constexpr (32 % kChunks == 0) {
+      // Each pass of the warp copies whole rows: a lane keeps its chunk column and steps
+      // its row, so its sources step by a constant. (Per-chunk division and 64-bit
+      // multiplies were ~80 instructions a tile at int8 hd128, a sixth of its loop.)
+      constexpr int kRowsPerPass = 32 / kChunks;
+      const int r0 = lane / kChunks, c = lane % kChunks;
+      const unsigned char* ksrc = kb + r0 * ks + c * 16;
+      const unsigned char* vsrc = vb + r0 * vs + c * 16;
 #pragma unroll
-    for (int i = lane; i < kTile * kChunks; i += 32) {
-      int r = i / kChunks, c = i % kChunks;
-      bool valid = tok0 + r < w.tok_hi;
-      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
-      unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
-      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
-      cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+      for (int j = 0; j < kTile / kRowsPerPass; ++j) {
+        const int r = r0 + j * kRowsPerPass;
+        const bool valid = tok0 + r < w.tok_hi;
+        unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
+        cp_async_16(dk, valid ? ksrc : kb, valid ? 16u : 0u);
+        cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb, valid ? 16u : 0u);
+        ksrc += kRowsPerPass * ks;
+        vsrc += kRowsPerPass * vs;
+      }
+    } else {
+#pragma unroll
+      for (int i = lane; i < kTile * kChunks; i += 32) {
+        int r = i / kChunks, c = i % kChunks;
+        bool valid = tok0 + r < w.tok_hi;
+        unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
+        unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
+        cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
+        cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+      }
     }
     if constexpr (Tr::kTokScales)
       DecodeTokenScales<Tr>::issue(p, w.tok, w.tok_hi, reinterpret_cast<float*>(stage + 2 * kTile * Tr::kRawRowBytes),

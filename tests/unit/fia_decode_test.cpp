@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "attnjit/fia.hpp"
+#include "common/env_guard.hpp"
+#include "common/expect_error.hpp"
 #include "common/op_args.hpp"
 #include "common/temp_dir.hpp"
 #include "ops/fia/fia_decode.hpp"
@@ -84,6 +86,27 @@ TEST(FiaDecode, ViewPage) {
   EXPECT_EQ(fia_decode_view_page(4, 0, 0, 1024, 0, 1024), 0);
   // A table past 2^26 entries is not made.
   EXPECT_EQ(fia_decode_view_page(65535, 262144, 262144ll * 128, 128, 262144ll * 128, 128), 0);
+  // 32-token pages (ATTNJIT_FIA_VIEW_PAGE=32): KV_S and the batch stride in 32s.
+  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 4096ll * 1024, 1024, 32), 32);
+  EXPECT_EQ(fia_decode_view_page(4, 2000, 2000ll * 1024, 1024, 2000ll * 1024, 1024, 32), 0);
+  EXPECT_EQ(fia_decode_view_page(4, 4096, 4112ll * 1024, 1024, 4112ll * 1024, 1024, 32), 0);
+}
+
+// The knob picks the view, and so the spec's page and the warp tile (32 tokens for int8).
+TEST(FiaDecode, ViewPageKnob) {
+  FiaArgs a = decode_args("BSND", 4, 4096);
+  {
+    testing::EnvGuard knob("ATTNJIT_FIA_VIEW_PAGE", "32");
+    const auto d = route(a);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->spec.page_size, 32);
+    EXPECT_EQ(d->params.k_stride_page, 32 * 8 * 128);
+  }
+  {
+    testing::EnvGuard knob("ATTNJIT_FIA_VIEW_PAGE", "24");
+    testing::expect_error([&] { route(a); }, ErrorCode::kInvalidArgument, {"ATTNJIT_FIA_VIEW_PAGE", "16 or 32"});
+  }
+  EXPECT_EQ(route(a)->spec.page_size, 16);
 }
 
 TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {

@@ -14,6 +14,7 @@
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "runtime/backend.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
@@ -90,11 +91,12 @@ TablePtrs tables_for(int device, CUstream stream, long long iota_need, long long
 
 }  // namespace
 
-int fia_decode_view_page(int batch, int kv_seq, long long ksb, long long kss, long long vsb, long long vss) {
-  // One page size for every KV_S: the kernel reads one page id per 16-token warp
-  // tile whatever the page size, so larger pages would buy nothing but a spec per
-  // KV_S (and a store prewarmed for one KV_S would miss the others).
-  constexpr long long P = kFiaDecodeViewPage;
+int fia_decode_view_page(int batch, int kv_seq, long long ksb, long long kss, long long vsb, long long vss,
+                         int view_page) {
+  // One page size for every KV_S: larger pages would buy a spec per KV_S (and a store
+  // prewarmed for one KV_S would miss the others). ATTNJIT_FIA_VIEW_PAGE=32 measures
+  // them (32-token warp tiles for 8-bit and int4 K/V).
+  const long long P = view_page;
   if (kv_seq < 1 || batch < 1 || kss <= 0 || vss <= 0 || kv_seq % P != 0) return 0;
   if (batch > 1) {
     // Page b * R + j must start at b * stride_b + j * P * stride_s, for K and V alike.
@@ -141,7 +143,11 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
     page = pp.block_size;
     pps = int(bt.shape[1]);
   } else {
-    page = fia_decode_view_page(B, plan.kv_seq, pp.k_stride_b, pp.k_stride_s, pp.v_stride_b, pp.v_stride_s);
+    const int view = util::env_knob("ATTNJIT_FIA_VIEW_PAGE", 16, 32, "16 or 32").value_or(kFiaDecodeViewPage);
+    if (view != 16 && view != 32)
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("ATTNJIT_FIA_VIEW_PAGE='{}': expected 16 or 32; unset it "
+                                                           "for the default", view));
+    page = fia_decode_view_page(B, plan.kv_seq, pp.k_stride_b, pp.k_stride_s, pp.v_stride_b, pp.v_stride_s, view);
     if (page > 0) {
       d.kv = FiaDecodeKv::kIotaPaged;
       pps = B > 1 ? int(pp.k_stride_b / (page * pp.k_stride_s)) : plan.kv_seq / page;

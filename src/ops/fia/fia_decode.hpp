@@ -35,11 +35,11 @@ struct FiaDecodePlan {
 // Tokens per page of the view of contiguous K/V (one page size, so one spec for every KV_S).
 constexpr int kFiaDecodeViewPage = 16;
 
-// The page size contiguous K/V may be viewed as: kFiaDecodeViewPage where KV_S is a
-// whole number of pages and (batch > 1) so is the batch stride, for K and V alike;
-// 0 where it does not fit. Pure: tested on the CPU.
+// The page size contiguous K/V may be viewed as: view_page (kFiaDecodeViewPage, or
+// ATTNJIT_FIA_VIEW_PAGE) where KV_S is a whole number of pages and (batch > 1) so is the
+// batch stride, for K and V alike; 0 where it does not fit. Pure: tested on the CPU.
 int fia_decode_view_page(int batch, int kv_seq, long long k_stride_b, long long k_stride_s, long long v_stride_b,
-                         long long v_stride_s);
+                         long long v_stride_s, int view_page = kFiaDecodeViewPage);
 
 // The decode plan for a call plan_fia accepted (plan is its result for a), or
 // nullopt when the decode kernel does not serve its features: Q_S > 1 or TND,

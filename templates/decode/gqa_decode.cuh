@@ -520,8 +520,12 @@ struct GqaDecode {
     // shuffle. (A load per tile, one iteration ahead, was 17% of the int4 and int8 loops'
     // stall samples on the H200.)
     auto page_batch = [&](int b) {
-      const int t = warp + (32 * b + lane) * W;
-      return Tr::kPaged && t < n_tiles ? ld_global_now(page_entry(p, w, w.tok_lo + t * kTile)) : 0;
+      if constexpr (Tr::kPaged) {
+        const int t = warp + (32 * b + lane) * W;
+        return t < n_tiles ? ld_global_now(page_entry(p, w, w.tok_lo + t * kTile)) : 0;
+      } else {
+        return 0;
+      }
     };
     int pages = page_batch(0), next_pages = page_batch(1);
     for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {

@@ -515,27 +515,13 @@ struct GqaDecode {
                                                    int warp, int lane, Body&& body) {
     unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
-    // Page ids 32 of the warp's tiles at a time (its k-th tile is warp + k W): lane l holds
-    // the page of tile 32 b + l, loaded a batch ahead, and a copy takes its page by one
-    // shuffle. (A load per tile, one iteration ahead, was 17% of the int4 and int8 loops'
-    // stall samples on the H200.)
-    auto page_batch = [&](int b) {
-      if constexpr (Tr::kPaged) {
-        const int t = warp + (32 * b + lane) * W;
-        return t < n_tiles ? ld_global_now(page_entry(p, w, w.tok_lo + t * kTile)) : 0;
-      } else {
-        return 0;
-      }
-    };
-    int pages = page_batch(0), next_pages = page_batch(1);
+    int next_page = 0;
+    if (warp + (S - 1) * W < n_tiles) next_page = page_of(p, w, w.tok_lo + (warp + (S - 1) * W) * kTile);
     for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
       {
-        const int tn = t + (S - 1) * W, k = it + S - 1;  // the tile this iteration issues: the warp's k-th
-        if (k % 32 == 0 && k > 0) {
-          pages = next_pages;
-          next_pages = page_batch(k / 32 + 1);
-        }
-        const int page = Tr::kPaged ? __shfl_sync(0xffffffffu, pages, k % 32) : 0;
+        const int tn = t + (S - 1) * W;
+        const int page = next_page;
+        if (tn + W < n_tiles) next_page = page_of(p, w, w.tok_lo + (tn + W) * kTile);
         if (tn < n_tiles)
           issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, lane);
         cp_async_commit();

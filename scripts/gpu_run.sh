@@ -112,7 +112,8 @@ if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
     knobs=${setting%%|*} args=${SWEEP_ARGS:-}
     [[ "$setting" == *"|"* ]] && args=${setting#*|}
     echo "== sweep: ${knobs:-defaults} ($args)" >>"$OUTDIR/sweep.log"
-    env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^(xqa|single|B[0-9]|h[0-9])" >>"$OUTDIR/sweep.log"
+    # Row lines of every benchmark (the FIA ones are indented).
+    env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^ *(xqa|single|B[0-9]|h[0-9]|full |causal |bf16 |int[48] )" >>"$OUTDIR/sweep.log"
   done
 fi
 # FlashMLA beside attnjit's MLA decode (staged by scripts/stage_flashmla.sh): built here

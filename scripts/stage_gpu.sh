@@ -5,6 +5,8 @@
 # limits it to those gtest filters; PREWARM_SPECS adds kernels by name).
 set -euo pipefail
 BUILD=${1:-build}
+# Build first: a stale test binary once ran old test cases against new kernels.
+cmake --build "$BUILD" -j"$(nproc)" >/dev/null
 rm -rf gpu-stage && mkdir -p gpu-stage/tests gpu-stage/tools/bench
 cp -a "$BUILD"/libattnjit.so* gpu-stage/
 cp "$BUILD/tests/attnjit_gpu_tests" gpu-stage/tests/

@@ -79,7 +79,10 @@ struct DecodeTokenScales {
       for (int nt = 0; nt < kTile / 8; ++nt)
         amax = fmaxf(amax, fmaxf(fabsf(ts[2 * kTile + nt * 8 + 2 * tq]), fabsf(ts[2 * kTile + nt * 8 + 2 * tq + 1])));
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      grow(fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2)), alpha);
+    }
+    // The unit takes the tile's largest |scale| amax (every lane's the same).
+    __device__ __forceinline__ void grow(float amax, float (&alpha)[2]) {
       const float grown = fmaxf(unit, pow2_floor(amax));
       mul = pow2_rcp(grown);
       const float grow = unit * mul;  // exact: powers of two; 0 on the first tile, when O is 0

@@ -162,36 +162,21 @@ struct DecodeTransposed {
     }
   }
 
-  // V's per-token scales in P^T (DecodeTokenScales::VUnit's rule, by column): the unit is
-  // the largest power of two under the largest |scale| seen so far.
-  struct VUnit {
-    float unit = 0.f, mul = 1.f, off[2] = {0.f, 0.f};
+  // V's per-token scales in P^T: DecodeTokenScales::VUnit's unit and P', with a tile's
+  // scales gathered and its offsets summed by column.
+  struct VUnit : Tok::VUnit {
     __device__ __forceinline__ void begin_tile(const float* ts, int g, float (&alpha)[2]) {
       float amax = 0.f;
 #pragma unroll
       for (int j = g; j < kTile; j += 8) amax = fmaxf(amax, fabsf(ts[2 * kTile + j]));
-      amax = column_max(amax);
-      const float grown = fmaxf(unit, pow2_floor(amax));
-      mul = pow2_rcp(grown);
-      const float grow = unit * mul;  // exact: powers of two; 0 on the first tile, when O is 0
-      unit = grown;
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        alpha[c] *= grow;
-        off[c] *= alpha[c];
-      }
-    }
-    __device__ __forceinline__ float scale_p(float pe, const float* ts, int j, int c) {
-      pe *= ts[2 * kTile + j] * mul;
-      off[c] += pe * ts[3 * kTile + j];
-      return pe;
+      this->grow(column_max(amax), alpha);
     }
     __device__ void finish(float (&ot)[kMo][4]) const {
-      const float sum[2] = {column_sum(off[0]), column_sum(off[1])};
+      const float sum[2] = {column_sum(this->off[0]), column_sum(this->off[1])};
 #pragma unroll
       for (int mt = 0; mt < kMo; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) ot[mt][e] = (ot[mt][e] + sum[e & 1]) * unit;
+        for (int e = 0; e < 4; ++e) ot[mt][e] = (ot[mt][e] + sum[e & 1]) * this->unit;
     }
   };
 

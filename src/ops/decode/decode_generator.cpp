@@ -126,7 +126,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
   const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
   t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, four_ctas ? 4 : 3);  // Traits::kMaxBlocks
-  t.transposed = s.group_size <= 8 && ((kv_bytes == 1 && s.kv_dtype == DType::kInt8 && !widen) || int4) &&
+  t.transposed = s.group_size <= 8 && ((s.kv_dtype == DType::kInt8 && !widen) || int4) &&
                  t.split_m_stages == 0;
   return t;
 }

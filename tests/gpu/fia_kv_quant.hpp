@@ -119,6 +119,9 @@ class KvQuantData {
     }
   }
 
+  // The scale of the element at `at`.
+  double scale(bool value, const KvQuantAt& at) const { return double(scale_[index(value, at)]); }
+
   // The dequantised value of raw x at `at`.
   double dequant(bool value, const KvQuantAt& at, double x) const {
     const size_t i = index(value, at);

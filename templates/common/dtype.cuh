@@ -128,15 +128,20 @@ __device__ __forceinline__ u32 lop3_and_xor(u32 a, u32 b, u32 c) {
   asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "r"(b), "r"(c));  // (a & b) ^ c
   return d;
 }
-// The pairs before their subtractions: x + 1032 (pairs 0, 2) and 16 x + 1152 (1, 3), five
-// instructions a word. The transposed decode tile's K takes them as they are: its q holds
-// the 1/16, and the bias shifts a head's scores alike.
+// The pairs before their subtractions, five instructions a word: with exponent 0x6400,
+// x + 1032 (pairs 0, 2) and 16 x + 1152 (1, 3); with exponent 0, fp16 subnormals (the
+// nibble's bits are the mantissa, no implicit one): (x + 8) 2^-24 and (x + 8) 2^-20.
+// The transposed decode tile's K takes the first as it is (its q holds the 1/16, and the
+// bias shifts a head's scores alike), its V the second (scaled back and unbiased once,
+// after the last tile: DecodeTransposed::unbias_v).
+template <u32 kExp = 0x6400u>
 __device__ __forceinline__ void int4x8_to_half2_biased(u32 w, u32 (&h)[4]) {
+  constexpr u32 lo = (kExp | 0x8u) * 0x10001u, hi = (kExp | 0x80u) * 0x10001u;
   const u32 w8 = w >> 8;
-  h[0] = lop3_and_xor(w, 0x000f000fu, 0x64086408u);
-  h[1] = lop3_and_xor(w, 0x00f000f0u, 0x64806480u);
-  h[2] = lop3_and_xor(w8, 0x000f000fu, 0x64086408u);
-  h[3] = lop3_and_xor(w8, 0x00f000f0u, 0x64806480u);
+  h[0] = lop3_and_xor(w, 0x000f000fu, lo);
+  h[1] = lop3_and_xor(w, 0x00f000f0u, hi);
+  h[2] = lop3_and_xor(w8, 0x000f000fu, lo);
+  h[3] = lop3_and_xor(w8, 0x00f000f0u, hi);
 }
 __device__ __forceinline__ void int4x8_to_half2(u32 w, u32 (&h)[4]) {
   u32 t[4];

@@ -26,7 +26,7 @@ constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse
 
 struct DecodeParams {
   const void* q;             // rows addressed as q + b*q_stride_b + t*q_stride_t + h*q_stride_h
-  const void* k;             // paged: + page*kv_stride_page; contiguous: page is 0
+  const void* k;             // paged: + page*k_stride_page; contiguous: + b*k_stride_page (the batch stride)
   const void* v;
   void* out;                 // same addressing as q, with o_stride_*
   float* lse;                // optional: [b][t][h] with lse_stride_b / lse_stride_t

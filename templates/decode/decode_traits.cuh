@@ -93,12 +93,13 @@ struct DecodeTraits {
   // CTAs per SM that shared memory allows, capped where the register cap that
   // __launch_bounds__ derives from it would force spills (estimate: O
   // accumulators + Q fragments + ~64 working registers per thread).
-  static constexpr int kRegEstimate =
-      (kSplitD ? kHeadDim / kWarps_ : kHeadDim) / 2 + (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
+  // The transposed tile holds half the O accumulators (8 heads, not 16 rows).
+  static constexpr int kRegEstimate = (kSplitD ? kHeadDim / kWarps_ : kHeadDim) / (kTransposed ? 4 : 2) +
+                                      (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
-  static constexpr int kBlocksBySmem = kSmemLimit_ / (kSmemBytes + 1024);
+  static constexpr int kBlocksBySmem = (kSmemLimit_ + 1024) / (kSmemBytes + 1024);  // an SM holds the block limit + 1 KB
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
-  static constexpr int kMaxBlocks = kFourCtas ? 4 : 3;
+  static constexpr int kMaxBlocks = kFourCtas ? (kTransposed && kInt4Kv ? 5 : 4) : 3;  // int4's fifth: decode_tiling
   static constexpr int kMinBlocks = kMinBlocksRaw < 1 ? 1 : (kMinBlocksRaw > kMaxBlocks ? kMaxBlocks : kMinBlocksRaw);
   static_assert(kThreads == 8 * kRows, "the split merge gives each row 8 threads");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");

@@ -59,17 +59,21 @@ struct DecodeTransposed {
     return 16 * mt + 2 * (r % 8) + r / 8;
   }
 
-  // Q^T's B fragments of every k step, from rows 0-7 of q_s.
+  // Q^T's B fragments of k steps ks and ks + 1, from rows 0-7 of q_s.
+  __device__ static void load_qt_pair(const MT* q_s, int lane, int ks, u32 (&qb)[HD / 16][2]) {
+    u32 r[4];
+    ldmatrix_x4(r, q_s + (lane % 8) * Tr::kRowElems + ks * 16 + (lane / 8) * 8);
+    qb[ks][0] = r[0];
+    qb[ks][1] = r[1];
+    qb[ks + 1][0] = r[2];
+    qb[ks + 1][1] = r[3];
+  }
+  // int4 reads Q^T from shared memory in each tile (four ldmatrix at hd128), which frees
+  // its 16 registers at the fifth CTA's 102-register budget; int8 keeps it in registers.
+  static constexpr bool kQtPerTile = Tr::kInt4Kv;
   __device__ static void load_qt(const MT* q_s, int lane, u32 (&qb)[HD / 16][2]) {
 #pragma unroll
-    for (int ks = 0; ks < HD / 16; ks += 2) {
-      u32 r[4];
-      ldmatrix_x4(r, q_s + (lane % 8) * Tr::kRowElems + ks * 16 + (lane / 8) * 8);
-      qb[ks][0] = r[0];
-      qb[ks][1] = r[1];
-      qb[ks + 1][0] = r[2];
-      qb[ks + 1][1] = r[3];
-    }
+    for (int ks = 0; ks < HD / 16; ks += 2) load_qt_pair(q_s, lane, ks, qb);
   }
 
   // K's widening stops short of its subtractions (int8_pick_biased, int4x8_to_half2_biased):
@@ -81,14 +85,18 @@ struct DecodeTransposed {
   __device__ static constexpr float q_unscale(int c) { return Tr::kInt4Kv && c % 16 >= 8 ? 16.f : 1.f; }
 
   // S^T = K Q^T over the tile: st[m] holds tokens 16m + g (+ 8) x heads 2t, 2t + 1.
-  __device__ static void scores(const u32 (&qb)[HD / 16][2], const unsigned char* k_raw, int lane,
+  __device__ static void scores(u32 (&qb)[HD / 16][2], const MT* q_s, const unsigned char* k_raw, int lane,
                                 float (&st)[kM][4]) {
 #pragma unroll
     for (int m = 0; m < kM; ++m) st[m][0] = st[m][1] = st[m][2] = st[m][3] = 0.f;
     const int row = (lane % 8) + ((lane / 8) % 2) * 8;
     if constexpr (Tr::kInt4Kv) {
 #pragma unroll
-      for (int k0 = 0; k0 < HD; k0 += 64)
+      for (int k0 = 0; k0 < HD; k0 += 64) {
+        if constexpr (kQtPerTile) {
+          load_qt_pair(q_s, lane, k0 / 16, qb);
+          load_qt_pair(q_s, lane, k0 / 16 + 2, qb);
+        }
 #pragma unroll
         for (int m = 0; m < kM; ++m) {
           u32 r[4];  // r[2h + n]: tokens 8n.. of dims k0 + 32h.. (DecodeTile::scores)
@@ -104,6 +112,7 @@ struct DecodeTransposed {
             mma_16816<MT>(st[m], a1, qb[ks + 1][0], qb[ks + 1][1]);
           }
         }
+      }
     } else {
 #pragma unroll
       for (int k0 = 0; k0 < HD; k0 += 32)
@@ -137,8 +146,8 @@ struct DecodeTransposed {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             u32 lo[4], hi[4];
-            int4x8_to_half2(r[2 * h], lo);
-            int4x8_to_half2(r[2 * h + 1], hi);
+            int4x8_to_half2_biased<0>(r[2 * h], lo);  // subnormals: unbias_v
+            int4x8_to_half2_biased<0>(r[2 * h + 1], hi);
             const int mt = (c0 + 32 * h) / 16;
             const u32 a0[4] = {lo[0], lo[1], hi[0], hi[1]}, a1[4] = {lo[2], lo[3], hi[2], hi[3]};
             mma_16816<MT>(ot[mt], a0, pb0, pb1);
@@ -162,9 +171,28 @@ struct DecodeTransposed {
     }
   }
 
+  // int4 V enters P V as fp16 subnormals (x + 8) 2^-24, and (x + 8) 2^-20 in the rows of
+  // the odd dims (pairs 1 and 3: accumulators 2 and 3), with no subtractions in the loop.
+  // The bias is taken off once the tile loop ends: 8 times the sum of P (bias_sum, the
+  // rows' l; with per-token V scales the sum of P', folded into the offsets' sums). The
+  // P that the MMA reads is P rounded to fp16, so the bias leaves 8 * 2^-12 of l at most.
+  static constexpr float kVBias = Tr::kInt4Kv ? 8.f : 0.f;
+  __device__ static void unbias_v(float (&ot)[kMo][4], float bias_sum0, float bias_sum1) {
+#pragma unroll
+    for (int mt = 0; mt < kMo; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ot[mt][e] = ot[mt][e] * (e < 2 ? 0x1p24f : 0x1p20f) - kVBias * (e & 1 ? bias_sum1 : bias_sum0);
+  }
+
   // V's per-token scales in P^T: DecodeTokenScales::VUnit's unit and P', with a tile's
-  // scales gathered and its offsets summed by column.
+  // scales gathered and its offsets (less int4's bias) summed by column.
   struct VUnit : Tok::VUnit {
+    __device__ __forceinline__ float scale_p(float pe, const float* ts, int j, int h) {
+      pe *= ts[2 * kTile + j] * this->mul;
+      this->off[h] += pe * (ts[3 * kTile + j] - kVBias);
+      return pe;
+    }
     __device__ __forceinline__ void begin_tile(const float* ts, int g, float (&alpha)[2]) {
       float amax = 0.f;
 #pragma unroll
@@ -185,7 +213,7 @@ struct DecodeTransposed {
                              int lane, float* red_o, float* red_m, float* red_l) {
     const int g = lane / 4, tq = lane % 4;
     u32 qb[HD / 16][2];
-    load_qt(q_s, lane, qb);
+    if constexpr (!kQtPerTile) load_qt(q_s, lane, qb);
     float ot[kMo][4];
 #pragma unroll
     for (int mt = 0; mt < kMo; ++mt) ot[mt][0] = ot[mt][1] = ot[mt][2] = ot[mt][3] = 0.f;
@@ -215,7 +243,7 @@ struct DecodeTransposed {
       const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
       const float* ts = reinterpret_cast<const float*>(stage + 2 * kTile * Tr::kRawRowBytes);
       float st[kM][4];
-      scores(qb, k_raw, lane, st);
+      scores(qb, q_s, k_raw, lane, st);
 
       const bool test_keys = !(Dec::has(feat::kWindow) && Dec::seen_whole(p, w, tok0));
       float mx[2] = {kNegInf, kNegInf};
@@ -261,6 +289,9 @@ struct DecodeTransposed {
         }
       accumulate_pv(st, v_raw, lane, ot);
     });
+#pragma unroll
+    for (int c = 0; c < 2; ++c) l[c] = column_sum(l[c]);
+    if constexpr (Tr::kInt4Kv) unbias_v(ot, Tr::kVTok ? 0.f : l[0], Tr::kVTok ? 0.f : l[1]);
     if constexpr (Tr::kVTok) vu.finish(ot);
 
     cp_async_wait<0>();
@@ -268,7 +299,6 @@ struct DecodeTransposed {
     pdl_launch_dependents();
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      l[c] = column_sum(l[c]);
       if (g == 0) {
         red_m[warp * kRows + 2 * tq + c] = m[c];
         red_l[warp * kRows + 2 * tq + c] = l[c];

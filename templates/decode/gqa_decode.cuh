@@ -277,15 +277,20 @@ struct GqaDecode {
                                                    long long s_tok, long long s_head, int page, int tok0) {
     long long off = w.kvh * s_head;
     if constexpr (Tr::kPaged) off += (long long)page * s_page + (tok0 % Tr::kPageSize) * s_tok;
-    else off += (long long)tok0 * s_tok;
+    else off += (long long)w.b * s_page + (long long)tok0 * s_tok;  // s_page: the batch stride
     return static_cast<const unsigned char*>(base) + off * (long long)sizeof(KVT);
   }
 
   // One warp issues the cp.async copies of one K and one V tile into its stage.
   __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage,
                                     int tok0, int page, int lane) {
-    const unsigned char* kb = tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
-    const unsigned char* vb = tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
+    issue_tile_at(p, w, stage, tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0),
+                  tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0), tok0, page, lane);
+  }
+  // The same from the tile's K and V row 0 (kb, vb).
+  __device__ static __forceinline__ void issue_tile_at(const DecodeParams& p, const Work& w, unsigned char* stage,
+                                                       const unsigned char* kb, const unsigned char* vb, int tok0,
+                                                       int page, int lane) {
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
     constexpr int kChunks = Tr::kRowDataBytes / 16;  // 16-byte chunks per row
     if constexpr (32 % kChunks == 0) {
@@ -516,14 +521,25 @@ struct GqaDecode {
     unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     int next_page = 0;
-    if (warp + (S - 1) * W < n_tiles) next_page = page_of(p, w, w.tok_lo + (warp + (S - 1) * W) * kTile);
+    if (Tr::kPaged && warp + (S - 1) * W < n_tiles) next_page = page_of(p, w, w.tok_lo + (warp + (S - 1) * W) * kTile);
+    // Contiguous K/V: the next copy's sources step by W tiles, carried by the loop (the
+    // compiler rebuilds hoisted (b, kvh, tok0) products each tile under a register cap).
+    const int tok_next = w.tok_lo + (warp + (S - 1) * W) * kTile;
+    const unsigned char* kn = tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, 0, tok_next);
+    const unsigned char* vn = tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, 0, tok_next);
     for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
       {
         const int tn = t + (S - 1) * W;
         const int page = next_page;
-        if (tn + W < n_tiles) next_page = page_of(p, w, w.tok_lo + (tn + W) * kTile);
-        if (tn < n_tiles)
-          issue_tile(p, w, ring + ((it + S - 1) % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, lane);
+        if (Tr::kPaged && tn + W < n_tiles) next_page = page_of(p, w, w.tok_lo + (tn + W) * kTile);
+        unsigned char* stage = ring + ((it + S - 1) % S) * Tr::kStageBytes;
+        if constexpr (Tr::kPaged) {
+          if (tn < n_tiles) issue_tile(p, w, stage, w.tok_lo + tn * kTile, page, lane);
+        } else {
+          if (tn < n_tiles) issue_tile_at(p, w, stage, kn, vn, w.tok_lo + tn * kTile, 0, lane);
+          kn += W * kTile * p.k_stride_tok * (long long)sizeof(KVT);
+          vn += W * kTile * p.v_stride_tok * (long long)sizeof(KVT);
+        }
         cp_async_commit();
       }
       cp_async_wait<S - 1>();

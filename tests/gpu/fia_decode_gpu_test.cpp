@@ -15,13 +15,13 @@ using fia_gpu::describe;
 using fia_gpu::run_fia;
 
 // Q_S = 1 without mask, pse or LSE runs on the decode family's kernel: contiguous
-// layouts as pages of 16 tokens of an identity table, or one sequence; GQA
-// ratios up to 64; ragged lengths with 0 (output 0) and the full KV_S.
+// layouts through their batch and token strides at any KV_S (1001: no whole tile);
+// GQA ratios up to 64; ragged lengths with 0 (output 0) and the full KV_S.
 TEST(FiaGpu, DecodeKernelContiguous) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(777);
   const char* layouts[] = {"BSH", "BSND", "BNSD"};
-  const int kv_seqs[] = {4096, 2000, 384};
+  const int kv_seqs[] = {4096, 2000, 1001};
   const int groups[] = {1, 4, 8, 64};
   int n = 0;
   for (const char* layout : layouts)
@@ -52,7 +52,7 @@ TEST(FiaGpu, DecodeKernelContiguous) {
 
 TEST(FiaGpu, DecodeKernelOneSequenceAndLongSplits) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  // KV_S 1000 (no page view) at batch 1: one contiguous sequence.
+  // KV_S 1000 at batch 1: one contiguous sequence.
   FiaCase c;
   c.layout = "BSND";
   c.q_seq = 1;
@@ -74,11 +74,10 @@ TEST(FiaGpu, DecodeKernelOneSequenceAndLongSplits) {
   // Every batch empty: all output 0.
   c.kv_list = {0};
   EXPECT_LE(run_fia(c, 64), 1e-2) << describe(c);
-  // KV_S 1000 at batch 2 has no page view: the prefill kernel still serves it.
+  // KV_S 1000 at batch 2: contiguous K/V needs no length in whole pages.
   c.batch = 2;
   c.kv_seq = 1000;
   c.kv_list = {};
-  c.kernel = "prefill.";
   EXPECT_LE(run_fia(c, 65), 1e-2) << describe(c);
 }
 

@@ -490,8 +490,8 @@ TEST_F(ModelConfigCliTest, FiaOpExpandsToPrefillSpecs) {
               "ops": [{"op": "fia", "sparse_modes": [3]}]})");
   EXPECT_EQ(r.code, 0) << r.all();
   EXPECT_NE(r.out.find("prefill.bf16.hd64.g1.contig.nhd.causal.trtllmgen.sm90a"), std::string::npos) << r.out;
-  // Q_S = 1 without mask, pse or LSE: the decode family's kernel (K/V as pages of 16).
-  EXPECT_NE(r.out.find("decode.bf16.hd64.g4.p16.nhd.sm90a"), std::string::npos) << "the Q_S = 1 kernel: " << r.out;
+  // Q_S = 1 without mask, pse or LSE: the decode family's kernel (contiguous K/V).
+  EXPECT_NE(r.out.find("decode.bf16.hd64.g4.contig.nhd.sm90a"), std::string::npos) << "the Q_S = 1 kernel: " << r.out;
   EXPECT_EQ(r.out.find("prefill.bf16.hd64.g1.contig.nhd.trtllmgen.sm90a"), std::string::npos) << r.out;
   r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
               "ops": [{"op": "fia", "block_sizes": [64], "decode": false}]})");

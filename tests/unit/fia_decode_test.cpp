@@ -1,5 +1,5 @@
 // Tests of src/ops/fia/fia_decode.cpp: which FIA calls go to the decode family's
-// kernel (and with which spec), the page view of contiguous K/V, the Params'
+// kernel (and with which spec), contiguous and paged K/V, the Params'
 // strides and lengths, and that prewarm returns the spec the call launches.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "attnjit/fia.hpp"
-#include "common/env_guard.hpp"
 #include "common/expect_error.hpp"
 #include "common/op_args.hpp"
 #include "common/temp_dir.hpp"
@@ -65,50 +64,6 @@ std::optional<FiaDecodePlan> route(const FiaArgs& a, const spec::Arch& arch = kH
   return plan_fia_decode(plan_fia(a, arch), a, arch);
 }
 
-TEST(FiaDecode, ViewPage) {
-  EXPECT_EQ(kFiaDecodeViewPage, 16);
-  // BSND (B, S, 8, 128): the batch stride is S pages of one token row each.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 4096ll * 1024, 1024), 16);
-  EXPECT_EQ(fia_decode_view_page(4, 2000, 2000ll * 1024, 1024, 2000ll * 1024, 1024), 16);
-  EXPECT_EQ(fia_decode_view_page(4, 1000, 1000ll * 1024, 1024, 1000ll * 1024, 1024), 0);
-  // Batch 1: no batch stride to fit, only KV_S.
-  EXPECT_EQ(fia_decode_view_page(1, 4096, 7, 1024, 9, 1024), 16);
-  EXPECT_EQ(fia_decode_view_page(1, 1000, 1000ll * 1024, 1024, 1000ll * 1024, 1024), 0);
-  // BNSD (B, 8, S, 128): token stride 128, batch stride 8 * S * 128.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 8ll * 4096 * 128, 128, 8ll * 4096 * 128, 128), 16);
-  // A padded batch stride: whole pages fit, a part page does not.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4112ll * 1024, 1024, 4112ll * 1024, 1024), 16);
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024 + 8, 1024, 4096ll * 1024 + 8, 1024), 0);
-  // K and V whose batches hold other page counts share no table.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 8192ll * 1024, 1024), 0);
-  // A batch stride shorter than KV_S (overlapping batches) cannot be pages.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 128ll * 1024, 1024, 128ll * 1024, 1024), 0);
-  EXPECT_EQ(fia_decode_view_page(4, 0, 0, 1024, 0, 1024), 0);
-  // A table past 2^26 entries is not made.
-  EXPECT_EQ(fia_decode_view_page(65535, 262144, 262144ll * 128, 128, 262144ll * 128, 128), 0);
-  // 32-token pages (ATTNJIT_FIA_VIEW_PAGE=32): KV_S and the batch stride in 32s.
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4096ll * 1024, 1024, 4096ll * 1024, 1024, 32), 32);
-  EXPECT_EQ(fia_decode_view_page(4, 2000, 2000ll * 1024, 1024, 2000ll * 1024, 1024, 32), 0);
-  EXPECT_EQ(fia_decode_view_page(4, 4096, 4112ll * 1024, 1024, 4112ll * 1024, 1024, 32), 0);
-}
-
-// The knob picks the view, and so the spec's page and the warp tile (32 tokens for int8).
-TEST(FiaDecode, ViewPageKnob) {
-  FiaArgs a = decode_args("BSND", 4, 4096);
-  {
-    testing::EnvGuard knob("ATTNJIT_FIA_VIEW_PAGE", "32");
-    const auto d = route(a);
-    ASSERT_TRUE(d);
-    EXPECT_EQ(d->spec.page_size, 32);
-    EXPECT_EQ(d->params.k_stride_page, 32 * 8 * 128);
-  }
-  {
-    testing::EnvGuard knob("ATTNJIT_FIA_VIEW_PAGE", "24");
-    testing::expect_error([&] { route(a); }, ErrorCode::kInvalidArgument, {"ATTNJIT_FIA_VIEW_PAGE", "16 or 32"});
-  }
-  EXPECT_EQ(route(a)->spec.page_size, 16);
-}
-
 TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {
   for (const char* layout : {"BSH", "BSND", "BNSD"}) {
     SCOPED_TRACE(layout);
@@ -117,10 +72,10 @@ TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {
     ASSERT_TRUE(d.has_value());
     EXPECT_EQ(d->spec.family, spec::OpFamily::kDecode);
     EXPECT_EQ(d->spec.group_size, 4);
-    EXPECT_EQ(d->spec.page_size, 16);
+    EXPECT_EQ(d->spec.page_size, 0);
     EXPECT_EQ(d->spec.head_dim_qk, 128);
     EXPECT_EQ(d->spec.features, 0u);
-    EXPECT_EQ(d->kv, FiaDecodeKv::kIotaPaged);
+    EXPECT_EQ(d->kv, FiaDecodeKv::kContiguous);
     EXPECT_TRUE(d->ragged_lens.empty());
     const DecodeParams& p = d->params;
     EXPECT_EQ(p.batch, 128);
@@ -130,17 +85,16 @@ TEST(FiaDecode, ContiguousLayoutsGoToTheDecodeKernel) {
     EXPECT_FLOAT_EQ(p.sm_scale, 0.088f);
     EXPECT_EQ(p.q_scale, 1.0f);
     EXPECT_EQ(p.lse, nullptr);
-    EXPECT_EQ(p.page_table, nullptr);  // the launch points it at the identity table
+    EXPECT_EQ(p.page_table, nullptr);
     EXPECT_EQ(p.q, a.query.data);
     EXPECT_EQ(p.out, a.attention_out.data);
     const bool bnsd = std::string(layout) == "BNSD";
-    // Token t of batch b, head h: page b * R + t / 16 at page * k_stride_page.
+    // Token t of batch b, head h: b * k_stride_page (the batch stride) + t * k_stride_tok.
     EXPECT_EQ(p.k_stride_tok, bnsd ? 128 : 8 * 128);
     EXPECT_EQ(p.k_stride_head, bnsd ? 4096 * 128 : 128);
-    EXPECT_EQ(p.k_stride_page, 16 * p.k_stride_tok);
-    EXPECT_EQ(p.v_stride_page, 16 * p.v_stride_tok);
-    EXPECT_EQ(p.pages_per_seq, bnsd ? 8 * 4096 / 16 : 4096 / 16);
-    EXPECT_EQ(d->iota_entries, 128 * p.pages_per_seq);
+    EXPECT_EQ(p.k_stride_page, 8 * 4096 * 128);
+    EXPECT_EQ(p.v_stride_page, 8 * 4096 * 128);
+    EXPECT_EQ(p.pages_per_seq, 0);
     EXPECT_EQ(p.q_stride_h, bnsd ? 128 : 128);
     EXPECT_EQ(p.q_stride_b, 32 * 128);
     EXPECT_EQ(d->shape.max_seq_len, 4096);
@@ -190,7 +144,6 @@ TEST(FiaDecode, PagedUsesTheBlockTable) {
     EXPECT_EQ(d->params.k_stride_page, int64_t(bs) * 8 * 128);
     EXPECT_EQ(d->params.k_stride_tok, 8 * 128);
     EXPECT_EQ(d->params.k_stride_head, 128);
-    EXPECT_EQ(d->iota_entries, 0);
     EXPECT_EQ(d->ragged_lens, (std::vector<unsigned>{unsigned(bs), unsigned(4 * bs), 0}));
   }
   // (blocknum, KV_N, block_size, D) with BNSD queries.
@@ -211,18 +164,26 @@ TEST(FiaDecode, PagedUsesTheBlockTable) {
   EXPECT_FALSE(route(a).has_value());
 }
 
-TEST(FiaDecode, ShapesNoPageViewFits) {
-  // KV_S 1000: batch 1 reads it as one contiguous sequence, batch 2 has no page view.
-  auto d = route(decode_args("BSND", 1, 1000));
+// Contiguous K/V needs no page view: any KV_S, any batch, padded batch strides, K and
+// V with their own strides, one spec for every KV_S.
+TEST(FiaDecode, ContiguousAnyLengthAndStride) {
+  for (int B : {1, 2, 7}) {
+    SCOPED_TRACE(B);
+    const auto d = route(decode_args("BSND", B, 1000));
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->kv, FiaDecodeKv::kContiguous);
+    EXPECT_EQ(d->spec.page_size, 0);
+    EXPECT_EQ(d->params.pages_per_seq, 0);
+    EXPECT_EQ(d->params.k_stride_page, 1000 * 8 * 128);
+    EXPECT_EQ(d->spec, route(decode_args("BSND", B, 4096))->spec);
+  }
+  FiaArgs a = decode_args("BSND", 4, 4096);
+  a.key.stride[0] = 4096ll * 1024 + 8;  // a padded batch stride
+  a.value.stride[0] = 8192ll * 1024;    // V's own
+  const auto d = route(a);
   ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->kv, FiaDecodeKv::kSingle);
-  EXPECT_EQ(d->spec.page_size, 0);
-  EXPECT_EQ(d->params.pages_per_seq, 0);
-  EXPECT_FALSE(route(decode_args("BSND", 2, 1000)).has_value());
-  // KV_S 2000: pages of 16, the spec of every KV_S.
-  d = route(decode_args("BSND", 2, 2000));
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->spec, route(decode_args("BSND", 2, 4096))->spec);
+  EXPECT_EQ(d->params.k_stride_page, 4096ll * 1024 + 8);
+  EXPECT_EQ(d->params.v_stride_page, 8192ll * 1024);
 }
 
 TEST(FiaDecode, OtherFeaturesStayOnThePrefillKernel) {
@@ -272,7 +233,7 @@ TEST(FiaDecode, GroupsAndDtypes) {
 TEST(FiaDecode, PrewarmSpecIsTheLaunchedOne) {
   const FiaArgs a = decode_args("BSND", 128, 4096);
   const spec::KernelSpec s = fia_prewarm_spec(a, kHopper);
-  EXPECT_EQ(s.name(), "decode.bf16.hd128.g4.p16.nhd.sm90a");
+  EXPECT_EQ(s.name(), "decode.bf16.hd128.g4.contig.nhd.sm90a");
   EXPECT_EQ(s, route(a)->spec);
   EXPECT_EQ(s, fia_prewarm_spec(decode_args("BSND", 1, 2048), kHopper));
   EXPECT_EQ(s, fia_prewarm_spec(decode_args("BSND", 1, 32768), kHopper));
@@ -295,10 +256,10 @@ TEST(FiaDecode, PrewarmCompilesTheDecodeKernel) {
   Runtime rt(o);
   FiaArgs a = decode_args("BNSD", 4, 1024, 16, 2, 64);
   for (TensorView* v : {&a.query, &a.key, &a.value, &a.attention_out}) v->data = nullptr;
-  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.p16.nhd.sm90a");
+  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.contig.nhd.sm90a");
   EXPECT_EQ(rt.stats().compiles, 1);
   a.actual_seq_lengths_kv = {5, 0, 1024, 7};  // ragged: the same kernel
-  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.p16.nhd.sm90a");
+  EXPECT_EQ(prewarm_fused_infer_attention_score(a, "sm_90a", &rt), "decode.bf16.hd64.g8.contig.nhd.sm90a");
   EXPECT_EQ(rt.stats().compiles, 1);
 }
 

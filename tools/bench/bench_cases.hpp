@@ -27,6 +27,7 @@ struct Options {
   int only_batch = 0;             // --batch N: only the xqa shape with this batch
   int seq_len = 0;                // --len L: the xqa shapes at this seq_len instead (a fixed-cost fit)
   const char* only_kv = nullptr;  // --kv NAME: only this KV dtype ("bf16", "fp8_e4m3")
+  const char* layout = "BSND";    // --layout BNSD: --fia-quant's decode rows in FIA's head-major layout
 };
 
 std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);

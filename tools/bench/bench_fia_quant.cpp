@@ -37,13 +37,18 @@ struct Set {
 
 
 // Q/K/V/out for batch B, query S qs, KV length L; `combined`: antiquant_scale (2, N, D).
-void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combined, std::mt19937& rng) {
+// BNSD (head_major): FIA's head-major layout, one KV head's tokens contiguous.
+void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combined, std::mt19937& rng,
+          bool head_major = false) {
   const int pack = var.bits == 4 ? 8 : 1;
   const DType kvd = var.bits == 16 ? qd : var.bits == 8 ? DType::kInt8 : DType::kInt32;
-  x.q = DeviceTensor(qd, {B, qs, kHeads, kHd});
-  x.out = DeviceTensor(qd, {B, qs, kHeads, kHd});
-  x.k = DeviceTensor(kvd, {B, L, kKvHeads, kHd / pack});
-  x.v = DeviceTensor(kvd, {B, L, kKvHeads, kHd / pack});
+  auto shape = [&](int s, int n, int d) {
+    return head_major ? std::vector<int64_t>{B, n, s, d} : std::vector<int64_t>{B, s, n, d};
+  };
+  x.q = DeviceTensor(qd, shape(qs, kHeads, kHd));
+  x.out = DeviceTensor(qd, shape(qs, kHeads, kHd));
+  x.k = DeviceTensor(kvd, shape(L, kKvHeads, kHd / pack));
+  x.v = DeviceTensor(kvd, shape(L, kKvHeads, kHd / pack));
   x.q.upload(random_bytes(size_t(B) * qs * kHeads * kHd, qd, rng));
   const size_t kv_n = size_t(B) * L * kKvHeads * kHd / pack;
   if (var.bits == 16) {
@@ -77,13 +82,13 @@ void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combi
   }
 }
 
-FiaArgs args(const Set& x, const Variant& var, bool combined) {
+FiaArgs args(const Set& x, const Variant& var, bool combined, const char* layout = "BSND") {
   FiaArgs a;
   a.query = x.q.view;
   a.key = x.k.view;
   a.value = x.v.view;
   a.attention_out = x.out.view;
-  a.input_layout = "BSND";
+  a.input_layout = layout;
   a.num_heads = kHeads;
   a.num_key_value_heads = kKvHeads;
   a.scale = 1.0 / std::sqrt(double(kHd));
@@ -111,8 +116,11 @@ int bench_fia_quant(const Options& o) {
     int batch, len;
   };
   const Shape shapes[] = {{128, 4096}, {16, 32768}};
-  fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n", "fia quantised KV decode (D128, N 32/8, BSND, Q_S 1)", "us",
-             "TB/s", "vs bf16");
+  const bool head_major = std::string(o.layout) == "BNSD";
+  if (!head_major && std::string(o.layout) != "BSND")
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layout '{}': expected BSND or BNSD", o.layout));
+  fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n",
+             fmt::format("fia quantised KV decode (D128, N 32/8, {}, Q_S 1)", o.layout), "us", "TB/s", "vs bf16");
   std::mt19937 rng(12);
   for (const Shape& sh : shapes) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
@@ -123,16 +131,16 @@ int bench_fia_quant(const Options& o) {
       const double kv = 2.0 * sh.batch * sh.len * kKvHeads * kHd * var.bits / 8.0;
       const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv)));
       std::vector<Set> s(static_cast<size_t>(sets));
-      for (auto& x : s) make(x, sh.batch, 1, sh.len, var, DType::kBFloat16, false, rng);
-      const std::string kernel = prewarm_fused_infer_attention_score(args(s[0], var, false));
-      const double ms =
-          time_median(sets, o, [&](int i) { fused_infer_attention_score(args(s[size_t(i)], var, false)); });
+      for (auto& x : s) make(x, sh.batch, 1, sh.len, var, DType::kBFloat16, false, rng, head_major);
+      const std::string kernel = prewarm_fused_infer_attention_score(args(s[0], var, false, o.layout));
+      const double ms = time_median(
+          sets, o, [&](int i) { fused_infer_attention_score(args(s[size_t(i)], var, false, o.layout)); });
       if (var.bits == 16) bf16_ms = ms;
       fmt::print("  {:<50} {:>9.2f} {:>8.2f} {:>7.2f}x  {}\n", fmt::format("B{} KV{} {}", sh.batch, sh.len, var.name),
                  ms * 1e3, kv / (ms * 1e-3) / 1e12, bf16_ms / ms, kernel);
     }
   }
-  if (o.only_kv || o.only_batch) return 0;  // a decode row picked (profiling)
+  if (o.only_kv || o.only_batch || head_major) return 0;  // decode rows picked (profiling, the layout)
   // Prefill: combined per-channel int8 (the seed's Q_S > 1 path: fp16 query) against fp16 K/V,
   // dequantised first (the default at these rows) and in the kernel (ATTNJIT_FIA_DEQUANT_FIRST=0).
   fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n", "fia quantised KV prefill (fp16, B4 S4096 N 32/8 D128)", "ms",

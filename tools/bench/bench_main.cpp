@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-prefill] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-prefill] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3] [--layout BSND|BNSD]\n");
       return 0;
     }
     driver::require_available();
@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--batch") o.only_batch = std::atoi(args[i + 1].c_str());
       else if (args[i] == "--len") o.seq_len = std::atoi(args[i + 1].c_str());
       else if (args[i] == "--kv") o.only_kv = argv[i + 2];
+      else if (args[i] == "--layout") o.layout = argv[i + 2];
     auto wanted = [&](DType kv) { return !o.only_kv || dtype_name(kv) == std::string(o.only_kv); };
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);

@@ -89,7 +89,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
     while (t.stages > 2 && smem() > t.smem_limit) --t.stages;
     t.smem_bytes = smem();
     const int reg_estimate = hd / t.warps / 2 + 64 + (t.tile - 16);  // DecodeTraits::kRegEstimate
-    t.min_blocks = std::clamp(std::min(65536 / (t.warps * 32 * reg_estimate), t.smem_limit / (t.smem_bytes + 1024)), 1, 3);
+    t.min_blocks = std::clamp(std::min(65536 / (t.warps * 32 * reg_estimate), (t.smem_limit + 1024) / (t.smem_bytes + 1024)), 1, 3);
     return t;
   }
   // Ring budget per CTA: ~105 KB lets two CTAs share an SM with two tiles in
@@ -97,7 +97,13 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // Never more than the arch allows per block.
   // int4 and per-token scales (Traits::kFourCtas): a ring that leaves room for four CTAs.
   const bool four_ctas = int4 || token_scales;
-  const int default_kb = four_ctas ? std::min(105, (t.smem_limit / 4 - 1024 - fixed) / 1024) : 105;
+  // int4 on the transposed tile (half the O registers) fits a fifth (int8 keeps its
+  // deeper ring: it already runs at the HBM rate).
+  const bool five_ctas = int4 && s.group_size <= 8 && !split_m_eligible(s);
+  const int ctas = five_ctas ? 5 : four_ctas ? 4 : 0;
+  // The ring shares its bytes with the merge's tail: never smaller than that.
+  const int default_kb =
+      ctas ? std::max(std::min(105, ((t.smem_limit + 1024) / ctas - 1024 - fixed) / 1024), tail / 1024) : 105;
   int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(default_kb) * 1024;
   if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
   // At least two stages (one tile in flight while another is computed), fewer
@@ -121,13 +127,14 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   }
   // DecodeTraits::kMinBlocks: CTAs per SM by shared memory, capped where the
   // register budget __launch_bounds__ derives from it would force spills.
-  const bool q_in_regs = hd <= 128 && !four_ctas;  // Traits::kQInRegs
-  const int reg_estimate = hd / 2 + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
-  const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
-  const int by_smem = t.smem_limit / (t.smem_bytes + 1024);
-  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, four_ctas ? 4 : 3);  // Traits::kMaxBlocks
   t.transposed = s.group_size <= 8 && ((s.kv_dtype == DType::kInt8 && !widen) || int4) &&
                  t.split_m_stages == 0;
+  const bool q_in_regs = hd <= 128 && !four_ctas;  // Traits::kQInRegs
+  const int reg_estimate = hd / (t.transposed ? 4 : 2) + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
+  const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
+  const int by_smem = (t.smem_limit + 1024) / (t.smem_bytes + 1024);
+  const int max_blocks = four_ctas ? (t.transposed && int4 ? 5 : 4) : 3;  // Traits::kMaxBlocks
+  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, max_blocks);
   return t;
 }
 

@@ -7,30 +7,24 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <unordered_map>
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "runtime/backend.hpp"
-#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
 namespace {
 
-// An identity page table past this many entries (256 MB) is not worth it: such a
-// call stays on the prefill kernel.
-constexpr long long kMaxIotaEntries = 1ll << 26;
 constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
 
-// The device tables of one (device, stream): the identity page table (filled
-// once per size, then only read) and the ragged lengths (rewritten by every call,
-// in stream order). Outgrown buffers are kept: a captured graph may point at them.
+// The ragged lengths of one (device, stream), rewritten by every call in stream order.
+// Outgrown buffers are kept: a captured graph may point at them.
 struct Tables {
-  driver::DeviceBuffer iota, lens;
-  long long iota_entries = 0, lens_entries = 0;
+  driver::DeviceBuffer lens;
+  long long lens_entries = 0;
   std::vector<driver::DeviceBuffer> retired;
 };
 
@@ -45,67 +39,32 @@ struct TablesKeyHash {
   }
 };
 
-struct TablePtrs {
-  const int* iota = nullptr;
-  unsigned* lens = nullptr;
-};
-
-// The tables of (device, stream) with at least these entries. Growing them while
-// the stream captures throws Error(kNotPrewarmed), as the split scratch does.
-TablePtrs tables_for(int device, CUstream stream, long long iota_need, long long lens_need, bool capturing) {
+// The lengths buffer of (device, stream) with at least lens_need entries. Growing it
+// while the stream captures throws Error(kNotPrewarmed), as the split scratch does.
+unsigned* lens_for(int device, CUstream stream, long long lens_need, bool capturing) {
   static std::mutex mu;
   static auto* all = new std::unordered_map<TablesKey, std::unique_ptr<Tables>, TablesKeyHash>();  // never destroyed
   const TablesKey key{device, driver::stream_id(stream)};
   std::lock_guard<std::mutex> lock(mu);
   auto& t = (*all)[key];
   if (!t) t = std::make_unique<Tables>();
-  if (t->iota_entries < iota_need || t->lens_entries < lens_need) {
+  if (t->lens_entries < lens_need) {
     if (capturing)
       throw Error(ErrorCode::kNotPrewarmed,
-                  fmt::format("fused_infer_attention_score: the decode tables for device {} must grow to {} page "
-                              "entries and {} lengths while the stream is capturing: run the op once with these "
-                              "shapes before capture",
-                              device, iota_need, lens_need));
+                  fmt::format("fused_infer_attention_score: the decode lengths table for device {} must grow to {} "
+                              "entries while the stream is capturing: run the op once with these shapes before capture",
+                              device, lens_need));
     driver::RelaxedCaptureScope relaxed;  // allocating must not break another thread's capture
-    if (t->iota_entries < iota_need) {
-      const long long n = std::max(iota_need + iota_need / 2, t->iota_entries);
-      driver::DeviceBuffer buf(size_t(n) * sizeof(int));
-      std::vector<int> ids(static_cast<size_t>(n));
-      std::iota(ids.begin(), ids.end(), 0);
-      // On the stream that reads it, so ordered before its kernels; staged at once.
-      driver::memcpy_htod_async(buf.get(), ids.data(), ids.size() * sizeof(int), stream);
-      if (t->iota.bytes()) t->retired.push_back(std::move(t->iota));
-      t->iota = std::move(buf);
-      t->iota_entries = n;
-    }
-    if (t->lens_entries < lens_need) {
-      const long long n = std::max(lens_need * 2, t->lens_entries);
-      driver::DeviceBuffer buf(size_t(n) * sizeof(unsigned));
-      if (t->lens.bytes()) t->retired.push_back(std::move(t->lens));
-      t->lens = std::move(buf);
-      t->lens_entries = n;
-    }
+    const long long n = lens_need * 2;
+    driver::DeviceBuffer buf(size_t(n) * sizeof(unsigned));
+    if (t->lens.bytes()) t->retired.push_back(std::move(t->lens));
+    t->lens = std::move(buf);
+    t->lens_entries = n;
   }
-  return {static_cast<const int*>(t->iota.ptr()), static_cast<unsigned*>(t->lens.ptr())};
+  return static_cast<unsigned*>(t->lens.ptr());
 }
 
 }  // namespace
-
-int fia_decode_view_page(int batch, int kv_seq, long long ksb, long long kss, long long vsb, long long vss,
-                         int view_page) {
-  // One page size for every KV_S: larger pages would buy a spec per KV_S (and a store
-  // prewarmed for one KV_S would miss the others). ATTNJIT_FIA_VIEW_PAGE=32 measures
-  // them (32-token warp tiles for 8-bit and int4 K/V).
-  const long long P = view_page;
-  if (kv_seq < 1 || batch < 1 || kss <= 0 || vss <= 0 || kv_seq % P != 0) return 0;
-  if (batch > 1) {
-    // Page b * R + j must start at b * stride_b + j * P * stride_s, for K and V alike.
-    if (ksb <= 0 || vsb <= 0 || ksb % (P * kss) != 0 || vsb % (P * vss) != 0) return 0;
-    const long long r = ksb / (P * kss);
-    if (r != vsb / (P * vss) || r * P < kv_seq || r * batch > kMaxIotaEntries) return 0;
-  }
-  return int(P);
-}
 
 std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs& a, const spec::Arch& arch) {
   if (!plan.decode || plan.layout == FiaLayout::kTND) return std::nullopt;
@@ -143,20 +102,7 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
     page = pp.block_size;
     pps = int(bt.shape[1]);
   } else {
-    const int view = util::env_knob("ATTNJIT_FIA_VIEW_PAGE", 16, 32, "16 or 32").value_or(kFiaDecodeViewPage);
-    if (view != 16 && view != 32)
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("ATTNJIT_FIA_VIEW_PAGE='{}': expected 16 or 32; unset it "
-                                                           "for the default", view));
-    page = fia_decode_view_page(B, plan.kv_seq, pp.k_stride_b, pp.k_stride_s, pp.v_stride_b, pp.v_stride_s, view);
-    if (page > 0) {
-      d.kv = FiaDecodeKv::kIotaPaged;
-      pps = B > 1 ? int(pp.k_stride_b / (page * pp.k_stride_s)) : plan.kv_seq / page;
-      d.iota_entries = B * pps;
-    } else if (B == 1) {
-      d.kv = FiaDecodeKv::kSingle;
-    } else {
-      return std::nullopt;
-    }
+    d.kv = FiaDecodeKv::kContiguous;  // any batch and KV_S: the batch stride rides in k_stride_page
   }
 
   spec::KernelSpec& s = d.spec;
@@ -197,7 +143,7 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   p.v = pp.v;
   p.out = pp.out;
   p.lse = nullptr;
-  p.page_table = d.kv == FiaDecodeKv::kPaged ? pp.block_table : nullptr;  // kIotaPaged: set at launch
+  p.page_table = d.kv == FiaDecodeKv::kPaged ? pp.block_table : nullptr;
   p.seq_lens = nullptr;                                                    // ragged: set at launch
   p.q_stride_b = pp.q_stride_b;
   p.q_stride_t = 0;
@@ -209,13 +155,8 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   p.k_stride_head = pp.k_stride_h;
   p.v_stride_tok = pp.v_stride_s;
   p.v_stride_head = pp.v_stride_h;
-  if (d.kv == FiaDecodeKv::kPaged) {
-    p.k_stride_page = pp.k_stride_b;  // FIA's paged block stride
-    p.v_stride_page = pp.v_stride_b;
-  } else if (d.kv == FiaDecodeKv::kIotaPaged) {
-    p.k_stride_page = page * pp.k_stride_s;
-    p.v_stride_page = page * pp.v_stride_s;
-  }
+  p.k_stride_page = pp.k_stride_b;  // paged: the block stride; contiguous: the batch stride
+  p.v_stride_page = pp.v_stride_b;
   p.batch = B;
   p.num_kv_heads = KN;
   p.q_seq_len = 1;
@@ -258,28 +199,24 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
 
 void launch_fia_decode(Runtime& rt, FiaDecodePlan& d, int device, CUstream stream) {
   DecodeParams& p = d.params;
-  const bool ragged = !d.ragged_lens.empty();
-  if (d.kv == FiaDecodeKv::kIotaPaged || ragged) {
+  if (!d.ragged_lens.empty()) {
     const bool capturing = driver::is_capturing(stream);
-    const TablePtrs t = tables_for(device, stream, d.iota_entries, (long long)d.ragged_lens.size(), capturing);
-    if (d.kv == FiaDecodeKv::kIotaPaged) p.page_table = t.iota;
-    if (ragged) {
-      const CUdeviceptr lens = reinterpret_cast<CUdeviceptr>(t.lens);
-      if (!capturing) {
-        driver::memcpy_htod_async(lens, d.ragged_lens.data(), d.ragged_lens.size() * sizeof(unsigned), stream);
-      } else {
-        // A captured copy would keep the host vector's address; memsets keep their
-        // values, so the graph replays the lengths of the captured call (as the
-        // prefill path, whose lengths travel in its Params). One per run of equal lengths.
-        for (size_t i = 0; i < d.ragged_lens.size();) {
-          size_t j = i + 1;
-          while (j < d.ragged_lens.size() && d.ragged_lens[j] == d.ragged_lens[i]) ++j;
-          driver::memset_d32_async(lens + i * sizeof(unsigned), d.ragged_lens[i], j - i, stream);
-          i = j;
-        }
+    unsigned* lens_dev = lens_for(device, stream, (long long)d.ragged_lens.size(), capturing);
+    const CUdeviceptr lens = reinterpret_cast<CUdeviceptr>(lens_dev);
+    if (!capturing) {
+      driver::memcpy_htod_async(lens, d.ragged_lens.data(), d.ragged_lens.size() * sizeof(unsigned), stream);
+    } else {
+      // A captured copy would keep the host vector's address; memsets keep their
+      // values, so the graph replays the lengths of the captured call (as the
+      // prefill path, whose lengths travel in its Params). One per run of equal lengths.
+      for (size_t i = 0; i < d.ragged_lens.size();) {
+        size_t j = i + 1;
+        while (j < d.ragged_lens.size() && d.ragged_lens[j] == d.ragged_lens[i]) ++j;
+        driver::memset_d32_async(lens + i * sizeof(unsigned), d.ragged_lens[i], j - i, stream);
+        i = j;
       }
-      p.seq_lens = t.lens;
     }
+    p.seq_lens = lens_dev;
   }
   DecodeLaunch l;
   l.spec = &d.spec;

@@ -16,43 +16,31 @@ namespace attnjit::ops {
 
 // How K/V reach the decode kernel.
 enum class FiaDecodeKv {
-  kPaged,     // FIA's block_table is the page table (block_size is the page size)
-  kIotaPaged, // contiguous K/V as pages of kFiaDecodeViewPage tokens: page b * R + j is at
-              // (b * R + j) * 16 * stride_s, with an identity (iota) page table
-  kSingle,    // batch 1, contiguous, no table (KV_S not a multiple of 16)
+  kPaged,       // FIA's block_table is the page table (block_size is the page size)
+  kContiguous,  // BSH/BSND/BNSD K/V at any batch and KV_S: b * stride_b + s * stride_s (no table)
 };
 
 struct FiaDecodePlan {
   spec::KernelSpec spec;
-  DecodeParams params{};  // everything but seq_lens, page_table (kIotaPaged) and the splits
+  DecodeParams params{};  // everything but seq_lens and the splits
   DecodeShape shape;
-  FiaDecodeKv kv = FiaDecodeKv::kSingle;
-  int iota_entries = 0;  // kIotaPaged: batch * pages_per_seq
+  FiaDecodeKv kv = FiaDecodeKv::kContiguous;
   // Per-batch KV lengths (seq_lens) when they differ; empty: every batch has params.kv_len.
   std::vector<unsigned> ragged_lens;
 };
-
-// Tokens per page of the view of contiguous K/V (one page size, so one spec for every KV_S).
-constexpr int kFiaDecodeViewPage = 16;
-
-// The page size contiguous K/V may be viewed as: view_page (kFiaDecodeViewPage, or
-// ATTNJIT_FIA_VIEW_PAGE) where KV_S is a whole number of pages and (batch > 1) so is the
-// batch stride, for K and V alike; 0 where it does not fit. Pure: tested on the CPU.
-int fia_decode_view_page(int batch, int kv_seq, long long k_stride_b, long long k_stride_s, long long v_stride_b,
-                         long long v_stride_s, int view_page = kFiaDecodeViewPage);
 
 // The decode plan for a call plan_fia accepted (plan is its result for a), or
 // nullopt when the decode kernel does not serve its features: Q_S > 1 or TND,
 // atten_mask, pse_shift, softmax_lse_flag (the decode kernel's LSE is base 2 and
 // -inf for an empty row; FIA's is natural and +inf), unequal or unserved head
-// dims, a block table whose rows are not contiguous, contiguous K/V that no page
-// view fits (batch > 1), or a spec the decode family cannot implement on arch.
+// dims, a block table whose rows are not contiguous, or a spec the decode family
+// cannot implement on arch.
 // Depends on shapes and the length lists only, never on data or capture state, so
 // prewarm sees the spec the call launches.
 std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs& a, const spec::Arch& arch);
 
-// The iota page table and the ragged lengths on the stream (one table per device
-// and stream, kept for the process), then the decode family's split-KV planning and launch.
+// The ragged lengths on the stream (one table per device and stream, kept for the
+// process), then the decode family's split-KV planning and launch.
 void launch_fia_decode(Runtime& rt, FiaDecodePlan& d, int device, CUstream stream);
 
 }  // namespace attnjit::ops

@@ -5,11 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "attnjit/error.hpp"
+#include "ops/common/stream_lengths.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "runtime/backend.hpp"
@@ -19,50 +17,6 @@ namespace attnjit::ops {
 namespace {
 
 constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
-
-// The ragged lengths of one (device, stream), rewritten by every call in stream order.
-// Outgrown buffers are kept: a captured graph may point at them.
-struct Tables {
-  driver::DeviceBuffer lens;
-  long long lens_entries = 0;
-  std::vector<driver::DeviceBuffer> retired;
-};
-
-struct TablesKey {
-  int device;
-  unsigned long long stream_id;
-  bool operator==(const TablesKey& o) const { return device == o.device && stream_id == o.stream_id; }
-};
-struct TablesKeyHash {
-  size_t operator()(const TablesKey& k) const noexcept {
-    return std::hash<unsigned long long>()(k.stream_id) ^ static_cast<size_t>(k.device);
-  }
-};
-
-// The lengths buffer of (device, stream) with at least lens_need entries. Growing it
-// while the stream captures throws Error(kNotPrewarmed), as the split scratch does.
-unsigned* lens_for(int device, CUstream stream, long long lens_need, bool capturing) {
-  static std::mutex mu;
-  static auto* all = new std::unordered_map<TablesKey, std::unique_ptr<Tables>, TablesKeyHash>();  // never destroyed
-  const TablesKey key{device, driver::stream_id(stream)};
-  std::lock_guard<std::mutex> lock(mu);
-  auto& t = (*all)[key];
-  if (!t) t = std::make_unique<Tables>();
-  if (t->lens_entries < lens_need) {
-    if (capturing)
-      throw Error(ErrorCode::kNotPrewarmed,
-                  fmt::format("fused_infer_attention_score: the decode lengths table for device {} must grow to {} "
-                              "entries while the stream is capturing: run the op once with these shapes before capture",
-                              device, lens_need));
-    driver::RelaxedCaptureScope relaxed;  // allocating must not break another thread's capture
-    const long long n = lens_need * 2;
-    driver::DeviceBuffer buf(size_t(n) * sizeof(unsigned));
-    if (t->lens.bytes()) t->retired.push_back(std::move(t->lens));
-    t->lens = std::move(buf);
-    t->lens_entries = n;
-  }
-  return static_cast<unsigned*>(t->lens.ptr());
-}
 
 }  // namespace
 
@@ -199,25 +153,9 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
 
 void launch_fia_decode(Runtime& rt, FiaDecodePlan& d, int device, CUstream stream) {
   DecodeParams& p = d.params;
-  if (!d.ragged_lens.empty()) {
-    const bool capturing = driver::is_capturing(stream);
-    unsigned* lens_dev = lens_for(device, stream, (long long)d.ragged_lens.size(), capturing);
-    const CUdeviceptr lens = reinterpret_cast<CUdeviceptr>(lens_dev);
-    if (!capturing) {
-      driver::memcpy_htod_async(lens, d.ragged_lens.data(), d.ragged_lens.size() * sizeof(unsigned), stream);
-    } else {
-      // A captured copy would keep the host vector's address; memsets keep their
-      // values, so the graph replays the lengths of the captured call (as the
-      // prefill path, whose lengths travel in its Params). One per run of equal lengths.
-      for (size_t i = 0; i < d.ragged_lens.size();) {
-        size_t j = i + 1;
-        while (j < d.ragged_lens.size() && d.ragged_lens[j] == d.ragged_lens[i]) ++j;
-        driver::memset_d32_async(lens + i * sizeof(unsigned), d.ragged_lens[i], j - i, stream);
-        i = j;
-      }
-    }
-    p.seq_lens = lens_dev;
-  }
+  if (!d.ragged_lens.empty())
+    p.seq_lens = upload_stream_lengths("fused_infer_attention_score (decode)", device, stream, d.ragged_lens.data(),
+                                       d.ragged_lens.size());
   DecodeLaunch l;
   l.spec = &d.spec;
   l.device = device;

@@ -5,13 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <utility>
 
 #include "attnjit/error.hpp"
 #include "ops/common/launch.hpp"
+#include "ops/common/stream_lengths.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/mla/mla_launch.hpp"
@@ -42,36 +40,6 @@ bool same_view(const TensorView& a, const TensorView& b) {
 int64_t list_at(const std::vector<int64_t>& v, int b, int64_t dflt) {
   if (v.empty()) return dflt;
   return v.size() == 1 ? v[0] : v[size_t(b)];
-}
-
-// The lengths table of one (device, stream), rewritten by every call in stream order.
-// Outgrown buffers are kept: a captured graph may point at them.
-struct LensTable {
-  driver::DeviceBuffer buf;
-  size_t entries = 0;
-  std::vector<driver::DeviceBuffer> retired;
-};
-
-int* lens_table(int device, CUstream stream, size_t need, bool capturing) {
-  static std::mutex mu;
-  static auto* all = new std::map<std::pair<int, unsigned long long>, std::unique_ptr<LensTable>>();  // never destroyed
-  std::lock_guard<std::mutex> lock(mu);
-  auto& t = (*all)[{device, driver::stream_id(stream)}];
-  if (!t) t = std::make_unique<LensTable>();
-  if (t->entries < need) {
-    if (capturing)
-      throw Error(ErrorCode::kNotPrewarmed,
-                  fmt::format("fused_infer_attention_score (MLA): the lengths table for device {} must grow to {} "
-                              "entries while the stream is capturing: run the op once with these shapes before capture",
-                              device, need));
-    driver::RelaxedCaptureScope relaxed;  // allocating must not break another thread's capture
-    const size_t n = std::max(need * 2, t->entries);
-    driver::DeviceBuffer buf(n * sizeof(int));
-    if (t->buf.bytes()) t->retired.push_back(std::move(t->buf));
-    t->buf = std::move(buf);
-    t->entries = n;
-  }
-  return static_cast<int*>(t->buf.ptr());
 }
 
 }  // namespace
@@ -263,21 +231,9 @@ void launch_fia_mla(Runtime& rt, FiaMlaPlan& m, int device, CUstream stream) {
   p.seq_lens = nullptr;
   p.q_lens = nullptr;
   if (!m.lens.empty()) {
-    const bool capturing = driver::is_capturing(stream);
-    int* table = lens_table(device, stream, m.lens.size(), capturing);
-    const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(table);
-    if (!capturing) {
-      driver::memcpy_htod_async(at, m.lens.data(), m.lens.size() * sizeof(int), stream);
-    } else {
-      // A captured copy would keep the host vector's address; memsets keep their values,
-      // so the graph replays the captured call's lengths. One per run of equal lengths.
-      for (size_t i = 0; i < m.lens.size();) {
-        size_t j = i + 1;
-        while (j < m.lens.size() && m.lens[j] == m.lens[i]) ++j;
-        driver::memset_d32_async(at + i * sizeof(int), unsigned(m.lens[i]), j - i, stream);
-        i = j;
-      }
-    }
+    const auto* lens = reinterpret_cast<const uint32_t*>(m.lens.data());  // non-negative ints
+    int* table = reinterpret_cast<int*>(
+        upload_stream_lengths("fused_infer_attention_score (MLA)", device, stream, lens, m.lens.size()));
     p.seq_lens = table;
     p.q_lens = table + m.shape.batch;
   }

@@ -98,9 +98,10 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // int4 and per-token scales (Traits::kFourCtas): a ring that leaves room for four CTAs.
   const bool four_ctas = int4 || token_scales;
   // int4 on the transposed tile (half the O registers) fits a fifth (int8 keeps its
-  // deeper ring: it already runs at the HBM rate).
-  const bool five_ctas = int4 && s.group_size <= 8 && !split_m_eligible(s);
-  const int ctas = five_ctas ? 5 : four_ctas ? 4 : 0;
+  // deeper ring: it already runs at the HBM rate). int4 takes no mask, so never split-M:
+  // this is Traits::kTransposed && kInt4Kv.
+  const bool int4_transposed = int4 && s.group_size <= 8;
+  const int ctas = int4_transposed ? 5 : four_ctas ? 4 : 0;
   // The ring shares its bytes with the merge's tail: never smaller than that.
   const int default_kb =
       ctas ? std::max(std::min(105, ((t.smem_limit + 1024) / ctas - 1024 - fixed) / 1024), tail / 1024) : 105;
@@ -133,7 +134,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   const int reg_estimate = hd / (t.transposed ? 4 : 2) + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
   const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
   const int by_smem = (t.smem_limit + 1024) / (t.smem_bytes + 1024);
-  const int max_blocks = four_ctas ? (t.transposed && int4 ? 5 : 4) : 3;  // Traits::kMaxBlocks
+  const int max_blocks = four_ctas ? (int4_transposed ? 5 : 4) : 3;  // Traits::kMaxBlocks
   t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, max_blocks);
   return t;
 }

@@ -44,9 +44,22 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const void* p) {
 }
 
 // 16-byte global->shared copy; src_bytes 0 zero-fills (used past the end of a sequence).
+// A kernel that defines ATTNJIT_CP_ASYNC_L2_PREFETCH (64, 128 or 256) asks L2 to fetch that
+// many bytes around each copy (the decode generator's tuning knob).
+#define ATTNJIT_CP_ASYNC_STR2(x) #x
+#define ATTNJIT_CP_ASYNC_STR(x) ATTNJIT_CP_ASYNC_STR2(x)
+#ifdef ATTNJIT_CP_ASYNC_L2_PREFETCH
+#define ATTNJIT_CP_ASYNC_L2 ".L2::" ATTNJIT_CP_ASYNC_STR(ATTNJIT_CP_ASYNC_L2_PREFETCH) "B"
+#else
+#define ATTNJIT_CP_ASYNC_L2 ""
+#endif
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, u32 src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global" ATTNJIT_CP_ASYNC_L2 " [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)),
+               "l"(gmem), "r"(src_bytes));
+}
+// The same, always 16 bytes (no zero-fill operand: a whole tile inside the sequence).
+__device__ __forceinline__ void cp_async_16_full(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global" ATTNJIT_CP_ASYNC_L2 " [%0], [%1], 16;" ::"r"(smem_addr(smem)), "l"(gmem));
 }
 // 4-byte global->shared copy (per-token scales); src_bytes 0 zero-fills.
 __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, u32 src_bytes) {

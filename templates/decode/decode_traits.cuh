@@ -42,10 +42,12 @@ struct DecodeTraits {
   static_assert(kTile == 16 || kTile == 32, "warp tiles are 16 or 32 tokens");
   static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
   static constexpr int kRowElems = kHeadDim + 8;             // padded MT row: no ldmatrix conflicts
-  // fp8 rows of 128 bytes or more are XOR-swizzled by 16-byte chunk (conflict-free
-  // ldmatrix without padding, so three 32-token stages of two CTAs fit an SM);
+  // fp8 rows of 128 bytes or more, and int4 rows of 32, 64 or 128·n bytes, are XOR-swizzled
+  // by 16-byte chunk (conflict-free ldmatrix without padding, so three 32-token stages of
+  // two CTAs fit an SM, and int4's padding, a fifth of its ring, goes to stages);
   // other rows are padded by 16 bytes.
-  static constexpr bool kSwizzleRaw = kFp8Kv && kHeadDim % 128 == 0;
+  static constexpr bool kSwizzleRaw =
+      (kFp8Kv && kHeadDim % 128 == 0) || (kInt4Kv && (kHeadDim == 64 || kHeadDim == 128 || kHeadDim % 256 == 0));
   static constexpr int kRowDataBytes = kInt4Kv ? kHeadDim / 2 : kHeadDim * int(sizeof(KVT));  // one K or V row
   static constexpr int kRawRowBytes = kRowDataBytes + (kSwizzleRaw ? 0 : 16);
   static constexpr int kQBytes = kRows * kRowElems * 2;
@@ -69,6 +71,14 @@ struct DecodeTraits {
   static constexpr bool kTransposed = kGroup_ <= 8 && ((kInt8Kv && kDirectFp8) || kInt4Kv) && !kSplitD &&
                                       kSplitMStages_ == 0;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
+  // Contiguous K/V copied by a per-lane plan set once per warp (sources carried, shared
+  // offsets by the swizzle's period, no validity selects on whole tiles): the decode
+  // generator's ATTNJIT_DECODE_LANE_COPY, a measuring knob while it is A/B'd on the H200.
+#ifdef ATTNJIT_DECODE_LANE_COPY
+  static constexpr bool kLaneCopy = !kPaged && 32 % (kRowDataBytes / 16) == 0;
+#else
+  static constexpr bool kLaneCopy = false;
+#endif
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
   static constexpr int kMergeBytes = kMergeWarps * kRows * (kHeadDim + 2) * 4;

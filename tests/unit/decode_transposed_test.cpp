@@ -5,6 +5,7 @@
 // is refused before it runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,24 @@ TEST(DecodeTransposed, Int8AndInt4AtGroupsUpTo8TakeIt) {
     EXPECT_NE(src.find(std::string("Traits::kTransposed == ") + (c.transposed ? "true" : "false")), std::string::npos)
         << src;
   }
+}
+
+// int4 rows go unpadded (XOR-swizzled: hd 64, 128 and 256 rows are 32, 64 and 128 bytes), and
+// their copies fetch whole L2 lines, whose other half the next KV head's CTA reads; int8's
+// rows are whole lines already.
+TEST(DecodeTransposed, Int4RowsAreSwizzledAndFetchedInWholeLines) {
+  for (int hd : {64, 128, 256}) {
+    const KernelSpec s = quant_spec(DType::kInt32, hd, 4, 0, 0);
+    const ops::DecodeTiling t = ops::decode_tiling(s);
+    const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile and RoPE frequencies
+    const int ring = t.warps * t.stages * 2 * t.tile * (hd / 2);
+    EXPECT_EQ(t.smem_bytes, fixed + std::max(ring, std::max(t.warps * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4))) << s.name();
+    EXPECT_EQ(t.l2_prefetch, 128) << s.name();
+    EXPECT_NE(render::render(s).source.find("#define ATTNJIT_CP_ASYNC_L2_PREFETCH 128"), std::string::npos);
+  }
+  const KernelSpec int8 = quant_spec(DType::kInt8, 128, 4, 0, 0);
+  EXPECT_EQ(ops::decode_tiling(int8).l2_prefetch, 0);
+  EXPECT_EQ(render::render(int8).source.find("ATTNJIT_CP_ASYNC_L2_PREFETCH"), std::string::npos);
 }
 
 // The mirror is checked at compile time: a TU that disagrees does not build.

@@ -119,14 +119,24 @@ TEST(FiaCompile, CanImplementRefusesWhatTheTemplatesLack) {
 
 // ATTNJIT_PREFILL_PINGPONG reaches the Hopper kernel's Traits (so the cache key
 // follows it); a bad value is an error naming the variable.
+// Ping-pong is on by default without a mask and off under one (measured on the H200); the
+// knob overrides both ways.
 TEST(FiaCompile, PingPongKnobReachesTheTraits) {
   KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kCausal, 0, 0, "sm_90a");
   s.backend = spec::Backend::kTrtllmGen;
-  const std::string on = render::render(s).source;
-  EXPECT_NE(on.find("PrefillHopperTraits<attnjit::bf16_t, 128, 128, 128, 3, true,"), std::string::npos) << on;
+  KernelSpec full = s;
+  full.mask = spec::MaskMode::kNone;
+  const std::string causal = render::render(s).source;
+  EXPECT_NE(causal.find("PrefillHopperTraits<attnjit::bf16_t, 128, 128, 128, 3, false,"), std::string::npos) << causal;
+  const std::string plain = render::render(full).source;
+  EXPECT_NE(plain.find("PrefillHopperTraits<attnjit::bf16_t, 128, 128, 128, 3, true,"), std::string::npos) << plain;
+  {
+    testing::EnvGuard on("ATTNJIT_PREFILL_PINGPONG", "1");
+    EXPECT_NE(render::render(s).source.find(", 3, true,"), std::string::npos);
+  }
   {
     testing::EnvGuard off("ATTNJIT_PREFILL_PINGPONG", "0");
-    EXPECT_NE(render::render(s).source.find(", 3, false,"), std::string::npos);
+    EXPECT_NE(render::render(full).source.find(", 3, false,"), std::string::npos);
   }
   testing::EnvGuard bad("ATTNJIT_PREFILL_PINGPONG", "2");
   try {

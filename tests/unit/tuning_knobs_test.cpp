@@ -8,10 +8,12 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/env_guard.hpp"
 #include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
+#include "common/compile_check.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "render/renderer.hpp"
@@ -51,6 +53,44 @@ TEST(TuningKnobs, DefaultsKeepTileBytesEqualWithLazyRescale) {
   spec::KernelSpec masked = xqa_spec(DType::kFloat8E4M3, 64);
   masked.mask = spec::MaskMode::kCustom;
   EXPECT_EQ(render::render(masked).launch.split_granule, 16);
+}
+
+// The L2 prefetch size reaches the copies' PTX: by default 128 bytes for 16-bit (and int4)
+// K/V and none for 8-bit, and the knob overrides either way.
+TEST(TuningKnobs, L2PrefetchReachesTheCopies) {
+  unsetenv("ATTNJIT_DECODE_L2_PREFETCH");
+  EXPECT_EQ(ops::decode_tiling(xqa_spec(DType::kBFloat16, 32)).l2_prefetch, 128);
+  const std::string fp8 = render::render(xqa_spec(DType::kFloat8E4M3, 32)).source;
+  EXPECT_EQ(fp8.find("ATTNJIT_CP_ASYNC_L2_PREFETCH"), std::string::npos);
+  {
+    EnvGuard off("ATTNJIT_DECODE_L2_PREFETCH", "0");
+    EXPECT_EQ(render::render(xqa_spec(DType::kBFloat16, 32)).source.find("ATTNJIT_CP_ASYNC_L2_PREFETCH"),
+              std::string::npos);
+  }
+  EnvGuard knob("ATTNJIT_DECODE_L2_PREFETCH", "128");
+  const auto spec = xqa_spec(DType::kFloat8E4M3, 32);
+  const auto unit = render::render(spec);
+  EXPECT_NE(unit.source.find("#define ATTNJIT_CP_ASYNC_L2_PREFETCH 128"), std::string::npos) << unit.source;
+  const auto out = compile::compile(spec.name(), unit, spec.arch);
+  EXPECT_FALSE(out.cubin.empty());
+  EXPECT_NE(out.ptx.find("cp.async.cg.shared.global.L2::128B"), std::string::npos);
+}
+
+// The per-lane copy plan (contiguous K/V only) reaches the source and compiles without spills
+// for the dtypes whose rows it copies whole: 16-bit, int8 and int4.
+TEST(TuningKnobs, LaneCopyReachesContiguousKernelsOnly) {
+  EnvGuard knob("ATTNJIT_DECODE_LANE_COPY", "1");
+  EXPECT_EQ(render::render(xqa_spec(DType::kBFloat16, 32)).source.find("ATTNJIT_DECODE_LANE_COPY"), std::string::npos);
+  std::vector<spec::KernelSpec> specs;
+  for (DType kv : {DType::kBFloat16, DType::kInt8, DType::kInt32}) {
+    spec::KernelSpec s = xqa_spec(kv, 0);
+    s.family = spec::OpFamily::kDecode;
+    s.q_dtype = s.out_dtype = DType::kBFloat16;
+    s.group_size = 4;
+    EXPECT_NE(render::render(s).source.find("#define ATTNJIT_DECODE_LANE_COPY 1"), std::string::npos) << s.name();
+    specs.push_back(s);
+  }
+  testing::expect_compiles_without_spills(specs, "lane-copy decode kernels");
 }
 
 TEST(TuningKnobs, KnobsOverrideTheDefaults) {
@@ -128,7 +168,9 @@ TEST(TuningKnobs, BadValuesAreErrorsNamingTheVariable) {
                {"ATTNJIT_DECODE_LAZY_RESCALE", "2"},   {"ATTNJIT_DECODE_LAZY_RESCALE", "yes"},
                {"ATTNJIT_DECODE_RING_KB", "-1"},       {"ATTNJIT_DECODE_RING_KB", "0"},
                {"ATTNJIT_DECODE_RING_KB", "3000000"},  {"ATTNJIT_DECODE_RING_KB", "99999999999999999999"},
-               {"ATTNJIT_DECODE_RING_KB", " 105"}};
+               {"ATTNJIT_DECODE_RING_KB", " 105"},     {"ATTNJIT_DECODE_L2_PREFETCH", "100"},
+               {"ATTNJIT_DECODE_L2_PREFETCH", "512"},  {"ATTNJIT_DECODE_L2_PREFETCH", "x"},
+               {"ATTNJIT_DECODE_LANE_COPY", "2"}};
   for (const auto& c : cases) {
     EnvGuard knob(c.name, c.value);
     try {

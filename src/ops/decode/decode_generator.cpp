@@ -61,12 +61,26 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   DecodeTiling t;
   t.tile = tile;
   t.lazy_rescale = lazy;
+  // L2 fetches this many bytes around each K/V copy. int4's rows (hd128: 64 bytes) are half
+  // an L2 line, whose other half the next KV head's CTA reads at about the same time: with
+  // whole lines fetched, B128·KV4K BSND went 2.58 -> 3.46 TB/s on the H200. 16-bit K/V
+  // gained 2-3% (xqa bf16 B1-B128, single_decode L32K-128K, FIA B128); 8-bit K/V lost up to
+  // 1% (int8) or nothing (fp8), so it fetches as it asks (PERFORMANCE.md, nineteenth session).
+  // ATTNJIT_DECODE_L2_PREFETCH overrides, for measurement.
+  const int l2_default = s.kv_dtype == DType::kInt32 || dtype_size(s.kv_dtype) == 2 ? 128 : 0;
+  t.l2_prefetch = util::env_knob("ATTNJIT_DECODE_L2_PREFETCH", 0, 256, "0, 64, 128 or 256").value_or(l2_default);
+  // A measuring knob: contiguous K/V copies from a per-lane plan set once (Traits::kLaneCopy).
+  t.lane_copy = util::env_knob("ATTNJIT_DECODE_LANE_COPY", 0, 1, "0 or 1").value_or(0) == 1 && s.page_size == 0;
+  if (t.l2_prefetch != 0 && t.l2_prefetch != 64 && t.l2_prefetch != 128 && t.l2_prefetch != 256)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", t.l2_prefetch));
   const int hd = s.head_dim_qk;
   const bool int4 = s.kv_dtype == DType::kInt32;  // eight dims to a word
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
-  const int raw_row = (int4 ? hd / 2 : hd * kv_bytes) + (fp8 && hd % 128 == 0 ? 0 : 16);  // Traits::kRawRowBytes
+  const bool swizzled = (fp8 && hd % 128 == 0) || (int4 && (hd == 64 || hd == 128 || hd % 256 == 0));  // kSwizzleRaw
+  const int raw_row = (int4 ? hd / 2 : hd * kv_bytes) + (swizzled ? 0 : 16);  // Traits::kRawRowBytes
   const bool sd = split_d(s);
   const int rings = sd ? 1 : t.warps;  // split-D: one CTA-wide ring; else one per warp
   const bool token_scales = s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale);
@@ -265,6 +279,7 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
   u.smem_symbol = "attnjit_smem_bytes";
   u.source = fmt::format(
       "// attnjit {name}\n"
+      "{prefetch}"
       "#include \"decode/gqa_decode.cuh\"\n"
       "using Traits = attnjit::DecodeTraits<{q}, {kv}, {o}, {hd}, {g}, {page}, {hnd}, {mask}, {pos}, "
       "{feat}u, {warps}, {stages}, {smem_limit}, {tile}, {lazy}{split_m}>;\n"
@@ -278,7 +293,10 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       "  extern __shared__ __align__(16) unsigned char smem[];\n"
       "  attnjit::GqaDecode<Traits>::run(params, smem);\n"
       "}}\n",
-      fmt::arg("name", s.name()), fmt::arg("q", device_type(s.q_dtype)),
+      fmt::arg("name", s.name()),
+      fmt::arg("prefetch", (t.l2_prefetch ? fmt::format("#define ATTNJIT_CP_ASYNC_L2_PREFETCH {}\n", t.l2_prefetch) : "") +
+                               (t.lane_copy ? "#define ATTNJIT_DECODE_LANE_COPY 1\n" : "")),
+      fmt::arg("q", device_type(s.q_dtype)),
       fmt::arg("kv", device_type(s.kv_dtype)), fmt::arg("o", device_type(s.out_dtype)),
       fmt::arg("hd", s.head_dim_qk), fmt::arg("g", s.group_size), fmt::arg("page", s.page_size),
       fmt::arg("hnd", s.layout == spec::KvLayout::kHND ? "true" : "false"),

@@ -140,8 +140,12 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
            hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1, int8_kv) <= t.smem_limit)
       ++t.stages;
     t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, int8_kv);
+    // Ping-pong (the consumers take turns at their GEMMs) pays without a band and costs
+    // under one: measured on the H200 in two calls (PERFORMANCE.md, nineteenth session),
+    // off gained 1-5% on every causal row and lost up to 10% on full ones (B16·S2K).
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
-    t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(1) == 1;
+    const bool band = s.mask != spec::MaskMode::kNone;
+    t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1;
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O

@@ -57,10 +57,6 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, u32 sr
   asm volatile("cp.async.cg.shared.global" ATTNJIT_CP_ASYNC_L2 " [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)),
                "l"(gmem), "r"(src_bytes));
 }
-// The same, always 16 bytes (no zero-fill operand: a whole tile inside the sequence).
-__device__ __forceinline__ void cp_async_16_full(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global" ATTNJIT_CP_ASYNC_L2 " [%0], [%1], 16;" ::"r"(smem_addr(smem)), "l"(gmem));
-}
 // 4-byte global->shared copy (per-token scales); src_bytes 0 zero-fills.
 __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, u32 src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));

@@ -71,14 +71,6 @@ struct DecodeTraits {
   static constexpr bool kTransposed = kGroup_ <= 8 && ((kInt8Kv && kDirectFp8) || kInt4Kv) && !kSplitD &&
                                       kSplitMStages_ == 0;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
-  // Contiguous K/V copied by a per-lane plan set once per warp (sources carried, shared
-  // offsets by the swizzle's period, no validity selects on whole tiles): the decode
-  // generator's ATTNJIT_DECODE_LANE_COPY, a measuring knob while it is A/B'd on the H200.
-#ifdef ATTNJIT_DECODE_LANE_COPY
-  static constexpr bool kLaneCopy = !kPaged && 32 % (kRowDataBytes / 16) == 0;
-#else
-  static constexpr bool kLaneCopy = false;
-#endif
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
   static constexpr int kMergeBytes = kMergeWarps * kRows * (kHeadDim + 2) * 4;

@@ -209,6 +209,30 @@ struct DecodeTransposed {
     }
   };
 
+  // Scale (per-token K scales, soft cap, ALiBi) the tile's scores into log2 units, with
+  // kTestKeys the per-key visibility; mx takes each of the thread's two heads' maxima.
+  template <bool kTestKeys>
+  __device__ static __forceinline__ void scale_tile(const DecodeParams& p, const Work& w, float (&st)[kM][4], int tok0,
+                                                    const float* ts, const float (&kbias)[2], const float (&qsum)[2],
+                                                    const float (&slope)[2], const int (&q_pos)[2], float scale_log2,
+                                                    float (&mx)[2]) {
+    const int g = (threadIdx.x % 32) / 4, tq = threadIdx.x % 4;
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = e & 1, j = mi * 16 + g + 8 * (e / 2), tok = tok0 + j;
+        float x = st[mi][e];
+        if constexpr (Tr::kKTok) x = Tok::key_score(x - kbias[c], ts, j, qsum[c]);
+        if (Dec::has(feat::kSoftCap)) x = p.soft_cap * tanhf(x * w.score_scale / p.soft_cap) * kLog2e;
+        else x *= scale_log2;
+        if (Tr::kPos == pos_mode::kAlibi) x += slope[c] * float(tok - q_pos[c]);
+        if (kTestKeys) x = Dec::visible(p, w, 2 * tq + c, tok) ? x : kNegInf;
+        st[mi][e] = x;
+        mx[c] = fmaxf(mx[c], x);
+      }
+  }
+
   // The warp's tiles, then its partial (max, sum, O) rows 0-7 into the merge buffers.
   __device__ static void run(const DecodeParams& p, const Work& w, const MT* q_s, unsigned char* loop_s, int warp,
                              int lane, float* red_o, float* red_m, float* red_l) {
@@ -238,6 +262,7 @@ struct DecodeTransposed {
       }
     }
     VUnit vu;
+    const float scale_log2 = w.score_scale * kLog2e;  // one multiply a score without a soft cap
 
     Dec::walk_ring(p, w, loop_s, warp, lane, [&](int tok0, unsigned char* stage) {
       const unsigned char* k_raw = stage;
@@ -246,23 +271,10 @@ struct DecodeTransposed {
       float st[kM][4];
       scores(qb, q_s, k_raw, lane, st);
 
-      const bool test_keys = !(Dec::has(feat::kWindow) && Dec::seen_whole(p, w, tok0));
+      // Whole tiles that every row sees skip the per-key test (a warp-uniform branch).
       float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-      for (int mi = 0; mi < kM; ++mi)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = e & 1, j = mi * 16 + g + 8 * (e / 2), tok = tok0 + j;
-          float x = st[mi][e];
-          if constexpr (Tr::kKTok) x = Tok::key_score(x - kbias[c], ts, j, qsum[c]);
-          x *= w.score_scale;
-          if (Dec::has(feat::kSoftCap)) x = p.soft_cap * tanhf(x / p.soft_cap);
-          x *= kLog2e;
-          if (Tr::kPos == pos_mode::kAlibi) x += slope[c] * float(tok - q_pos[c]);
-          if (test_keys) x = Dec::visible(p, w, 2 * tq + c, tok) ? x : kNegInf;
-          st[mi][e] = x;
-          mx[c] = fmaxf(mx[c], x);
-        }
+      if (Dec::seen_whole(p, w, tok0)) scale_tile<false>(p, w, st, tok0, ts, kbias, qsum, slope, q_pos, scale_log2, mx);
+      else scale_tile<true>(p, w, st, tok0, ts, kbias, qsum, slope, q_pos, scale_log2, mx);
       float ref[2], alpha[2];
 #pragma unroll
       for (int c = 0; c < 2; ++c) {

@@ -328,55 +328,6 @@ struct GqaDecode {
   }
 
 
-  // Contiguous K/V, whole rows per pass (Traits::kLaneCopy): this lane's copy plan. Its
-  // sources step by a tile each time; its shared-memory offsets repeat with the swizzle's
-  // period (eight rows), so the passes past the first period add constants.
-  static constexpr int kCopyChunks = Tr::kRowDataBytes / 16;
-  static constexpr int kCopyRows = 32 / (kCopyChunks > 32 ? 32 : kCopyChunks);  // rows per pass
-  static constexpr int kCopyPeriod = Tr::kSwizzleRaw && kCopyRows < 8 ? 8 / kCopyRows : 1;  // passes
-  static constexpr int kCopyPasses = kTile / kCopyRows;
-  struct LaneCopy {
-    const unsigned char* k;  // this lane's first K / V source of the next tile
-    const unsigned char* v;
-    long long ks, vs;        // a pass's source step (bytes)
-    int dst[kCopyPeriod];    // shared offsets of the first period's passes
-    int r0;                  // this lane's first row
-  };
-  __device__ static void lane_copy_init(const DecodeParams& p, const unsigned char* kb, const unsigned char* vb,
-                                        int lane, LaneCopy& lc) {
-    const int c = lane % kCopyChunks;
-    lc.r0 = lane / kCopyChunks;
-    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
-    lc.k = kb + lc.r0 * ks + c * 16;
-    lc.v = vb + lc.r0 * vs + c * 16;
-    lc.ks = kCopyRows * ks;
-    lc.vs = kCopyRows * vs;
-#pragma unroll
-    for (int j = 0; j < kCopyPeriod; ++j) lc.dst[j] = raw_offset<Tr>(lc.r0 + j * kCopyRows, c * 16);
-  }
-  __device__ static __forceinline__ void issue_tile_lanes(const DecodeParams& p, const Work& w, unsigned char* stage,
-                                                          const LaneCopy& lc, int tok0, int lane) {
-    constexpr int kV = kTile * Tr::kRawRowBytes;
-    if (tok0 + kTile <= w.tok_hi) {
-#pragma unroll
-      for (int j = 0; j < kCopyPasses; ++j) {
-        unsigned char* d = stage + lc.dst[j % kCopyPeriod] + (j / kCopyPeriod) * 8 * Tr::kRawRowBytes;
-        cp_async_16_full(d, lc.k + j * lc.ks);
-        cp_async_16_full(d + kV, lc.v + j * lc.vs);
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kCopyPasses; ++j) {
-        unsigned char* d = stage + lc.dst[j % kCopyPeriod] + (j / kCopyPeriod) * 8 * Tr::kRawRowBytes;
-        const bool valid = tok0 + lc.r0 + j * kCopyRows < w.tok_hi;
-        cp_async_16(d, valid ? lc.k + j * lc.ks : lc.k, valid ? 16u : 0u);
-        cp_async_16(d + kV, valid ? lc.v + j * lc.vs : lc.v, valid ? 16u : 0u);
-      }
-    }
-    if constexpr (Tr::kTokScales)
-      DecodeTokenScales<Tr>::issue(p, w.tok, w.tok_hi, reinterpret_cast<float*>(stage + 2 * kV), tok0, 0, lane);
-  }
-
   // fp8 tile -> fp16 tile in the warp's conversion buffer.
   __device__ static void widen_tile(const unsigned char* raw, MT* dst, int lane) {
     constexpr int kChunks = HD / 16;  // 16 fp8 per chunk
@@ -576,8 +527,6 @@ struct GqaDecode {
     const int tok_next = w.tok_lo + (warp + (S - 1) * W) * kTile;
     const unsigned char* kn = tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, 0, tok_next);
     const unsigned char* vn = tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, 0, tok_next);
-    LaneCopy lc;
-    if constexpr (Tr::kLaneCopy) lane_copy_init(p, kn, vn, lane, lc);
     for (int it = 0, t = warp; t < n_tiles; ++it, t += W) {
       {
         const int tn = t + (S - 1) * W;
@@ -586,10 +535,6 @@ struct GqaDecode {
         unsigned char* stage = ring + ((it + S - 1) % S) * Tr::kStageBytes;
         if constexpr (Tr::kPaged) {
           if (tn < n_tiles) issue_tile(p, w, stage, w.tok_lo + tn * kTile, page, lane);
-        } else if constexpr (Tr::kLaneCopy) {
-          if (tn < n_tiles) issue_tile_lanes(p, w, stage, lc, w.tok_lo + tn * kTile, lane);
-          lc.k += W * kTile * p.k_stride_tok * (long long)sizeof(KVT);
-          lc.v += W * kTile * p.v_stride_tok * (long long)sizeof(KVT);
         } else {
           if (tn < n_tiles) issue_tile_at(p, w, stage, kn, vn, w.tok_lo + tn * kTile, 0, lane);
           kn += W * kTile * p.k_stride_tok * (long long)sizeof(KVT);

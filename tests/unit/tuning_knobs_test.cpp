@@ -8,12 +8,10 @@
 
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "common/env_guard.hpp"
 #include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
-#include "common/compile_check.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "render/renderer.hpp"
@@ -74,23 +72,6 @@ TEST(TuningKnobs, L2PrefetchReachesTheCopies) {
   const auto out = compile::compile(spec.name(), unit, spec.arch);
   EXPECT_FALSE(out.cubin.empty());
   EXPECT_NE(out.ptx.find("cp.async.cg.shared.global.L2::128B"), std::string::npos);
-}
-
-// The per-lane copy plan (contiguous K/V only) reaches the source and compiles without spills
-// for the dtypes whose rows it copies whole: 16-bit, int8 and int4.
-TEST(TuningKnobs, LaneCopyReachesContiguousKernelsOnly) {
-  EnvGuard knob("ATTNJIT_DECODE_LANE_COPY", "1");
-  EXPECT_EQ(render::render(xqa_spec(DType::kBFloat16, 32)).source.find("ATTNJIT_DECODE_LANE_COPY"), std::string::npos);
-  std::vector<spec::KernelSpec> specs;
-  for (DType kv : {DType::kBFloat16, DType::kInt8, DType::kInt32}) {
-    spec::KernelSpec s = xqa_spec(kv, 0);
-    s.family = spec::OpFamily::kDecode;
-    s.q_dtype = s.out_dtype = DType::kBFloat16;
-    s.group_size = 4;
-    EXPECT_NE(render::render(s).source.find("#define ATTNJIT_DECODE_LANE_COPY 1"), std::string::npos) << s.name();
-    specs.push_back(s);
-  }
-  testing::expect_compiles_without_spills(specs, "lane-copy decode kernels");
 }
 
 TEST(TuningKnobs, KnobsOverrideTheDefaults) {
@@ -169,8 +150,7 @@ TEST(TuningKnobs, BadValuesAreErrorsNamingTheVariable) {
                {"ATTNJIT_DECODE_RING_KB", "-1"},       {"ATTNJIT_DECODE_RING_KB", "0"},
                {"ATTNJIT_DECODE_RING_KB", "3000000"},  {"ATTNJIT_DECODE_RING_KB", "99999999999999999999"},
                {"ATTNJIT_DECODE_RING_KB", " 105"},     {"ATTNJIT_DECODE_L2_PREFETCH", "100"},
-               {"ATTNJIT_DECODE_L2_PREFETCH", "512"},  {"ATTNJIT_DECODE_L2_PREFETCH", "x"},
-               {"ATTNJIT_DECODE_LANE_COPY", "2"}};
+               {"ATTNJIT_DECODE_L2_PREFETCH", "512"},  {"ATTNJIT_DECODE_L2_PREFETCH", "x"}};
   for (const auto& c : cases) {
     EnvGuard knob(c.name, c.value);
     try {

@@ -69,8 +69,6 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // ATTNJIT_DECODE_L2_PREFETCH overrides, for measurement.
   const int l2_default = s.kv_dtype == DType::kInt32 || dtype_size(s.kv_dtype) == 2 ? 128 : 0;
   t.l2_prefetch = util::env_knob("ATTNJIT_DECODE_L2_PREFETCH", 0, 256, "0, 64, 128 or 256").value_or(l2_default);
-  // A measuring knob: contiguous K/V copies from a per-lane plan set once (Traits::kLaneCopy).
-  t.lane_copy = util::env_knob("ATTNJIT_DECODE_LANE_COPY", 0, 1, "0 or 1").value_or(0) == 1 && s.page_size == 0;
   if (t.l2_prefetch != 0 && t.l2_prefetch != 64 && t.l2_prefetch != 128 && t.l2_prefetch != 256)
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", t.l2_prefetch));
@@ -294,8 +292,7 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       "  attnjit::GqaDecode<Traits>::run(params, smem);\n"
       "}}\n",
       fmt::arg("name", s.name()),
-      fmt::arg("prefetch", (t.l2_prefetch ? fmt::format("#define ATTNJIT_CP_ASYNC_L2_PREFETCH {}\n", t.l2_prefetch) : "") +
-                               (t.lane_copy ? "#define ATTNJIT_DECODE_LANE_COPY 1\n" : "")),
+      fmt::arg("prefetch", t.l2_prefetch ? fmt::format("#define ATTNJIT_CP_ASYNC_L2_PREFETCH {}\n", t.l2_prefetch) : ""),
       fmt::arg("q", device_type(s.q_dtype)),
       fmt::arg("kv", device_type(s.kv_dtype)), fmt::arg("o", device_type(s.out_dtype)),
       fmt::arg("hd", s.head_dim_qk), fmt::arg("g", s.group_size), fmt::arg("page", s.page_size),

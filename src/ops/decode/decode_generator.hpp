@@ -25,8 +25,6 @@ struct DecodeTiling {
   bool transposed = false;
   // L2 prefetch size of the K/V copies (0, 64, 128 or 256 bytes; ATTNJIT_DECODE_L2_PREFETCH).
   int l2_prefetch = 0;
-  // Contiguous K/V copied by a per-lane plan (Traits::kLaneCopy; ATTNJIT_DECODE_LANE_COPY=1).
-  bool lane_copy = false;
 };
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 // Query rows per CTA for a launch of spec with q_seq_len (max draft) tokens per

@@ -109,9 +109,10 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
   // Never more than the arch allows per block.
   // int4 and per-token scales (Traits::kFourCtas): a ring that leaves room for four CTAs.
   const bool four_ctas = int4 || token_scales;
-  // int4 on the transposed tile (half the O registers) fits a fifth (int8 keeps its
-  // deeper ring: it already runs at the HBM rate). int4 takes no mask, so never split-M:
-  // this is Traits::kTransposed && kInt4Kv.
+  // int4 on the transposed tile (half the O registers) leaves shared memory for a fifth
+  // (int8 keeps its deeper ring: it already runs at the HBM rate); the registers allow it
+  // at 16-token tiles only (the 32-token tile, contiguous K/V's default, runs four: 111
+  // registers). int4 takes no mask, so never split-M: this is Traits::kTransposed && kInt4Kv.
   const bool int4_transposed = int4 && s.group_size <= 8;
   const int ctas = int4_transposed ? 5 : four_ctas ? 4 : 0;
   // The ring shares its bytes with the merge's tail: never smaller than that.

@@ -10,15 +10,15 @@ namespace attnjit {
 
 // Byte offset of (row, byte column) in a raw KV tile of the ring: 16-byte chunks
 // XOR-swizzled by row where Traits::kSwizzleRaw, else padded rows. An ldmatrix reads one
-// chunk column of eight rows: rows of n < 8 chunks share the 128-byte bank period 8 / n
-// to a period, so the XOR takes row / (8 / n), which gives the eight rows eight banks.
+// chunk column of eight rows, which must fall on the eight 16-byte banks of a 128-byte
+// period: each run of n = min(chunks a row, 8) chunks is XORed with row / (8 / n), so
+// the 8 / n rows that share a period take different chunks.
 template <class Tr>
 __device__ __forceinline__ int raw_offset(int row, int col) {
-  constexpr int kChunks = Tr::kRowDataBytes / 16;
-  if constexpr (Tr::kSwizzleRaw && kChunks >= 8)
-    return row * Tr::kRawRowBytes + ((((col >> 4) ^ row) & 7) | ((col >> 4) & ~7)) * 16 + (col & 15);
-  else if constexpr (Tr::kSwizzleRaw)
-    return row * Tr::kRawRowBytes + (((col >> 4) ^ (row / (8 / kChunks))) & (kChunks - 1)) * 16 + (col & 15);
+  constexpr int kChunks = Tr::kRowDataBytes / 16, kN = kChunks < 8 ? kChunks : 8;
+  if constexpr (Tr::kSwizzleRaw)
+    return row * Tr::kRawRowBytes + ((((col >> 4) ^ (row / (8 / kN))) & (kN - 1)) | ((col >> 4) & ~(kN - 1))) * 16 +
+           (col & 15);
   else return row * Tr::kRawRowBytes + col;
 }
 

@@ -43,8 +43,8 @@ struct DecodeTraits {
   static constexpr int kRows = 16;  // query rows per CTA (one MMA M tile)
   static constexpr int kRowElems = kHeadDim + 8;             // padded MT row: no ldmatrix conflicts
   // fp8 rows of 128 bytes or more, and int4 rows of 32, 64 or 128·n bytes, are XOR-swizzled
-  // by 16-byte chunk (conflict-free ldmatrix without padding, so three 32-token stages of
-  // two CTAs fit an SM, and int4's padding, a fifth of its ring, goes to stages);
+  // by 16-byte chunk (conflict-free ldmatrix without padding: three 32-token fp8 stages of
+  // two CTAs fit an SM, and int4's ring sheds the fifth of its bytes that padding took);
   // other rows are padded by 16 bytes.
   static constexpr bool kSwizzleRaw =
       (kFp8Kv && kHeadDim % 128 == 0) || (kInt4Kv && (kHeadDim == 64 || kHeadDim == 128 || kHeadDim % 256 == 0));

@@ -57,21 +57,11 @@ bool split_m_eligible(const spec::KernelSpec& s) {
   return util::env_knob("ATTNJIT_DECODE_SPLIT_M", 0, 1, "0 or 1").value_or(1) == 1;
 }
 
-DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy) {
+DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_prefetch) {
   DecodeTiling t;
   t.tile = tile;
   t.lazy_rescale = lazy;
-  // L2 fetches this many bytes around each K/V copy. int4's rows (hd128: 64 bytes) are half
-  // an L2 line, whose other half the next KV head's CTA reads at about the same time: with
-  // whole lines fetched, B128·KV4K BSND went 2.58 -> 3.46 TB/s on the H200. 16-bit K/V
-  // gained 2-3% (xqa bf16 B1-B128, single_decode L32K-128K, FIA B128); 8-bit K/V lost up to
-  // 1% (int8) or nothing (fp8), so it fetches as it asks (PERFORMANCE.md, nineteenth session).
-  // ATTNJIT_DECODE_L2_PREFETCH overrides, for measurement.
-  const int l2_default = s.kv_dtype == DType::kInt32 || dtype_size(s.kv_dtype) == 2 ? 128 : 0;
-  t.l2_prefetch = util::env_knob("ATTNJIT_DECODE_L2_PREFETCH", 0, 256, "0, 64, 128 or 256").value_or(l2_default);
-  if (t.l2_prefetch != 0 && t.l2_prefetch != 64 && t.l2_prefetch != 128 && t.l2_prefetch != 256)
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", t.l2_prefetch));
+  t.l2_prefetch = l2_prefetch;
   const int hd = s.head_dim_qk;
   const bool int4 = s.kv_dtype == DType::kInt32;  // eight dims to a word
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
@@ -163,6 +153,17 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
   const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
   const bool lazy = util::env_knob("ATTNJIT_DECODE_LAZY_RESCALE", 0, 1, "0 or 1").value_or(1) == 1;
+  // L2 fetches this many bytes around each K/V copy. int4's rows (hd128: 64 bytes) are half
+  // an L2 line, whose other half the next KV head's CTA reads at about the same time: with
+  // whole lines fetched, B128·KV4K BSND went 2.58 -> 3.46 TB/s on the H200. 16-bit K/V
+  // gained 2-3% (xqa bf16 B1-B128, single_decode L32K-128K, FIA B128); 8-bit K/V lost up to
+  // 1% (int8) or nothing (fp8), so it fetches as it asks (PERFORMANCE.md, nineteenth session).
+  // ATTNJIT_DECODE_L2_PREFETCH overrides, for measurement.
+  const int l2_default = s.kv_dtype == DType::kInt32 || dtype_size(s.kv_dtype) == 2 ? 128 : 0;
+  const int l2 = util::env_knob("ATTNJIT_DECODE_L2_PREFETCH", 0, 256, "0, 64, 128 or 256").value_or(l2_default);
+  if (l2 != 0 && l2 != 64 && l2 != 128 && l2 != 256)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", l2));
   // Split-D (head_dim > 256) takes 32 where three stages fit: each warp reads Q
   // from shared memory once per tile, so the larger tile halves those reads.
   const auto forced = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
@@ -172,10 +173,10 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));
   if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
-    DecodeTiling t = tiling_for(s, 32, lazy);
+    DecodeTiling t = tiling_for(s, 32, lazy, l2);
     if (t.smem_bytes <= t.smem_limit && (!split_d(s) || forced || t.stages >= 3)) return t;
   }
-  return tiling_for(s, 16, lazy);
+  return tiling_for(s, 16, lazy, l2);
 }
 
 bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::string* why) {

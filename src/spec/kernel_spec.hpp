@@ -38,7 +38,8 @@ constexpr uint32_t kSharedPrefix = 1u << 10;  // FIA key/value_shared_prefix bef
 constexpr uint32_t kKTokenScale = 1u << 11;   // int8 K dequantised per token (FIA antiquant on the decode kernel)
 constexpr uint32_t kVTokenScale = 1u << 12;   // int8 V dequantised per token (likewise)
 constexpr uint32_t kDequantPass = 1u << 13;   // prefill: the pass that dequantises int8 K/V into 16-bit copies
-constexpr uint32_t kAll = ((1u << 14) - 1) & ~(1u << 5);
+constexpr uint32_t kKvPair = 1u << 14;        // decode: one CTA serves two adjacent KV heads (int4 K/V, group <= 4)
+constexpr uint32_t kAll = ((1u << 15) - 1) & ~(1u << 5);
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -49,7 +50,7 @@ inline constexpr Name kNames[] = {
     {kSoftCap, "softcap"},   {kSlidingWindow, "window"}, {kSinks, "sinks"},     {kReturnLse, "lse"},
     {kScalePointers, "scaleptr"}, {kRaggedQ, "raggedq"},
     {kPse, "pse"},           {kSplitRope, "splitrope"}, {kLeftPad, "leftpad"}, {kSharedPrefix, "prefix"},
-    {kKTokenScale, "ktokscale"}, {kVTokenScale, "vtokscale"}, {kDequantPass, "dqpass"},
+    {kKTokenScale, "ktokscale"}, {kVTokenScale, "vtokscale"}, {kDequantPass, "dqpass"}, {kKvPair, "kvpair"},
 };
 }  // namespace feature
 

@@ -46,9 +46,16 @@ struct DecodeTraits {
   // by 16-byte chunk (conflict-free ldmatrix without padding: three 32-token fp8 stages of
   // two CTAs fit an SM, and int4's ring sheds the fifth of its bytes that padding took);
   // other rows are padded by 16 bytes.
+  // kKvPair (int4 on the transposed tile, group <= 4): a CTA serves two adjacent KV heads,
+  // their 2 x group query rows in the MMA's 8 columns, so a stage row holds both heads'
+  // K (or V) rows side by side: with BSND's heads adjacent, one copy reads a whole
+  // 128-byte line at hd128 instead of half of one (decode_transposed.cuh).
+  static constexpr int kKvPack = (kFeatures_ & feat::kKvPair) ? 2 : 1;
+  static constexpr int kCtaGroup = kGroup_ * kKvPack;  // query rows a CTA holds per query token
+  static constexpr int kRowDataBytes = (kInt4Kv ? kHeadDim / 2 : kHeadDim * int(sizeof(KVT))) * kKvPack;  // a stage row
   static constexpr bool kSwizzleRaw =
-      (kFp8Kv && kHeadDim % 128 == 0) || (kInt4Kv && (kHeadDim == 64 || kHeadDim == 128 || kHeadDim % 256 == 0));
-  static constexpr int kRowDataBytes = kInt4Kv ? kHeadDim / 2 : kHeadDim * int(sizeof(KVT));  // one K or V row
+      (kFp8Kv && kHeadDim % 128 == 0) ||
+      (kInt4Kv && (kRowDataBytes == 32 || kRowDataBytes == 64 || kRowDataBytes % 128 == 0));
   static constexpr int kRawRowBytes = kRowDataBytes + (kSwizzleRaw ? 0 : 16);
   static constexpr int kQBytes = kRows * kRowElems * 2;
   static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
@@ -110,6 +117,8 @@ struct DecodeTraits {
                 "split-D: each warp's dims are whole 32-dim chunks, and the CTA ring prefetches");
   static_assert(!kTokScales || (kQuantKv && !kSplitD && !kSplitM),
                 "per-token scales: int8/int4 K/V on the token-split loop");
+  static_assert(kKvPack == 1 || (kInt4Kv && kTransposed && kCtaGroup <= 8),
+                "kvpair: int4 K/V on the transposed tile, two groups in its 8 columns");
   static_assert(!kInt4Kv || (!kSplitD && !kSplitM && kPos_ == pos_mode::kNone && kHeadDim % 64 == 0),
                 "int4 K/V: the token-split loop, no RoPE, head dims in 64s (one ldmatrix reads 32)");
   static_assert(!kSplitM || (!kSplitD && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&

@@ -11,6 +11,10 @@
 // - V^T's A fragment (dims x tokens) is V's B fragments of two n tiles.
 // A thread holds tokens g and g + 8 of each 16 and heads 2t and 2t + 1 (t = lane % 4), so
 // a head's max and sum reduce over the eight lanes of one t (xor 4, 8, 16).
+// kvpair (Traits::kKvPack 2, int4): the 8 columns hold two KV heads' groups and a stage
+// row both heads' rows. S^T sums head 0's dims against Q^T with head 1's columns zeroed
+// and head 1's against the reverse (GqaDecode::q_src_row); O^T += V_h^T P^T takes P^T
+// with the other head's columns zeroed, so both heads share S^T's and O^T's registers.
 #pragma once
 
 #include "common/dtype.cuh"
@@ -49,6 +53,7 @@ struct DecodeTransposed {
   static constexpr int HD = Tr::kHeadDim, kTile = Tr::kTile, kRows = Tr::kRows, W = Tr::kWarps;
   static constexpr int kM = kTile / 16;  // S^T m tiles of 16 tokens
   static constexpr int kMo = HD / 16;    // O^T m tiles of 16 dims
+  static constexpr int kPack = Tr::kKvPack, kRowDims = HD * kPack;  // a stage row's dims
   static_assert(Tr::kTransposed && HD % 32 == 0, "the transposed tile: int8 / int4 K/V, whole 32-dim chunks");
 
   // The dim of O^T's m tile mt, row r (0-15): direct int8 puts a 16-dim block's even dims
@@ -72,6 +77,7 @@ struct DecodeTransposed {
   // on the H200; held in registers it compiles without spills too and saves ~12 of ~490
   // instructions a 32-token tile (not measured yet). int8 keeps it in registers.
   static constexpr bool kQtPerTile = Tr::kInt4Kv;
+  static_assert(kPack == 1 || kQtPerTile, "kvpair reads each head's Q^T per tile");
   __device__ static void load_qt(const MT* q_s, int lane, u32 (&qb)[HD / 16][2]) {
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks += 2) load_qt_pair(q_s, lane, ks, qb);
@@ -93,10 +99,12 @@ struct DecodeTransposed {
     const int row = (lane % 8) + ((lane / 8) % 2) * 8;
     if constexpr (Tr::kInt4Kv) {
 #pragma unroll
-      for (int k0 = 0; k0 < HD; k0 += 64) {
+      for (int k0 = 0; k0 < kRowDims; k0 += 64) {  // k0: the stage row's dim; head k0 / HD's dim k0 % HD
+        const int kq = k0 % HD;
         if constexpr (kQtPerTile) {
-          load_qt_pair(q_s, lane, k0 / 16, qb);
-          load_qt_pair(q_s, lane, k0 / 16 + 2, qb);
+          const MT* qh = q_s + (k0 / HD) * 8 * Tr::kRowElems;  // kvpair: rows 8-15 are head 1's Q^T
+          load_qt_pair(qh, lane, kq / 16, qb);
+          load_qt_pair(qh, lane, kq / 16 + 2, qb);
         }
 #pragma unroll
         for (int m = 0; m < kM; ++m) {
@@ -107,7 +115,7 @@ struct DecodeTransposed {
             u32 b0[4], b1[4];
             int4x8_to_half2_biased(r[2 * h], b0);
             int4x8_to_half2_biased(r[2 * h + 1], b1);
-            const int ks = (k0 + 32 * h) / 16;
+            const int ks = (kq + 32 * h) / 16;
             const u32 a0[4] = {b0[0], b1[0], b0[1], b1[1]}, a1[4] = {b0[2], b1[2], b0[3], b1[3]};
             mma_16816<MT>(st[m], a0, qb[ks][0], qb[ks][1]);
             mma_16816<MT>(st[m], a1, qb[ks + 1][0], qb[ks + 1][1]);
@@ -137,11 +145,14 @@ struct DecodeTransposed {
     const int row = (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
     for (int m = 0; m < kM; ++m) {
-      const u32 pb0 = movmatrix_trans(pack2<MT>(st[m][0], st[m][1]));  // tokens 0-7 of the 16
-      const u32 pb1 = movmatrix_trans(pack2<MT>(st[m][2], st[m][3]));  // tokens 8-15
+      const u32 pt0 = movmatrix_trans(pack2<MT>(st[m][0], st[m][1]));  // tokens 0-7 of the 16
+      const u32 pt1 = movmatrix_trans(pack2<MT>(st[m][2], st[m][3]));  // tokens 8-15
       if constexpr (Tr::kInt4Kv) {
 #pragma unroll
-        for (int c0 = 0; c0 < HD; c0 += 64) {
+        for (int c0 = 0; c0 < kRowDims; c0 += 64) {
+          // P^T's column (lane / 4) kept only where it is head c0 / HD's (kvpair).
+          const bool mine = kPack == 1 || (lane / 4) / Tr::kGroup == c0 / HD;
+          const u32 pb0 = mine ? pt0 : 0u, pb1 = mine ? pt1 : 0u;
           u32 r[4];  // r[2h]: tokens 0-7, r[2h + 1]: 8-15, of dims c0 + 32h.. (DecodeTile::accumulate_pv)
           ldmatrix_x4_trans(r, v_raw + raw_offset<Tr>(m * 16 + row, c0 / 2 + (lane / 16) * 16));
 #pragma unroll
@@ -149,13 +160,14 @@ struct DecodeTransposed {
             u32 lo[4], hi[4];
             int4x8_to_half2_biased<0>(r[2 * h], lo);  // subnormals: unbias_v
             int4x8_to_half2_biased<0>(r[2 * h + 1], hi);
-            const int mt = (c0 + 32 * h) / 16;
+            const int mt = (c0 % HD + 32 * h) / 16;
             const u32 a0[4] = {lo[0], lo[1], hi[0], hi[1]}, a1[4] = {lo[2], lo[3], hi[2], hi[3]};
             mma_16816<MT>(ot[mt], a0, pb0, pb1);
             mma_16816<MT>(ot[mt + 1], a1, pb0, pb1);
           }
         }
       } else {
+        const u32 pb0 = pt0, pb1 = pt1;
 #pragma unroll
         for (int c0 = 0; c0 < HD; c0 += 32) {
           u32 r[4];  // lane (g, t): tokens 2t, 2t + 1 of dims 2g, 2g + 1; r[2h] tokens 0-7, r[2h + 1] 8-15
@@ -249,11 +261,11 @@ struct DecodeTransposed {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int gr = w.rb * kRows + 2 * tq + c;
-      q_pos[c] = w.seq_len - w.q_len + gr / Tr::kGroup;
-      if (Tr::kPos == pos_mode::kAlibi) slope[c] = alibi_slope(w.kvh * Tr::kGroup + gr % Tr::kGroup, p.num_kv_heads * Tr::kGroup) * kLog2e;
+      q_pos[c] = w.seq_len - w.q_len + Dec::row_token(gr);
+      if (Tr::kPos == pos_mode::kAlibi) slope[c] = alibi_slope(Dec::row_q_head(w, gr), p.num_kv_heads * Tr::kGroup) * kLog2e;
       if constexpr (Tr::kKTok) {  // K's offsets need each head's sum of q, its scales the bias off
         for (int d = g; d < HD; d += 8) {
-          const float q = to_float(q_s[(2 * tq + c) * Tr::kRowElems + d]);
+          const float q = to_float(q_s[Dec::q_smem_row(2 * tq + c) * Tr::kRowElems + d]);
           qsum[c] += q * q_unscale(d);
           kbias[c] += q * k_bias(d);
         }

@@ -40,6 +40,7 @@ struct GqaDecode {
   // Per-CTA facts derived once from the params.
   struct Work {
     int b, kvh, rb, split, n_splits;
+    int kv_heads;  // KV heads kvh.. this CTA serves: 1, or with kvpair 2 (1 past an odd count's last)
     int seq_len, q_len, q_tok0, rows_valid;
     int tok_lo, tok_hi;
     float score_scale;  // sm_scale * q_scale * k_scale
@@ -47,6 +48,21 @@ struct GqaDecode {
     int first_page[S > 1 ? S - 1 : 1];  // pages of the prologue tiles from tok_lo (paged)
     typename DecodeTokenScales<Tr>::Src tok;  // per-token scales: this lane's copy sources
   };
+
+  // A CTA's row gr (of its q_len x kCtaGroup): its query token, query head and KV head.
+  // With kvpair the second group's rows belong to KV head kvh + 1.
+  static constexpr int GC = Tr::kCtaGroup;
+  __device__ static int row_token(int gr) { return gr / GC; }
+  __device__ static int row_q_head(const Work& w, int gr) { return w.kvh * G + gr % GC; }
+  __device__ static int row_kv_head(const Work& w, int gr) { return w.kvh + (gr % GC) / G; }
+  // The query row that Q's shared-memory row s holds, or -1 (zeros). kvpair keeps its
+  // two groups apart, in rows 0-7 and 8-15, each with the other group's rows zeroed: each
+  // head's K then meets only its own queries in the MMA's columns (DecodeTransposed).
+  __device__ static constexpr int q_src_row(int s) {
+    if (Tr::kKvPack == 1) return s;
+    return (s % 8) / G == s / 8 ? s % 8 : -1;
+  }
+  __device__ static constexpr int q_smem_row(int r) { return Tr::kKvPack == 1 || r >= GC ? r : r + 8 * (r / G); }
 
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
     if constexpr (Tr::kSplitD) {
@@ -122,8 +138,9 @@ struct GqaDecode {
   template <int kRowsCta = kRows>
   __device__ static bool setup(const DecodeParams& p, Work& w) {
     w.split = blockIdx.x;
-    w.kvh = blockIdx.y / p.row_blocks;
+    w.kvh = blockIdx.y / p.row_blocks * Tr::kKvPack;
     w.rb = blockIdx.y % p.row_blocks;
+    w.kv_heads = min(Tr::kKvPack, p.num_kv_heads - w.kvh);
     w.b = blockIdx.z;
     pdl_wait_prior_grid();
     // The page ids of the first tiles are read beside seq_lens: without a window
@@ -143,7 +160,7 @@ struct GqaDecode {
       w.q_tok0 = 0;
       w.q_len = p.q_seq_len;
     }
-    w.rows_valid = min(kRowsCta, w.q_len * G - w.rb * kRowsCta);
+    w.rows_valid = min(kRowsCta, w.q_len * G * w.kv_heads - w.rb * kRowsCta);  // kvpair: q_len 1
     if (w.rows_valid <= 0) return false;
     // A window walks only [kv_begin, seq_len), split from kv_begin (decode_params.cuh).
     const int kv_begin = has(feat::kWindow) ? decode_kv_begin(w.seq_len, w.q_len, p.window_left, kTile) : 0;
@@ -220,10 +237,10 @@ struct GqaDecode {
     uint4 raw[kPerThread][2];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int u = threadIdx.x + i * Tr::kThreads, r = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
+      const int u = threadIdx.x + i * Tr::kThreads, r = q_src_row(u / kUnitsPerRow), c0 = (u % kUnitsPerRow) * 8;
       raw[i][0] = raw[i][1] = make_uint4(0u, 0u, 0u, 0u);
-      if (u < kUnits && r < w.rows_valid) {
-        int gr = w.rb * kQRows + r, qt = gr / G, h = w.kvh * G + gr % G;
+      if (u < kUnits && r >= 0 && r < w.rows_valid) {
+        const int gr = w.rb * kQRows + r, qt = row_token(gr), h = row_q_head(w, gr);
         const QT* row = q + w.b * p.q_stride_b + (w.q_tok0 + qt) * p.q_stride_t + h * p.q_stride_h;
         raw[i][0] = load_q8(row + c0);
         raw[i][1] = load_q8(row + c0 + kHalf);
@@ -231,9 +248,11 @@ struct GqaDecode {
     }
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int u = threadIdx.x + i * Tr::kThreads, r = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
+      const int u = threadIdx.x + i * Tr::kThreads, sr = u / kUnitsPerRow, c0 = (u % kUnitsPerRow) * 8;
       if (u >= kUnits) continue;
-      const int qt = (w.rb * kQRows + r) / G;
+      const int r = q_src_row(sr), gr = w.rb * kQRows + (r < 0 ? 0 : r), qt = row_token(gr);
+      // Zero rows read no scales: with kvpair past an odd head count, their KV head is none.
+      const bool valid = r >= 0 && r < w.rows_valid;
       const u32* lo = &raw[i][0].x;
       const u32* hi = &raw[i][1].x;
 #pragma unroll
@@ -241,15 +260,15 @@ struct GqaDecode {
         const int c = c0 + e;
         float x0 = to_float(QT{u16(lo[e / 2] >> (16 * (e % 2)))});
         float x1 = to_float(QT{u16(hi[e / 2] >> (16 * (e % 2)))});
-        if (Tr::kPos == pos_mode::kRope && r < w.rows_valid) {
+        if (Tr::kPos == pos_mode::kRope && valid) {
           float sn, cs;
           sincosf(float(w.seq_len - w.q_len + qt) * freq_s[c], &sn, &cs);
           float y0 = x0 * cs - x1 * sn, y1 = x1 * cs + x0 * sn;
           x0 = y0;
           x1 = y1;
         }
-        if constexpr (Tr::kQuantKv && !Tr::kKTok) {  // K's channel scales, folded into q
-          const long long at = (long long)w.kvh * p.kc_sh;
+        if (Tr::kQuantKv && !Tr::kKTok && valid) {  // K's channel scales, folded into q
+          const long long at = (long long)row_kv_head(w, gr) * p.kc_sh;
           x0 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)c * p.kc_sd);
           x1 *= load_as_float(p.k_chan, p.k_chan_dtype, at + (long long)(c + kHalf) * p.kc_sd);
         }
@@ -257,8 +276,8 @@ struct GqaDecode {
           x0 /= DecodeTransposed<Tr>::q_unscale(q_col(c));
           x1 /= DecodeTransposed<Tr>::q_unscale(q_col(c + kHalf));
         }
-        q_s[r * kRowElems + q_col(c)] = from_float<MT>(x0);
-        q_s[r * kRowElems + q_col(c + kHalf)] = from_float<MT>(x1);
+        q_s[sr * kRowElems + q_col(c)] = from_float<MT>(x0);
+        q_s[sr * kRowElems + q_col(c + kHalf)] = from_float<MT>(x1);
       }
     }
   }
@@ -301,10 +320,18 @@ struct GqaDecode {
       const int r0 = lane / kChunks, c = lane % kChunks;
       const unsigned char* ksrc = kb + r0 * ks + c * 16;
       const unsigned char* vsrc = vb + r0 * vs + c * 16;
+      bool head_ok = true;
+      if constexpr (Tr::kKvPack > 1) {  // kvpair: a stage row's second half is KV head kvh + 1's row
+        constexpr int kHeadChunks = kChunks / Tr::kKvPack;
+        const int hh = c / kHeadChunks, cc = c % kHeadChunks;
+        ksrc = kb + r0 * ks + hh * p.k_stride_head * (long long)sizeof(KVT) + cc * 16;
+        vsrc = vb + r0 * vs + hh * p.v_stride_head * (long long)sizeof(KVT) + cc * 16;
+        head_ok = hh < w.kv_heads;  // an odd head count's last CTA: zeros, never read
+      }
 #pragma unroll
       for (int j = 0; j < kTile / kRowsPerPass; ++j) {
         const int r = r0 + j * kRowsPerPass;
-        const bool valid = tok0 + r < w.tok_hi;
+        const bool valid = head_ok && tok0 + r < w.tok_hi;
         unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
         cp_async_16(dk, valid ? ksrc : kb, valid ? 16u : 0u);
         cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb, valid ? 16u : 0u);
@@ -312,6 +339,7 @@ struct GqaDecode {
         vsrc += kRowsPerPass * vs;
       }
     } else {
+      static_assert(Tr::kKvPack == 1, "kvpair rows are whole copy passes");
 #pragma unroll
       for (int i = lane; i < kTile * kChunks; i += 32) {
         int r = i / kChunks, c = i % kChunks;
@@ -365,7 +393,7 @@ struct GqaDecode {
     if (tok >= w.tok_hi) return false;
     if (row >= w.rows_valid) return true;  // padding rows: any finite value, never stored
     const int first_draft = w.seq_len - w.q_len;
-    const int qt = (w.rb * kRows + row) / G;
+    const int qt = row_token(w.rb * kRows + row);
     const int q_pos = first_draft + qt;
     if (Tr::kMask == mask_mode::kCausal && tok > q_pos) return false;
     if (Tr::kMask == mask_mode::kCustom && tok >= first_draft) {

@@ -44,6 +44,7 @@ struct FiaCase {
   double scale = 0;  // 0: 1/sqrt(D)
   Backend backend = Backend::kAuto;  // run_fia: auto runs every backend this GPU has
   std::string kernel;    // non-empty: the launched kernel's name starts with it ("decode.", "prefill.")
+  int kv_pair = -1;      // 1 / 0: the launched decode kernel does / does not pair KV heads (kvpair)
   bool capture = false;  // run once on a stream, then capture the call in a graph and replay it
   // Left padding (query/kv_padding_size, 1 or B values; empty: none): applies with the lists.
   std::vector<int64_t> q_pad, kv_pad;
@@ -357,7 +358,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   // scales spread over 2^+-12 the logits reach the thousands, and that rounding alone
   // moves near-tied softmax weights by percents: the reference reads the same operand.
   bool folds_k_scale = false;
-  if (!c.kernel.empty() || c.expect_pass >= 0 || (kq && decode)) {
+  if (!c.kernel.empty() || c.expect_pass >= 0 || c.kv_pair >= 0 || (kq && decode)) {
     const char* arch = testing::gpu_test_prewarm_arch();
     spec::Arch on;
     if (arch) on = spec::Arch::parse(arch);
@@ -369,6 +370,8 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     const std::string name = specs.back().name();
     folds_k_scale = kq && name.rfind("decode.", 0) == 0 && !specs.back().has(spec::feature::kKTokenScale);
     if (!c.kernel.empty()) EXPECT_EQ(name.rfind(c.kernel, 0), 0u) << describe(c) << ": launches " << name;
+    if (c.kv_pair >= 0)
+      EXPECT_EQ(specs.back().has(spec::feature::kKvPair), c.kv_pair == 1) << describe(c) << ": launches " << name;
     if (c.expect_pass >= 0)
       EXPECT_EQ(specs.size() == 2 && specs[0].has(spec::feature::kDequantPass), c.expect_pass == 1)
           << describe(c) << ": launches " << name;

@@ -144,5 +144,49 @@ TEST(DecodeTransposed, MoreThanEightRowsAreRefused) {
   EXPECT_NO_THROW(ops::require_rows_fit_the_tile(quant_spec(DType::kInt8, 128, 16, 16, kTok), shape));
 }
 
+// kvpair: a CTA serves two KV heads on the int4 transposed tile (two groups of <= 4 in its
+// 8 columns), a stage row both heads' rows (hd128: 128 bytes, swizzled, unpadded). Every
+// such kernel compiles without spills on every arch; the feature is refused off int4, past
+// group 4 or head_dim 128 (a row of 128 bytes is a whole line already), and a launch with more than 8 query rows is refused before it runs.
+TEST(DecodeTransposed, KvPairHoldsTwoHeadsARow) {
+  for (int hd : {64, 128}) {
+    const KernelSpec s = quant_spec(DType::kInt32, hd, 4, 0, f::kKvPair);
+    const ops::DecodeTiling t = ops::decode_tiling(s);
+    EXPECT_TRUE(t.transposed) << s.name();
+    if (hd == 128) {  // the measured ring: three 32-token stages a warp, two CTAs an SM
+      EXPECT_EQ(t.tile, 32);
+      EXPECT_EQ(t.stages, 3);
+      EXPECT_EQ(t.min_blocks, 2);
+    }
+    const int fixed = 16 * (hd + 8) * 2 + hd * 2;
+    const int ring = t.warps * t.stages * 2 * t.tile * hd;  // two heads' hd / 2 bytes a row
+    EXPECT_EQ(t.smem_bytes, fixed + std::max(ring, std::max(t.warps * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4))) << s.name();
+  }
+  std::string why;
+  for (const KernelSpec& s : {quant_spec(DType::kInt8, 128, 4, 0, f::kKvPair), quant_spec(DType::kInt32, 128, 8, 0, f::kKvPair),
+                              quant_spec(DType::kInt32, 256, 2, 0, f::kKvPair)}) {
+    EXPECT_FALSE(ops::decode_can_implement(s, s.arch, &why)) << s.name();
+    EXPECT_NE(why.find("kvpair"), std::string::npos) << why;
+  }
+  std::vector<KernelSpec> specs;
+  for (const char* a : {"sm_80", "sm_90a", "sm_120"})
+    for (int g : {1, 2, 3, 4})
+      for (int hd : {64, 128}) specs.push_back(quant_spec(DType::kInt32, hd, g, 0, f::kKvPair | (g % 2 ? kTok : 0u), a));
+  testing::expect_compiles_without_spills(specs, "kvpair decode kernels");
+
+  const KernelSpec s = quant_spec(DType::kInt32, 128, 4, 0, f::kKvPair);
+  ops::DecodeShape shape;
+  shape.group = 4;
+  shape.q_seq_len = 1;
+  EXPECT_NO_THROW(ops::require_rows_fit_the_tile(s, shape));  // 2 x 4 rows
+  shape.q_seq_len = 2;
+  EXPECT_THROW(ops::require_rows_fit_the_tile(s, shape), Error);
+  // Half the KV-head CTAs, rounded up for an odd count.
+  shape.num_kv_heads = 5;
+  EXPECT_EQ(ops::decode_head_ctas(shape), 5);
+  shape.kv_heads_per_cta = 2;
+  EXPECT_EQ(ops::decode_head_ctas(shape), 3);
+}
+
 }  // namespace
 }  // namespace attnjit

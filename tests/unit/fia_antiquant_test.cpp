@@ -5,6 +5,7 @@
 // kernel name and the decode route follow. Refusals: fia_antiquant_refusal_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -415,6 +416,55 @@ TEST(FiaAntiquant, TokenScalesTakeTheDecodeKernel) {
     }
     EXPECT_EQ(d->params.v_chan, nullptr);  // V's scales are per token: none at the output
   }
+}
+
+// int4 K/V at group <= 4 with a token's KV heads side by side (BSND) take the decode kernel
+// that serves two KV heads a CTA (spec feature kvpair): one copy then reads both heads' rows,
+// a whole 128-byte line at D 128. Heads apart (BNSD), per-token scales that differ by head
+// (mode 3), group 8, int8 K/V and ATTNJIT_DECODE_KV_PAIR=0 keep one head a CTA.
+TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
+  const int64_t KN = kFiaKvHeads, D = kHd, S = kFiaKvSeq;
+  auto plan = [](FiaArgs a) {
+    a.softmax_lse_flag = false;
+    a.softmax_lse = {};
+    const auto d = plan_fia_decode(plan_fia(a, testing::kPlanArch), a, testing::kPlanArch);
+    EXPECT_TRUE(d.has_value());
+    return d ? d->spec : spec::KernelSpec{};
+  };
+  const FiaArgs per_channel = testing::separate_kv(1, DType::kInt32, 0, {1, KN, 1, D}, 0, {1, KN, 1, D});
+  const spec::KernelSpec paired = plan(per_channel);
+  EXPECT_TRUE(paired.has(spec::feature::kKvPair)) << paired.name();
+  EXPECT_NE(paired.name().find(".kvpair."), std::string::npos) << paired.name();
+  EXPECT_EQ(spec::KernelSpec::from_name(paired.name()), paired);
+  EXPECT_TRUE(plan(testing::separate_kv(1, DType::kInt32, 1, {1, kFiaBatch, S}, 1, {1, kFiaBatch, S}))
+                  .has(spec::feature::kKvPair));  // per token, the same scales for every head
+  EXPECT_FALSE(plan(testing::separate_kv(1, DType::kInt32, 3, {kFiaBatch, KN, S}, 3, {kFiaBatch, KN, S}))
+                   .has(spec::feature::kKvPair));  // per token and head
+  EXPECT_FALSE(plan(testing::separate_kv(1, DType::kInt8, 0, {1, KN, 1, D}, 0, {1, KN, 1, D}))
+                   .has(spec::feature::kKvPair));  // int8 rows are whole lines already
+  FiaArgs g8 = per_channel;  // 16 query heads over 2
+  g8.num_heads = 16;
+  g8.query = TensorView::contiguous(g8.query.data, g8.query.dtype, {kFiaBatch, 1, 16, D});
+  g8.attention_out = TensorView::contiguous(g8.attention_out.data, g8.attention_out.dtype, {kFiaBatch, 1, 16, D});
+  EXPECT_FALSE(plan(g8).has(spec::feature::kKvPair));
+  FiaArgs bnsd = per_channel;  // heads apart
+  bnsd.input_layout = "BNSD";
+  bnsd.query = TensorView::contiguous(bnsd.query.data, bnsd.query.dtype, {kFiaBatch, testing::kFiaHeads, 1, D});
+  bnsd.attention_out = TensorView::contiguous(bnsd.attention_out.data, bnsd.attention_out.dtype,
+                                              {kFiaBatch, testing::kFiaHeads, 1, D});
+  bnsd.key = aq_view(0x100000, DType::kInt32, {kFiaBatch, KN, S, D / 8});
+  bnsd.value = aq_view(0x200000, DType::kInt32, {kFiaBatch, KN, S, D / 8});
+  EXPECT_FALSE(plan(bnsd).has(spec::feature::kKvPair));
+  setenv("ATTNJIT_DECODE_KV_PAIR", "0", 1);
+  EXPECT_FALSE(plan(per_channel).has(spec::feature::kKvPair));
+  setenv("ATTNJIT_DECODE_KV_PAIR", "2", 1);
+  try {
+    plan(per_channel);
+    ADD_FAILURE() << "ATTNJIT_DECODE_KV_PAIR=2 was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ATTNJIT_DECODE_KV_PAIR"), std::string::npos) << e.what();
+  }
+  unsetenv("ATTNJIT_DECODE_KV_PAIR");
 }
 
 }  // namespace

@@ -448,4 +448,5 @@ TEST(SpecToTemplates, SwitchesAgree) {
   EXPECT_EQ(attnjit::feat::kRaggedQ, f::kRaggedQ);
   EXPECT_EQ(attnjit::feat::kKTokScale, f::kKTokenScale);
   EXPECT_EQ(attnjit::feat::kVTokScale, f::kVTokenScale);
+  EXPECT_EQ(attnjit::feat::kKvPair, f::kKvPair);
 }

@@ -67,8 +67,10 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
-  const bool swizzled = (fp8 && hd % 128 == 0) || (int4 && (hd == 64 || hd == 128 || hd % 256 == 0));  // kSwizzleRaw
-  const int raw_row = (int4 ? hd / 2 : hd * kv_bytes) + (swizzled ? 0 : 16);  // Traits::kRawRowBytes
+  const int pack = s.has(spec::feature::kKvPair) ? 2 : 1;  // Traits::kKvPack
+  const int row_bytes = (int4 ? hd / 2 : hd * kv_bytes) * pack;  // Traits::kRowDataBytes
+  const bool swizzled = (fp8 && hd % 128 == 0) || (int4 && (row_bytes == 32 || row_bytes == 64 || row_bytes % 128 == 0));
+  const int raw_row = row_bytes + (swizzled ? 0 : 16);  // Traits::kRawRowBytes
   const bool sd = split_d(s);
   const int rings = sd ? 1 : t.warps;  // split-D: one CTA-wide ring; else one per warp
   const bool token_scales = s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale);
@@ -104,7 +106,13 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   // at 16-token tiles only (the 32-token tile, contiguous K/V's default, runs four: 111
   // registers). int4 takes no mask, so never split-M: this is Traits::kTransposed && kInt4Kv.
   const bool int4_transposed = int4 && s.group_size <= 8;
-  const int ctas = int4_transposed ? 5 : four_ctas ? 4 : 0;
+  // kvpair (two KV heads a CTA, 128-byte int4 rows at hd128) takes the 105 KB ring: three
+  // 32-token stages a warp, two CTAs an SM, two tiles in flight a warp. H200, D128 N 32/8,
+  // TB/s per channel / per token, B128·KV4K: 3.38 / 3.59 with two stages and three CTAs,
+  // 3.97 / 3.59 with three and two; B16·KV32K 3.79 / 3.70 -> 3.88 / 3.76 (16-token tiles
+  // were slower at three of the four; PERFORMANCE.md, twentieth session).
+  const bool kv_pair = s.has(spec::feature::kKvPair);
+  const int ctas = kv_pair ? 0 : int4_transposed ? 5 : four_ctas ? 4 : 0;
   // The ring shares its bytes with the merge's tail: never smaller than that.
   const int default_kb =
       ctas ? std::max(std::min(105, ((t.smem_limit + 1024) / ctas - 1024 - fixed) / 1024), tail / 1024) : 105;
@@ -201,6 +209,10 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (int4_kv && (s.head_dim_qk % 64 != 0 || s.mask != spec::MaskMode::kNone || s.has(spec::feature::kSlidingWindow)))
     return refuse([&] { return fmt::format("kv dtype int32 (int4, FIA antiquant) takes head dims in 64s, no mask and no "
                                            "window ({})", s.name()); });
+  if (s.has(spec::feature::kKvPair) && (!int4_kv || s.group_size > 4 || s.head_dim_qk > 128))
+    return refuse([&] { return fmt::format("kvpair (two KV heads a CTA) takes int4 (int32) K/V, group <= 4 and head_dim "
+                                           "<= 128: two groups fill the transposed tile's 8 columns, and past 128 a "
+                                           "head's row is a whole L2 line already ({})", s.name()); });
   const bool out_16 = s.out_dtype == DType::kFloat16 || s.out_dtype == DType::kBFloat16;
   // int8 K/V (FIA's antiquant): K's offset shifts a row's scores alike, which softmax drops,
   // unless an LSE, sinks, a soft cap or a position term see the raw scores; q takes K's

@@ -38,8 +38,10 @@ int decode_row_blocks(int group, int q_seq_len, int rows_per_cta) {
 }
 
 int64_t decode_base_ctas(const DecodeShape& s) {
-  return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len, s.rows_per_cta);
+  return int64_t(s.batch) * decode_head_ctas(s) * decode_row_blocks(s.group, s.q_seq_len, s.rows_per_cta);
 }
+
+int64_t decode_head_ctas(const DecodeShape& s) { return ceil_div(s.num_kv_heads, std::max(s.kv_heads_per_cta, 1)); }
 
 int64_t decode_base_blocks16(const DecodeShape& s) {
   return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len, kDecodeRowsPerCta);
@@ -142,14 +144,17 @@ void require_caller_scratch(const DecodeLaunch& l, int splits) {
 
 void require_rows_fit_the_tile(const spec::KernelSpec& s, const DecodeShape& shape) {
   const bool int_kv = s.kv_dtype == DType::kInt8 || s.kv_dtype == DType::kInt32;  // the dtypes with a transposed tile
-  if (int_kv && int64_t(shape.group) * shape.q_seq_len > 8 && decode_tiling(s).transposed)
+  const int pack = s.has(spec::feature::kKvPair) ? 2 : 1;
+  if (int_kv && int64_t(shape.group) * pack * shape.q_seq_len > 8 && decode_tiling(s).transposed)
     throw Error(ErrorCode::kInternal,
-                fmt::format("{}: a transposed-tile kernel holds 8 query rows, not q_seq_len {} x group {}", s.name(),
-                            shape.q_seq_len, shape.group));
+                fmt::format("{}: a transposed-tile kernel holds 8 query rows, not q_seq_len {} x group {} x {} KV heads",
+                            s.name(), shape.q_seq_len, shape.group, pack));
 }
 
 int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
-  require_rows_fit_the_tile(*l.spec, l.shape);
+  DecodeShape shape = l.shape;
+  shape.kv_heads_per_cta = l.spec->has(spec::feature::kKvPair) ? 2 : 1;  // the kernel's, never the caller's
+  require_rows_fit_the_tile(*l.spec, shape);
   auto& registry = rt.registry();
   CUstream cs = reinterpret_cast<CUstream>(stream);
   const int device = l.device >= 0 ? l.device : driver::current_device();
@@ -157,7 +162,7 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   const int sms = l.sm_count > 0 ? l.sm_count : k.num_sms;
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);
 
-  const SplitPlan plan = plan_splits(l.shape, slots, k.launch.split_granule);
+  const SplitPlan plan = plan_splits(shape, slots, k.launch.split_granule);
   const int splits = plan.splits, tps = plan.tokens_per_split;
 
   void* workspace = l.workspace;
@@ -178,7 +183,7 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
 
   Grid grid;
   grid.x = static_cast<unsigned>(splits);
-  grid.y = static_cast<unsigned>(l.shape.num_kv_heads * p.row_blocks);
+  grid.y = static_cast<unsigned>(decode_head_ctas(shape) * p.row_blocks);
   grid.z = static_cast<unsigned>(l.shape.batch);
   launch_kernel(k, grid, cs, l.pdl, p);
   return splits;

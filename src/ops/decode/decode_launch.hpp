@@ -26,6 +26,8 @@ struct DecodeShape {
   // Query rows per CTA: 16, or kDecodeSplitMRows where the kernel has split-M
   // (decode_rows_per_cta in decode_generator.hpp decides).
   int rows_per_cta = 16;
+  // KV heads per CTA: 2 with the kvpair feature (launch_decode sets it from the spec).
+  int kv_heads_per_cta = 1;
 };
 
 constexpr int kDecodeRowsPerCta = 16;   // query rows per CTA outside split-M, and per workspace partial
@@ -36,6 +38,7 @@ constexpr int kMaxBlocksPerSmForSplit = 4;
 
 int decode_row_blocks(int group, int q_seq_len, int rows_per_cta = kDecodeRowsPerCta);
 int64_t decode_base_ctas(const DecodeShape& s);  // CTAs before splitting (s.rows_per_cta rows each)
+int64_t decode_head_ctas(const DecodeShape& s);  // the grid's KV-head CTAs: num_kv_heads / kv_heads_per_cta, rounded up
 // 16-row blocks before splitting: the workspace holds one partial per block and
 // split, and there is one semaphore per block (at least one per CTA).
 int64_t decode_base_blocks16(const DecodeShape& s);

@@ -11,12 +11,28 @@
 #include "ops/common/validate.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "runtime/backend.hpp"
+#include "util/env_knob.hpp"
 
 namespace attnjit::ops {
 
 namespace {
 
 constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
+
+// int4 K/V rows are D / 2 bytes: 64 at D 128, half an L2 line (at D 256 a whole one). Where a token's KV heads
+// sit side by side (BSND, TND), one CTA takes two heads (spec feature kvpair), so each copy
+// reads both halves of the line at once; with heads apart (BNSD) every row is its own.
+// Per-token scales that differ by head (mode 3) would need both heads' scales in a stage:
+// not served. ATTNJIT_DECODE_KV_PAIR=0 turns it off, for measurement.
+bool kv_pair_pays(const FiaPlan& plan, bool k_tok, bool v_tok) {
+  const PrefillParams& pp = plan.params;
+  const int64_t row_words = plan.spec.head_dim_qk / 8;  // int32 words a head's row
+  if (plan.spec.kv_dtype != DType::kInt32 || pp.group > 4 || plan.num_kv_heads < 2 || plan.spec.head_dim_qk > 128)
+    return false;
+  if (pp.k_stride_h != row_words || pp.v_stride_h != row_words) return false;
+  if ((k_tok && pp.k_dq.sh != 0) || (v_tok && pp.v_dq.sh != 0)) return false;
+  return util::env_knob("ATTNJIT_DECODE_KV_PAIR", 0, 1, "0 or 1").value_or(1) == 1;
+}
 
 }  // namespace
 
@@ -70,6 +86,7 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   s.mask = spec::MaskMode::kNone;
   s.pos_encoding = spec::PosEncoding::kNone;
   s.features = (k_tok ? spec::feature::kKTokenScale : 0u) | (v_tok ? spec::feature::kVTokenScale : 0u);
+  if (kv_pair_pays(plan, k_tok, v_tok)) s.features |= spec::feature::kKvPair;
   s.arch = arch;
   // auto and xqa both resolve to the decode family's one verified backend.
   s.backend = spec::Backend::kXqa;

@@ -38,7 +38,7 @@ TEST(FiaAntiquantGpu, PrefillCombinedScales) {
     FiaCase c;
     c.dtype = DType::kFloat16;
     c.layout = layouts[n % 4];
-    c.head_dim = c.head_dim_v = dims[n % 5];
+    c.head_dim = c.head_dim_v = dims[n % 3];
     c.batch = 1 + n % 3;
     c.kv_heads = 1 + n % 2;
     c.heads = c.kv_heads * (1 << (n % 4));
@@ -238,7 +238,7 @@ TEST(FiaAntiquantGpu, DecodeKernelChannelScales) {
     FiaCase c;
     c.layout = layouts[n % 3];
     c.dtype = n % 2 ? DType::kFloat16 : DType::kBFloat16;
-    c.head_dim = c.head_dim_v = dims[n % 5];
+    c.head_dim = c.head_dim_v = dims[n % 3];
     c.batch = 1 + n % 4;
     c.kv_heads = 1 + n % 2;
     c.heads = c.kv_heads * kDecodeGroups[n % 6];

@@ -457,10 +457,13 @@ TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
   EXPECT_FALSE(plan(bnsd).has(spec::feature::kKvPair));
   setenv("ATTNJIT_DECODE_KV_PAIR", "0", 1);
   EXPECT_FALSE(plan(per_channel).has(spec::feature::kKvPair));
-  setenv("ATTNJIT_DECODE_KV_PAIR", "2", 1);
+  setenv("ATTNJIT_DECODE_KV_PAIR", "2", 1);  // wherever the kernel can, heads apart too
+  EXPECT_TRUE(plan(bnsd).has(spec::feature::kKvPair));
+  EXPECT_FALSE(plan(g8).has(spec::feature::kKvPair));
+  setenv("ATTNJIT_DECODE_KV_PAIR", "3", 1);
   try {
     plan(per_channel);
-    ADD_FAILURE() << "ATTNJIT_DECODE_KV_PAIR=2 was taken";
+    ADD_FAILURE() << "ATTNJIT_DECODE_KV_PAIR=3 was taken";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ATTNJIT_DECODE_KV_PAIR"), std::string::npos) << e.what();
   }

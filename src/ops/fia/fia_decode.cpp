@@ -23,15 +23,16 @@ constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
 // sit side by side (BSND, TND), one CTA takes two heads (spec feature kvpair), so each copy
 // reads both halves of the line at once; with heads apart (BNSD) every row is its own.
 // Per-token scales that differ by head (mode 3) would need both heads' scales in a stage:
-// not served. ATTNJIT_DECODE_KV_PAIR=0 turns it off, for measurement.
+// not served. ATTNJIT_DECODE_KV_PAIR (measuring): 0 never pairs, 2 pairs wherever the
+// kernel can (heads apart too).
 bool kv_pair_pays(const FiaPlan& plan, bool k_tok, bool v_tok) {
   const PrefillParams& pp = plan.params;
   const int64_t row_words = plan.spec.head_dim_qk / 8;  // int32 words a head's row
   if (plan.spec.kv_dtype != DType::kInt32 || pp.group > 4 || plan.num_kv_heads < 2 || plan.spec.head_dim_qk > 128)
     return false;
-  if (pp.k_stride_h != row_words || pp.v_stride_h != row_words) return false;
   if ((k_tok && pp.k_dq.sh != 0) || (v_tok && pp.v_dq.sh != 0)) return false;
-  return util::env_knob("ATTNJIT_DECODE_KV_PAIR", 0, 1, "0 or 1").value_or(1) == 1;
+  const int knob = util::env_knob("ATTNJIT_DECODE_KV_PAIR", 0, 2, "0, 1 or 2").value_or(1);
+  return knob == 2 || (knob == 1 && pp.k_stride_h == row_words && pp.v_stride_h == row_words);
 }
 
 }  // namespace

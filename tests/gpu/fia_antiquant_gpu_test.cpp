@@ -354,20 +354,20 @@ TEST(FiaAntiquantGpu, DecodeKernelInt4) {
 // both heads' rows. Groups 1-4, even and odd KV head counts (the last CTA of an odd count
 // has one head), head dims 64 and 128, the modes whose scales do not differ by head per token
 // (per channel, per token, key 0 with value 1), offsets on and off, ragged and split-KV
-// walks; per-token-and-head scales (mode 3), BNSD and head dim 256 (whole-line rows) keep
-// one head a CTA.
+// walks; BNSD pairs with per-token scales only, and per-token-and-head scales (mode 3) and
+// head dim 256 (whole-line rows) keep one head a CTA.
 TEST(FiaAntiquantGpu, DecodeKernelInt4KvPair) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(9131);
   const int modes[][2] = {{0, 0}, {1, 1}, {0, 1}, {3, 3}};
   const int kv_heads[] = {2, 3, 5, 8};
-  const int dims[] = {128, 64, 128, 64, 256};  // 256: the BNSD cases (n % 5 == 4)
+  const int dims[] = {128, 64, 128, 64};
   for (int n = 0; n < 16; ++n) {
     FiaCase c;
     const auto& m = modes[n % 4];
     c.layout = n % 5 == 4 ? "BNSD" : n % 2 ? "BSH" : "BSND";
     c.dtype = n % 3 ? DType::kBFloat16 : DType::kFloat16;
-    c.head_dim = c.head_dim_v = dims[n % 5];
+    c.head_dim = c.head_dim_v = n == 14 ? 256 : dims[n % 4];
     c.batch = 1 + n % 3;
     c.kv_heads = kv_heads[(n / 4 + n) % 4];
     c.heads = c.kv_heads * (1 + (n + n / 4) % 4);
@@ -381,7 +381,8 @@ TEST(FiaAntiquantGpu, DecodeKernelInt4KvPair) {
     c.kvq.offset = n % 3 != 1;
     c.kvq.octaves = n % 5 == 2 ? 12 : 0;
     c.kernel = "decode.";
-    c.kv_pair = m[0] != 3 && c.layout != std::string("BNSD") && c.head_dim <= 128 ? 1 : 0;
+    const bool per_token = m[0] == 1 || m[1] == 1;
+    c.kv_pair = m[0] != 3 && c.head_dim <= 128 && (c.layout != std::string("BNSD") || per_token) ? 1 : 0;
     EXPECT_LE(run_fia(c, 9950 + n), 1e-2) << describe(c);
   }
 }

@@ -418,10 +418,11 @@ TEST(FiaAntiquant, TokenScalesTakeTheDecodeKernel) {
   }
 }
 
-// int4 K/V at group <= 4 with a token's KV heads side by side (BSND) take the decode kernel
-// that serves two KV heads a CTA (spec feature kvpair): one copy then reads both heads' rows,
-// a whole 128-byte line at D 128. Heads apart (BNSD), per-token scales that differ by head
-// (mode 3), group 8, int8 K/V and ATTNJIT_DECODE_KV_PAIR=0 keep one head a CTA.
+// int4 K/V at group <= 4 with a token's KV heads side by side (BSND), or with per-token
+// scales, take the decode kernel that serves two KV heads a CTA (spec feature kvpair): one
+// copy then reads both heads' rows, a whole 128-byte line at D 128. Heads apart (BNSD) with
+// channel scales, per-token scales that differ by head (mode 3), group 8, int8 K/V and
+// ATTNJIT_DECODE_KV_PAIR=0 keep one head a CTA.
 TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
   const int64_t KN = kFiaKvHeads, D = kHd, S = kFiaKvSeq;
   auto plan = [](FiaArgs a) {
@@ -455,6 +456,13 @@ TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
   bnsd.key = aq_view(0x100000, DType::kInt32, {kFiaBatch, KN, S, D / 8});
   bnsd.value = aq_view(0x200000, DType::kInt32, {kFiaBatch, KN, S, D / 8});
   EXPECT_FALSE(plan(bnsd).has(spec::feature::kKvPair));
+  FiaArgs bnsd_tok = bnsd;  // per-token scales pair heads apart too: the scale work serves both
+  bnsd_tok.key_antiquant_mode = bnsd_tok.value_antiquant_mode = 1;
+  bnsd_tok.key_antiquant_scale = aq_view(0x1000000, DType::kFloat32, {1, kFiaBatch, S}, true);
+  bnsd_tok.value_antiquant_scale = aq_view(0x2000000, DType::kFloat32, {1, kFiaBatch, S}, true);
+  bnsd_tok.key_antiquant_offset = aq_view(0x3000000, DType::kFloat32, {1, kFiaBatch, S}, true);
+  bnsd_tok.value_antiquant_offset = aq_view(0x4000000, DType::kFloat32, {1, kFiaBatch, S}, true);
+  EXPECT_TRUE(plan(bnsd_tok).has(spec::feature::kKvPair));
   setenv("ATTNJIT_DECODE_KV_PAIR", "0", 1);
   EXPECT_FALSE(plan(per_channel).has(spec::feature::kKvPair));
   setenv("ATTNJIT_DECODE_KV_PAIR", "2", 1);  // wherever the kernel can, heads apart too

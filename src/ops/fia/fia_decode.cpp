@@ -19,12 +19,14 @@ namespace {
 
 constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
 
-// int4 K/V rows are D / 2 bytes: 64 at D 128, half an L2 line (at D 256 a whole one). Where a token's KV heads
-// sit side by side (BSND, TND), one CTA takes two heads (spec feature kvpair), so each copy
-// reads both halves of the line at once; with heads apart (BNSD) every row is its own.
-// Per-token scales that differ by head (mode 3) would need both heads' scales in a stage:
-// not served. ATTNJIT_DECODE_KV_PAIR (measuring): 0 never pairs, 2 pairs wherever the
-// kernel can (heads apart too).
+// int4 K/V rows are D / 2 bytes: 64 at D 128, half an L2 line (at D 256 a whole one). Where a
+// token's KV heads sit side by side (BSH, BSND), one CTA takes two heads (spec feature kvpair),
+// so each copy reads both halves of the line at once. With heads apart (BNSD) every row's line
+// is its own, but per-token scales still gain: a tile's scale work serves both heads' columns
+// (H200, B128·KV4K / B16·KV32K per token 3.54-3.61 / 3.58 -> 3.65-3.68 / 3.68 TB/s), where
+// per channel loses (3.81-3.85 -> 3.73). Per-token scales that differ by head (mode 3) would
+// need both heads' scales in a stage: not served. ATTNJIT_DECODE_KV_PAIR (measuring): 0 never
+// pairs, 2 pairs wherever the kernel can.
 bool kv_pair_pays(const FiaPlan& plan, bool k_tok, bool v_tok) {
   const PrefillParams& pp = plan.params;
   const int64_t row_words = plan.spec.head_dim_qk / 8;  // int32 words a head's row
@@ -32,7 +34,8 @@ bool kv_pair_pays(const FiaPlan& plan, bool k_tok, bool v_tok) {
     return false;
   if ((k_tok && pp.k_dq.sh != 0) || (v_tok && pp.v_dq.sh != 0)) return false;
   const int knob = util::env_knob("ATTNJIT_DECODE_KV_PAIR", 0, 2, "0, 1 or 2").value_or(1);
-  return knob == 2 || (knob == 1 && pp.k_stride_h == row_words && pp.v_stride_h == row_words);
+  const bool adjacent = pp.k_stride_h == row_words && pp.v_stride_h == row_words;
+  return knob == 2 || (knob == 1 && (adjacent || k_tok || v_tok));
 }
 
 }  // namespace

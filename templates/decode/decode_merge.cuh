@@ -25,8 +25,7 @@ struct DecodeMerge {
   template <int kVec, class Work>
   __device__ static void finish_row(const DecodeParams& p, const Work& w, int row, int d0,
                                     float m_tot, float l_tot, const float (&acc)[kVec]) {
-    // kvpair (Traits::kCtaGroup): the second group's rows are KV head kvh + 1's.
-    const int gr = w.rb * kRowsCta + row, qt = gr / Tr::kCtaGroup, h = w.kvh * G + gr % Tr::kCtaGroup;
+    const int gr = w.rb * kRowsCta + row, qt = Tr::row_token(gr), h = Tr::row_q_head(w.kvh, gr);
     if (has(feat::kSinks) && p.sinks) {
       float sink = p.sinks[h] * kLog2e;
       if (m_tot == kNegInf) {
@@ -40,7 +39,7 @@ struct DecodeMerge {
     OT* dst = static_cast<OT*>(p.out) + w.b * p.o_stride_b + (w.q_tok0 + qt) * p.o_stride_t +
               h * p.o_stride_h + d0;
     if constexpr (Tr::kQuantKv && !Tr::kVTok) {  // V's channel scales and offsets: (o + offset) * scale
-      const long long at = (long long)(w.kvh + gr % Tr::kCtaGroup / G) * p.vc_sh;
+      const long long at = (long long)Tr::row_kv_head(w.kvh, gr) * p.vc_sh;
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         const long long c = at + (long long)(d0 + i) * p.vc_sd;

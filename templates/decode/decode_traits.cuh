@@ -52,6 +52,11 @@ struct DecodeTraits {
   // 128-byte line at hd128 instead of half of one (decode_transposed.cuh).
   static constexpr int kKvPack = (kFeatures_ & feat::kKvPair) ? 2 : 1;
   static constexpr int kCtaGroup = kGroup_ * kKvPack;  // query rows a CTA holds per query token
+  // A CTA's row gr (of its q_len x kCtaGroup) with first KV head kvh: its query token, query
+  // head and KV head (with kvpair the second group's rows are KV head kvh + 1's).
+  __device__ static constexpr int row_token(int gr) { return gr / kCtaGroup; }
+  __device__ static constexpr int row_q_head(int kvh, int gr) { return kvh * kGroup_ + gr % kCtaGroup; }
+  __device__ static constexpr int row_kv_head(int kvh, int gr) { return kvh + gr % kCtaGroup / kGroup_; }
   static constexpr int kRowDataBytes = (kInt4Kv ? kHeadDim / 2 : kHeadDim * int(sizeof(KVT))) * kKvPack;  // a stage row
   static constexpr bool kSwizzleRaw =
       (kFp8Kv && kHeadDim % 128 == 0) ||

@@ -49,12 +49,11 @@ struct GqaDecode {
     typename DecodeTokenScales<Tr>::Src tok;  // per-token scales: this lane's copy sources
   };
 
-  // A CTA's row gr (of its q_len x kCtaGroup): its query token, query head and KV head.
-  // With kvpair the second group's rows belong to KV head kvh + 1.
+  // A CTA's row gr: its query token, query head and KV head (DecodeTraits::row_*).
   static constexpr int GC = Tr::kCtaGroup;
-  __device__ static int row_token(int gr) { return gr / GC; }
-  __device__ static int row_q_head(const Work& w, int gr) { return w.kvh * G + gr % GC; }
-  __device__ static int row_kv_head(const Work& w, int gr) { return w.kvh + (gr % GC) / G; }
+  __device__ static int row_token(int gr) { return Tr::row_token(gr); }
+  __device__ static int row_q_head(const Work& w, int gr) { return Tr::row_q_head(w.kvh, gr); }
+  __device__ static int row_kv_head(const Work& w, int gr) { return Tr::row_kv_head(w.kvh, gr); }
   // The query row that Q's shared-memory row s holds, or -1 (zeros). kvpair keeps its
   // two groups apart, in rows 0-7 and 8-15, each with the other group's rows zeroed: each
   // head's K then meets only its own queries in the MMA's columns (DecodeTransposed).

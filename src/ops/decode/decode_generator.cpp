@@ -67,7 +67,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   const int kv_bytes = static_cast<int>(dtype_size(s.kv_dtype));
   const bool fp8 = kv_bytes == 1;
   const bool widen = fp8 && (s.pos_encoding == spec::PosEncoding::kRopeLlama || hd % 32 != 0);  // !Traits::kDirectFp8
-  const int pack = s.has(spec::feature::kKvPair) ? 2 : 1;  // Traits::kKvPack
+  const int pack = decode_kv_heads_per_cta(s);  // Traits::kKvPack
   const int row_bytes = (int4 ? hd / 2 : hd * kv_bytes) * pack;  // Traits::kRowDataBytes
   const bool swizzled = (fp8 && hd % 128 == 0) || (int4 && (row_bytes == 32 || row_bytes == 64 || row_bytes % 128 == 0));
   const int raw_row = row_bytes + (swizzled ? 0 : 16);  // Traits::kRawRowBytes
@@ -111,8 +111,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   // TB/s per channel / per token, B128·KV4K: 3.38 / 3.59 with two stages and three CTAs,
   // 3.97 / 3.59 with three and two; B16·KV32K 3.79 / 3.70 -> 3.88 / 3.76 (16-token tiles
   // were slower at three of the four; PERFORMANCE.md, twentieth session).
-  const bool kv_pair = s.has(spec::feature::kKvPair);
-  const int ctas = kv_pair ? 0 : int4_transposed ? 5 : four_ctas ? 4 : 0;
+  const int ctas = pack > 1 ? 0 : int4_transposed ? 5 : four_ctas ? 4 : 0;
   // The ring shares its bytes with the merge's tail: never smaller than that.
   const int default_kb =
       ctas ? std::max(std::min(105, ((t.smem_limit + 1024) / ctas - 1024 - fixed) / 1024), tail / 1024) : 105;

@@ -31,6 +31,8 @@ DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 // request: kDecodeSplitMRows where the kernel has split-M and a request has more
 // than 16 rows (group x q_seq_len), else 16. The one place that decides it.
 int decode_rows_per_cta(const spec::KernelSpec& spec, int q_seq_len);
+// KV heads one CTA serves: 2 with the kvpair feature (Traits::kKvPack), else 1.
+inline int decode_kv_heads_per_cta(const spec::KernelSpec& spec) { return spec.has(spec::feature::kKvPair) ? 2 : 1; }
 
 // The head dims the decode kernels serve: multiples of 16 up to 256 (the warps
 // split the tokens), and 384 and 512 (the warps split the output dims; there,

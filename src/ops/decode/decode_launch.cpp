@@ -144,7 +144,7 @@ void require_caller_scratch(const DecodeLaunch& l, int splits) {
 
 void require_rows_fit_the_tile(const spec::KernelSpec& s, const DecodeShape& shape) {
   const bool int_kv = s.kv_dtype == DType::kInt8 || s.kv_dtype == DType::kInt32;  // the dtypes with a transposed tile
-  const int pack = s.has(spec::feature::kKvPair) ? 2 : 1;
+  const int pack = decode_kv_heads_per_cta(s);
   if (int_kv && int64_t(shape.group) * pack * shape.q_seq_len > 8 && decode_tiling(s).transposed)
     throw Error(ErrorCode::kInternal,
                 fmt::format("{}: a transposed-tile kernel holds 8 query rows, not q_seq_len {} x group {} x {} KV heads",
@@ -153,7 +153,7 @@ void require_rows_fit_the_tile(const spec::KernelSpec& s, const DecodeShape& sha
 
 int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream stream) {
   DecodeShape shape = l.shape;
-  shape.kv_heads_per_cta = l.spec->has(spec::feature::kKvPair) ? 2 : 1;  // the kernel's, never the caller's
+  shape.kv_heads_per_cta = decode_kv_heads_per_cta(*l.spec);  // the kernel's, never the caller's
   require_rows_fit_the_tile(*l.spec, shape);
   auto& registry = rt.registry();
   CUstream cs = reinterpret_cast<CUstream>(stream);

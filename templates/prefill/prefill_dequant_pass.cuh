@@ -7,6 +7,9 @@
 // inside the attention loop costs instruction issue on every tile of every row block.
 // Rows at or past a batch's KV length are not written (the attention never reads them:
 // its tails are zero-filled gathers), and their scales are never read.
+// The full int8 path (kQInt8) also copies the query's rows of the tile's tokens, and
+// scales all three by the seed's per-tensor fp32 scales (PrefillDequantOut) read on
+// device, so a captured graph replays new values.
 #pragma once
 
 #include "prefill/prefill_dequant.cuh"
@@ -21,6 +24,7 @@ struct PrefillDequantPassTraits {
   static constexpr int kKvTile = 64, kMask = prefill_mask::kNone, kPageSize = 0, kRows = 64;
   static constexpr bool kPse = false, kLse = false;
   static constexpr unsigned kExt = kExt_;
+  static constexpr bool kQInt8 = (kExt_ & prefill_ext::kQInt8) != 0;
   static constexpr int kThreads = 256, kMinBlocks = 1;
   // {scale, offset * scale} of K's and V's channels, and of the tile's K and V rows.
   static constexpr int kSmemBytes = (kHdQk + kHdVo + 2 * kKvTile) * 8;
@@ -80,15 +84,43 @@ struct PrefillDequantPass {
     }
   }
 
-  // Grid: x the 64-token tiles, y the KV head, z the batch entry of this launch.
+  // The full int8 path: query tokens [j0, j0 + kTile) of the batch, each with the group's
+  // heads of KV head w.hk, q * sc into the query's copy (at the same token positions, so
+  // left padding's q_tok0 addresses both alike).
+  static __device__ __forceinline__ void copy_query(const PrefillParams& p, const PrefillWork& w, int j0, float sc) {
+    constexpr int kPerRow = Tr::kHdQk / 16;
+    const int n = min(kTile, w.e.q_len - j0), G = p.group;
+    if (n <= 0) return;
+    const PrefillDequantOut& o = p.dq_out;
+    const float2 s2 = make_float2(sc, 0.f);
+    for (int i = threadIdx.x; i < n * G * kPerRow; i += Tr::kThreads) {
+      const int r = i / kPerRow, c = i % kPerRow, h = w.hk * G + r % G;
+      const long long tok = w.e.q_tok0 + j0 + r / G;
+      const uint4 x = *reinterpret_cast<const uint4*>(static_cast<const signed char*>(p.q) + (long long)w.b * p.q_stride_b +
+                                                      tok * p.q_stride_s + (long long)h * p.q_stride_h + c * 16);
+      uint4* dst = reinterpret_cast<uint4*>(static_cast<T*>(o.q) + (long long)w.b * o.q_sb + tok * o.q_ss +
+                                            (long long)h * o.q_sh + c * 16);
+      dst[0] = DQ::convert8(x.x, x.y, &s2, 0);
+      dst[1] = DQ::convert8(x.z, x.w, &s2, 0);
+    }
+  }
+
+  // Grid: x the 64-token tiles (of the longer of the query and the KV), y the KV head,
+  // z the batch entry of this launch.
   static __device__ void run(const PrefillParams& p, unsigned char* smem) {
     if ((int)blockIdx.z >= p.num_batches) return;
     PrefillWork w;
     w.e = p.batches[blockIdx.z];
     w.b = p.first_batch + blockIdx.z;
     w.hk = blockIdx.y;
-    C::adjust_batch(p, w);  // left padding moves kv_tok0 (or empties the batch)
+    C::adjust_batch(p, w);  // left padding moves q_tok0 and kv_tok0 (or empties the batch's KV)
     const int j0 = blockIdx.x * kTile;
+    float qk_scale = 0.f, v_scale = 0.f;
+    if constexpr (Tr::kQInt8) {
+      qk_scale = sqrtf(*p.dq_out.dequant_scale1);
+      v_scale = *p.dq_out.quant_scale1 * *p.dq_out.dequant_scale2;
+      copy_query(p, w, j0, qk_scale);
+    }
     if (j0 >= w.e.kv_len) return;
     const int n = min(kTile, w.e.kv_len - j0);
     // The tile's bytes first, then the scales under their latency.
@@ -99,10 +131,17 @@ struct PrefillDequantPass {
     float2* ch_v = ch_k + Tr::kHdQk;
     float2* rows_k = ch_v + Tr::kHdVo;
     float2* rows_v = rows_k + kTile;
-    DQ::load_channels(p.k_dq, w, ch_k, Tr::kHdQk, 0, threadIdx.x, Tr::kThreads);
-    DQ::load_channels(p.v_dq, w, ch_v, Tr::kHdVo, 0, threadIdx.x, Tr::kThreads);
-    DQ::load_rows(p, p.k_dq, w, rows_k, j0, threadIdx.x, Tr::kThreads);
-    DQ::load_rows(p, p.v_dq, w, rows_v, j0, threadIdx.x, Tr::kThreads);
+    if constexpr (Tr::kQInt8) {  // per tensor: every row's pair (k_dq and v_dq are empty, sd 0)
+      for (int r = threadIdx.x; r < kTile; r += Tr::kThreads) {
+        rows_k[r] = make_float2(qk_scale, 0.f);
+        rows_v[r] = make_float2(v_scale, 0.f);
+      }
+    } else {
+      DQ::load_channels(p.k_dq, w, ch_k, Tr::kHdQk, 0, threadIdx.x, Tr::kThreads);
+      DQ::load_channels(p.v_dq, w, ch_v, Tr::kHdVo, 0, threadIdx.x, Tr::kThreads);
+      DQ::load_rows(p, p.k_dq, w, rows_k, j0, threadIdx.x, Tr::kThreads);
+      DQ::load_rows(p, p.v_dq, w, rows_v, j0, threadIdx.x, Tr::kThreads);
+    }
     __syncthreads();
     store<Tr::kHdQk, false>(p, w, ch_k, rows_k, j0, n, xk);
     store<Tr::kHdVo, true>(p, w, ch_v, rows_v, j0, n, xv);

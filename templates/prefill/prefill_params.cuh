@@ -20,6 +20,7 @@ constexpr unsigned kPrefix = 2u;   // key/value_shared_prefix: a batch's KV is [
 constexpr unsigned kInt8Out = 4u;  // int8 attention_out: clamp(round(o * quant_scale2 + quant_offset2))
 constexpr unsigned kKvInt8 = 8u;    // int8 K/V (antiquant): (x + offset) * scale per k_dq / v_dq
 constexpr unsigned kKvInt4 = 16u;   // int4 K/V packed eight to an int32, low nibble first (antiquant)
+constexpr unsigned kQInt8 = 32u;    // int8 query (the full int8 path): the dequantising pass copies Q too
 }
 
 // Dequantisation of quantised K or V (kKvInt8, kKvInt4): element d of KV head h at
@@ -48,6 +49,16 @@ struct PrefillDequantOut {
   void* k;
   void* v;
   long long k_sb, k_ss, k_sh, v_sb, v_ss, v_sh;
+  // The full int8 path (kQInt8): the query's copy, dense (b, token, h) like K's, and the
+  // per-tensor fp32 scales on device. Q and K take sqrt(dequant_scale1) each (their
+  // product carries it into the scores; neither copy leaves fp16's normal range for
+  // scales >= ~1e-8), V takes quant_scale1 * dequant_scale2 (the seed's P quantisation
+  // and BMM2 dequantisation, P itself staying 16-bit).
+  void* q;
+  long long q_sb, q_ss, q_sh;
+  const float* dequant_scale1;
+  const float* quant_scale1;
+  const float* dequant_scale2;
 };
 
 // Batches one launch covers: the work list travels in the Params (no device

@@ -1,5 +1,6 @@
 // Valid fused_infer_attention_score calls with quantised K/V (int8, int4 in int32) and
-// their antiquant scales, for the CPU tests of fia_plan_antiquant.cpp and the op fuzzer.
+// their antiquant scales, or with int8 Q/K/V (the full int8 path), for the CPU tests of
+// fia_plan_antiquant.cpp, fia_plan_extras.cpp and the op fuzzer.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +87,19 @@ inline FiaArgs combined_kv(int q_seq, const std::string& layout, const std::vect
   a.attention_out = aq_view(0x400000, DType::kFloat16, shaped(N, S));
   a.antiquant_scale = aq_view(0x1000000, scale_dt, shape, true);
   if (offset) a.antiquant_offset = aq_view(0x3000000, scale_dt, shape, true);
+  return a;
+}
+
+// The full int8 path: valid_fia(q_seq)'s shapes (BSND, B 2, N 8 over 2, D 128) with int8
+// query, key and value, fp16 output, and the per-tensor fp32 dequant_scale1,
+// quant_scale1 and dequant_scale2.
+inline FiaArgs int8_qkv(int q_seq = 64) {
+  FiaArgs a = valid_fia(q_seq);
+  a.query.dtype = a.key.dtype = a.value.dtype = DType::kInt8;
+  a.attention_out.dtype = DType::kFloat16;
+  a.dequant_scale1 = aq_view(0x5000000, DType::kFloat32, {1});
+  a.quant_scale1 = aq_view(0x5000100, DType::kFloat32, {1});
+  a.dequant_scale2 = aq_view(0x5000200, DType::kFloat32, {1});
   return a;
 }
 

@@ -54,6 +54,7 @@ struct FiaCase {
   bool quant_offset = false, quant_bf16 = false;
   FiaKvQuant kvq;  // quantised K/V (antiquant); bits 0: K/V in the query's dtype
   int expect_pass = -1;  // 1 / 0: the call must (not) dequantise int8 K/V first (dqpass); -1: either
+  bool int8_qkv = false;  // the full int8 path: int8 Q/K/V and their scales; dtype (fp16) is pse's and the output's
 };
 
 inline std::string describe(const FiaCase& c) {
@@ -66,7 +67,7 @@ inline std::string describe(const FiaCase& c) {
                   (c.paged_rank4 ? "r4" : "") + (c.lse ? " lse" : "") +
                   (c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kXqa ? " xqa" : "") +
                   " prefix" + std::to_string(c.prefix) + "/" + std::to_string(c.prefix_len) + " quant" +
-                  std::to_string(c.quant) + (c.quant_offset ? "o" : "") + (c.quant_bf16 ? "bf" : "") + " qpad[";
+                  std::to_string(c.quant) + (c.quant_offset ? "o" : "") + (c.quant_bf16 ? "bf" : "") + (c.int8_qkv ? " int8qkv" : "") + " qpad[";
   for (auto v : c.q_pad) s += std::to_string(v) + ",";
   s += "] kvpad[";
   for (auto v : c.kv_pad) s += std::to_string(v) + ",";
@@ -178,7 +179,9 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     for (auto x : s) n *= size_t(x);
     return n;
   };
-  auto qv = util::quantize(testing::random_values(numel(qshape), rng), c.dtype);
+  // The full int8 path: raw int8 Q/K/V; the reference applies the scales.
+  const std::optional<Int8QkvScales> i8 = c.int8_qkv ? std::optional(int8_qkv_scales(rng)) : std::nullopt;
+  auto qv = i8 ? int8_raw(numel(qshape), rng) : util::quantize(testing::random_values(numel(qshape), rng), c.dtype);
   // Quantised K/V: raw integers; the reference dequantises them (scales of positions a
   // batch does not hold are NaN where they are per token: a kernel must not read them).
   std::optional<KvQuantData> kq;
@@ -187,11 +190,24 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     kq.emplace(c.kvq, B, KN, D, DV, scale_s, num_blocks, bs, c.dtype, c.layout, decode, rng);
     for (int b = 0; b < B; ++b) kq->poison_tokens(b, paged ? 0 : kvoff[b], kl[b]);
   }
-  auto kv = kq ? kq->raw(numel(kshape), rng) : util::quantize(testing::random_values(numel(kshape), rng), c.dtype);
-  auto vv = kq ? kq->raw(numel(vshape), rng) : util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
-  DeviceTensor q(c.dtype, qshape), k, v, out(c.quant ? DType::kInt8 : c.dtype, oshape);
-  q.upload_floats(qv);
-  if (kq) {  // rows outside the windows keep their raw values: their scales are the poison
+  auto kv = kq ? kq->raw(numel(kshape), rng)
+           : i8 ? int8_raw(numel(kshape), rng)
+                : util::quantize(testing::random_values(numel(kshape), rng), c.dtype);
+  auto vv = kq ? kq->raw(numel(vshape), rng)
+           : i8 ? int8_raw(numel(vshape), rng)
+                : util::quantize(testing::random_values(numel(vshape), rng), c.dtype);
+  DeviceTensor q, k, v, out(c.quant ? DType::kInt8 : c.dtype, oshape);
+  DeviceTensor ds1_t, qs1_t, ds2_t;
+  if (i8) {
+    upload_int8(q, qshape, qv);
+  } else {
+    q.allocate(c.dtype, qshape);
+    q.upload_floats(qv);
+  }
+  if (i8) {  // int8 holds no NaN: rows outside the windows keep raw values
+    upload_int8(k, kshape, kv);
+    upload_int8(v, vshape, vv);
+  } else if (kq) {  // rows outside the windows keep their raw values: their scales are the poison
     kq->upload(k, kshape, kv);
     kq->upload(v, vshape, vv);
   } else if (!paged && !tnd) {
@@ -295,6 +311,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     }
   }
   if (kq) kq->bind(a);
+  if (i8) i8->bind(a, ds1_t, qs1_t, ds2_t);
   DeviceTensor bt(DType::kInt32, {B, std::max(max_blocks, 1)});
   if (paged) {
     bt.upload_pod(table);
@@ -416,7 +433,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   pr.next_tokens = c.next;
   if ((qpad_on || kvpad_on) && c.sparse == 0) pr.pre_tokens = pr.next_tokens = 2147483647;  // ignored (the seed)
   pr.scale = a.scale;
-  pr.q = [&](int b, int s, int h, int d) { return double(qv[qidx(b, qoff[b] + s, h, d)]); };
+  pr.q = [&](int b, int s, int h, int d) { return double(qv[qidx(b, qoff[b] + s, h, d)]) * (i8 ? i8->ds1 : 1.0); };
   if (folds_k_scale)
     pr.q = [&](int b, int s, int h, int d) {
       const double x = qv[qidx(b, qoff[b] + s, h, d)];
@@ -436,7 +453,7 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
   };
   pr.v = [&](int b, int j, int hk, int d) {
     const double x = j < P ? vpv[pidx(j, hk, d, DV)] : vv[kvidx(b, kvoff[b] + j - P, hk, d, DV)];
-    return kq ? kq->dequant(true, kv_at(b, j, hk, d), x) : x;
+    return kq ? kq->dequant(true, kv_at(b, j, hk, d), x) : i8 ? x * i8->qs1 * i8->ds2 : x;
   };
   if (c.pse)
     pr.pse = [&](int b, int h, int i, int j) {
@@ -540,7 +557,7 @@ inline double run_fia(FiaCase c, uint32_t seed) {
   // Quantised K/V: the wgmma kernel's producer dequantises int8 to fp16 only, up to head
   // dim 192 (its raw slots and two stages fit shared memory there; can_implement).
   // Dequantised first (dqpass), the attention reads 16-bit copies: any dtype and head dim.
-  const bool quant_ok = !c.kvq.bits || c.expect_pass == 1 ||
+  const bool quant_ok = !c.kvq.bits || c.expect_pass == 1 || c.int8_qkv ||
                         (c.kvq.bits == 8 && c.dtype == DType::kFloat16 && std::max(c.head_dim, c.head_dim_v) <= 192);
   const bool hopper_serves = quant_ok && c.head_dim % 64 == 0 && c.head_dim_v % 64 == 0 && c.head_dim <= 256 &&
                              c.head_dim_v <= 256 && !(c.head_dim_v > 192 && c.mask == 1 && c.pse);
@@ -549,46 +566,6 @@ inline double run_fia(FiaCase c, uint32_t seed) {
     err = std::max(err, run_fia_on(c, seed));
   }
   return err;
-}
-
-// One random case of the sweeps: layouts, head dims, GQA, ragged lengths, every
-// sparse mode with random pre/next, masks of each shape, pse, LSE, the default scale.
-inline FiaCase random_fia_case(std::mt19937& rng) {
-  const char* layouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND"};
-  const int dims[] = {64, 128, 192, 256};
-  const int groups[] = {1, 2, 4, 8, 16};
-  FiaCase c;
-  c.dtype = rng() % 2 ? DType::kFloat16 : DType::kBFloat16;
-  c.layout = layouts[rng() % 4];
-  c.head_dim = c.head_dim_v = dims[rng() % 4];
-  const int g = groups[rng() % 5];
-  c.kv_heads = 1 + int(rng() % 2);
-  c.heads = c.kv_heads * g;
-  c.batch = 1 + int(rng() % 3);
-  const bool dec = c.layout != "BNSD_BSND" && rng() % 4 == 0;
-  c.q_seq = dec ? 1 : 1 + int(rng() % 200) + (c.layout == "BNSD_BSND");
-  if (c.q_seq == 1 && c.layout == "BNSD_BSND") c.q_seq = 2;
-  const bool is_dec = c.q_seq == 1;
-  c.kv_seq = 1 + int(rng() % 400);
-  if (rng() % 2) {  // ragged lengths: one value or >= B values
-    if (rng() % 3 == 0) c.q_list = {int64_t(1 + rng() % c.q_seq)};
-    else
-      for (int b = 0; b < c.batch + int(rng() % 2); ++b) c.q_list.push_back(int64_t(rng() % (c.q_seq + 1)));
-    for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(int64_t(rng() % (c.kv_seq + 1)));
-  }
-  c.sparse = int(rng() % 5);
-  c.pre = int64_t(rng() % 300) - 50;
-  c.next = int64_t(rng() % 300) - 50;
-  if (rng() % 4 == 0) c.pre = 2147483647;
-  if (c.sparse >= 2) c.mask = 2;
-  else if (c.sparse == 1 || rng() % 2) c.mask = 1;
-  if (is_dec && rng() % 2) c.mask = 1;
-  if (is_dec && c.mask == 2) c.mask = rng() % 2;  // Q_S = 1: a (B, KV_S) mask or none
-  c.mask_shape = int(rng() % 5);
-  c.pse = rng() % 3 == 0 ? 1 + int(rng() % 2) : 0;
-  c.lse = rng() % 2;
-  if (rng() % 4 == 0) c.scale = 1.0;  // the seed's default
-  return c;
 }
 
 }  // namespace attnjit::fia_gpu

@@ -14,8 +14,47 @@ namespace {
 
 using fia_gpu::FiaCase;
 using fia_gpu::describe;
-using fia_gpu::random_fia_case;
 using fia_gpu::run_fia;
+
+// One random case of the sweeps: layouts, head dims, GQA, ragged lengths, every
+// sparse mode with random pre/next, masks of each shape, pse, LSE, the default scale.
+FiaCase random_fia_case(std::mt19937& rng) {
+  const char* layouts[] = {"BSH", "BSND", "BNSD", "BNSD_BSND"};
+  const int dims[] = {64, 128, 192, 256};
+  const int groups[] = {1, 2, 4, 8, 16};
+  FiaCase c;
+  c.dtype = rng() % 2 ? DType::kFloat16 : DType::kBFloat16;
+  c.layout = layouts[rng() % 4];
+  c.head_dim = c.head_dim_v = dims[rng() % 4];
+  const int g = groups[rng() % 5];
+  c.kv_heads = 1 + int(rng() % 2);
+  c.heads = c.kv_heads * g;
+  c.batch = 1 + int(rng() % 3);
+  const bool dec = c.layout != "BNSD_BSND" && rng() % 4 == 0;
+  c.q_seq = dec ? 1 : 1 + int(rng() % 200) + (c.layout == "BNSD_BSND");
+  if (c.q_seq == 1 && c.layout == "BNSD_BSND") c.q_seq = 2;
+  const bool is_dec = c.q_seq == 1;
+  c.kv_seq = 1 + int(rng() % 400);
+  if (rng() % 2) {  // ragged lengths: one value or >= B values
+    if (rng() % 3 == 0) c.q_list = {int64_t(1 + rng() % c.q_seq)};
+    else
+      for (int b = 0; b < c.batch + int(rng() % 2); ++b) c.q_list.push_back(int64_t(rng() % (c.q_seq + 1)));
+    for (int b = 0; b < c.batch; ++b) c.kv_list.push_back(int64_t(rng() % (c.kv_seq + 1)));
+  }
+  c.sparse = int(rng() % 5);
+  c.pre = int64_t(rng() % 300) - 50;
+  c.next = int64_t(rng() % 300) - 50;
+  if (rng() % 4 == 0) c.pre = 2147483647;
+  if (c.sparse >= 2) c.mask = 2;
+  else if (c.sparse == 1 || rng() % 2) c.mask = 1;
+  if (is_dec && rng() % 2) c.mask = 1;
+  if (is_dec && c.mask == 2) c.mask = rng() % 2;  // Q_S = 1: a (B, KV_S) mask or none
+  c.mask_shape = int(rng() % 5);
+  c.pse = rng() % 3 == 0 ? 1 + int(rng() % 2) : 0;
+  c.lse = rng() % 2;
+  if (rng() % 4 == 0) c.scale = 1.0;  // the seed's default
+  return c;
+}
 
 TEST(FiaGpu, BasicBsndCausalGqa) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attnjit/fia.hpp"
@@ -222,5 +223,41 @@ class KvQuantData {
   std::vector<float> scale_, offset_;  // both tensors' host values (combined: one tensor)
   std::vector<testing::DeviceTensor> scale_t_;
 };
+
+// The full int8 path: raw int8 values in [-127, 127], and per-tensor scales that give
+// logits of order 1 (scale * dequant_scale1 * q.k, with scale 1/sqrt(D)) and dequantised
+// V (v * quant_scale1 * dequant_scale2) of order 1.
+inline std::vector<float> int8_raw(size_t n, std::mt19937& rng) {
+  std::vector<float> v(n);
+  for (float& x : v) x = float(int(rng() % 255) - 127);
+  return v;
+}
+
+inline void upload_int8(testing::DeviceTensor& t, const std::vector<int64_t>& shape, const std::vector<float>& values) {
+  t.allocate(DType::kInt8, shape);
+  std::vector<int8_t> b(values.size());
+  for (size_t i = 0; i < values.size(); ++i) b[i] = int8_t(values[i]);
+  t.upload_pod(b);
+}
+
+struct Int8QkvScales {
+  float ds1, qs1, ds2;  // dequant_scale1, quant_scale1, dequant_scale2
+  void bind(FiaArgs& a, testing::DeviceTensor& d1, testing::DeviceTensor& q1, testing::DeviceTensor& d2) const {
+    for (auto [t, x, arg] : {std::tuple{&d1, ds1, &a.dequant_scale1}, {&q1, qs1, &a.quant_scale1},
+                             {&d2, ds2, &a.dequant_scale2}}) {
+      t->allocate(DType::kFloat32, {1});
+      t->upload_floats({x});
+      *arg = t->view;
+    }
+  }
+};
+
+inline Int8QkvScales int8_qkv_scales(std::mt19937& rng) {
+  Int8QkvScales s;
+  s.ds1 = float(1 + rng() % 4) / (127.0f * 127.0f);  // |q k| / D ~ 127^2 / 3
+  s.qs1 = float(64 + rng() % 64);                      // Ascend: P in [0, 1] to int8
+  s.ds2 = float(50 + rng() % 100) / 100.0f / (127.0f * s.qs1);
+  return s;
+}
 
 }  // namespace attnjit::fia_gpu

@@ -105,7 +105,8 @@ const std::vector<Case>& cases() {
          a.actual_seq_lengths_kv = {50, 150};
          return a;
        }, "key"},
-      {"int8 query (full int8 path)", from(chan8, [](FiaArgs& a) { a.query.dtype = i8; }), "query", kUnsupported},
+      // The full int8 path takes no antiquant parameters (its own tests: fia_int8_test.cpp).
+      {"int8 query with antiquant", from(chan8, [](FiaArgs& a) { a.query.dtype = i8; }), "key_antiquant_scale"},
       // int4 (int32).
       {"int4 at Q_S > 1", [] { return separate_kv(16, i4, 1, {B, KS}, 1, {B, KS}); }, "key"},
       {"int4 key in unpacked D", from(chan4, [](FiaArgs& a) { a.key.shape[3] = a.value.shape[3] = D; }), "key"},

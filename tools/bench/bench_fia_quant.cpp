@@ -29,10 +29,11 @@ struct Variant {
   const char* name;  // --kv picks one by its first word and mode: bf16, int8, int8-token, int4, int4-token
   int bits;  // 16, 8, 4
   int mode;  // separate key/value_antiquant_mode (decode); prefill uses the combined scales
+  bool int8_qkv = false;  // the full int8 path: int8 query too, dequant_scale1 / quant_scale1 / dequant_scale2
 };
 
 struct Set {
-  DeviceTensor q, k, v, out, ks, vs, ko, vo;
+  DeviceTensor q, k, v, out, ks, vs, ko, vo, ds1, qs1, ds2;
 };
 
 
@@ -45,11 +46,18 @@ void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combi
   auto shape = [&](int s, int n, int d) {
     return head_major ? std::vector<int64_t>{B, n, s, d} : std::vector<int64_t>{B, s, n, d};
   };
-  x.q = DeviceTensor(qd, shape(qs, kHeads, kHd));
+  x.q = DeviceTensor(var.int8_qkv ? DType::kInt8 : qd, shape(qs, kHeads, kHd));
   x.out = DeviceTensor(qd, shape(qs, kHeads, kHd));
   x.k = DeviceTensor(kvd, shape(L, kKvHeads, kHd / pack));
   x.v = DeviceTensor(kvd, shape(L, kKvHeads, kHd / pack));
-  x.q.upload(random_bytes(size_t(B) * qs * kHeads * kHd, qd, rng));
+  const size_t q_n = size_t(B) * qs * kHeads * kHd;
+  if (var.int8_qkv) {  // any bytes are valid int8
+    std::vector<uint8_t> raw(q_n);
+    for (auto& b : raw) b = uint8_t(rng());
+    x.q.upload(raw);
+  } else {
+    x.q.upload(random_bytes(q_n, qd, rng));
+  }
   const size_t kv_n = size_t(B) * L * kKvHeads * kHd / pack;
   if (var.bits == 16) {
     x.k.upload(random_bytes(kv_n, kvd, rng));
@@ -65,7 +73,11 @@ void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combi
     t.allocate(d, shape);
     t.upload_floats(std::vector<float>(size_t(t.view.numel()), value));
   };
-  if (combined) {
+  if (var.int8_qkv) {  // logits and V of order 1 from raw int8
+    fill(x.ds1, DType::kFloat32, {1}, 1.0f / (127.0f * 127.0f));
+    fill(x.qs1, DType::kFloat32, {1}, 127.0f);
+    fill(x.ds2, DType::kFloat32, {1}, 1.0f / (127.0f * 127.0f));
+  } else if (combined) {
     fill(x.ks, qd, {2, kKvHeads, kHd}, 1.0f / 64);
     fill(x.ko, qd, {2, kKvHeads, kHd}, 0.5f);
   } else if (var.mode == 0) {
@@ -93,7 +105,11 @@ FiaArgs args(const Set& x, const Variant& var, bool combined, const char* layout
   a.num_key_value_heads = kKvHeads;
   a.scale = 1.0 / std::sqrt(double(kHd));
   if (var.bits == 16) return a;
-  if (combined) {
+  if (var.int8_qkv) {
+    a.dequant_scale1 = x.ds1.view;
+    a.quant_scale1 = x.qs1.view;
+    a.dequant_scale2 = x.ds2.view;
+  } else if (combined) {
     a.antiquant_scale = x.ks.view;
     a.antiquant_offset = x.ko.view;
   } else {
@@ -142,7 +158,8 @@ int bench_fia_quant(const Options& o) {
   }
   if (o.only_kv || o.only_batch || head_major) return 0;  // decode rows picked (profiling, the layout)
   // Prefill: combined per-channel int8 (the seed's Q_S > 1 path: fp16 query) against fp16 K/V,
-  // dequantised first (the default at these rows) and in the kernel (ATTNJIT_FIA_DEQUANT_FIRST=0).
+  // dequantised first (the default at these rows) and in the kernel (ATTNJIT_FIA_DEQUANT_FIRST=0);
+  // then the full int8 path (int8 Q/K/V, fp16 output), which always dequantises first.
   fmt::print("\n{:<52} {:>9} {:>8} {:>8}\n", "fia quantised KV prefill (fp16, B4 S4096 N 32/8 D128)", "ms",
              "TFLOP/s", "vs fp16");
   struct Row {
@@ -151,7 +168,8 @@ int bench_fia_quant(const Options& o) {
   };
   const Row prefill_rows[] = {{{"fp16", 16, 0}, nullptr},
                               {{"int8 per-channel, dequantised first", 8, 0}, nullptr},
-                              {{"int8 per-channel, in the kernel", 8, 0}, "0"}};
+                              {{"int8 per-channel, in the kernel", 8, 0}, "0"},
+                              {{"int8 Q/K/V (the full int8 path)", 8, 0, true}, nullptr}};
   for (bool causal : {false, true}) {
     double fp16_ms = 0;
     for (const Row& row : prefill_rows) {

@@ -76,13 +76,13 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
   const runtime::LoadedKernel& k = rt.registry().kernel(decode ? decode->spec : plan.spec, device, cs);
   const runtime::LoadedKernel* pass =
       plan.dequant_first ? &rt.registry().kernel(plan.dequant_first->pass, device, cs) : nullptr;
-  // int8 K/V dequantised first: the copies live in the stream's scratch (growing it
-  // during capture throws, before anything is queued).
+  // int8 K/V (and an int8 query) dequantised first: the copies live in the stream's
+  // scratch (growing it during capture throws, before anything is queued).
   PrefillParams pass_params;
   PrefillParams& p = plan.params;
   if (pass) {
     const ops::FiaDequantFirst& f = *plan.dequant_first;
-    void* copies = rt.registry().scratch(device, f.k_bytes + f.v_bytes, 2, cs).workspace;
+    void* copies = rt.registry().scratch(device, f.k_bytes + f.v_bytes + f.q_bytes, 2, cs).workspace;
     ops::fia_dequant_params(plan, copies, pass_params, p);
   }
   if (plan.lse_placeholder)  // the seed's [1] tensor holding 0 (0.0f is all-zero bits)

@@ -4,6 +4,12 @@
 // those rows fill a wgmma tile the pass's extra bytes cost a few percent of the call,
 // while dequantising inside the attention loop costs issue slots on every tile of every
 // row block (PERFORMANCE.md: 0.29x of the 16-bit kernel on the H200).
+// The full int8 path (int8 query, key and value; dequant_scale1, quant_scale1,
+// dequant_scale2) always takes it: the pass copies Q too, and folds the per-tensor scales
+// into the fp16 copies (sqrt(dequant_scale1) into Q and K, quant_scale1 * dequant_scale2
+// into V), so the fp16 attention computes dequant_scale2 * quant_scale1 *
+// softmax(scale * dequant_scale1 * q k^T) v. Ascend rounds P to int8 by quant_scale1
+// before BMM2; here P stays 16-bit, which only removes that rounding.
 #pragma once
 
 #include "ops/common/launch.hpp"
@@ -18,7 +24,7 @@ constexpr int kDequantFirstRows = 128;
 constexpr size_t kDequantFirstMaxBytes = size_t(4) << 30;
 
 // Decides the path (ATTNJIT_FIA_DEQUANT_FIRST: 0 never, 1 wherever the pass serves;
-// unset: from kDequantFirstRows rows). When taken, sets plan.dequant_first and turns
+// unset: from kDequantFirstRows rows; an int8 query: always). When taken, sets plan.dequant_first and turns
 // plan.spec into the 16-bit attention's spec; called before the backend is chosen.
 void fia_plan_dequant_first(const FiaArgs& a, const FiaDims& d, FiaPlan& plan);
 

@@ -91,13 +91,11 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const bool mla = fia_uses_mla(a);
   if (mla) check_fia_mla_early(a);
 
-  // The full int8 path is the separate issue's; left padding, the shared prefix and int8
-  // output are fia_plan_extras.cpp's, quantised K/V (antiquant) fia_plan_antiquant.cpp's.
+  // Left padding, the shared prefix, int8 output and the full int8 path (int8 query) are
+  // fia_plan_extras.cpp's, quantised K/V (antiquant) fia_plan_antiquant.cpp's.
   fia_check_quant_combination(a);
-  const char* quant = "the full int8 path (int8 query, dequant_scale1, quant_scale1, dequant_scale2) is not supported yet";
-  for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
-                      {&a.dequant_scale2, "dequant_scale2"}, {&a.key_rope_antiquant_scale, "key_rope_antiquant_scale"}})
-    refuse_present(*t, n, quant);
+  refuse_present(a.key_rope_antiquant_scale, "key_rope_antiquant_scale",
+                 "the quantised MLA path (int8 query_rope/key_rope) is not supported");
   fia_check_antiquant_modes(a);
   ATTNJIT_REQUIRE(a.inner_precise >= 0 && a.inner_precise <= 3, "inner_precise", "0 to 3",
                   std::to_string(a.inner_precise));
@@ -109,8 +107,10 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
                         : layout == FiaLayout::kBSND           ? "(B, S, N, D)"
                                                                 : "(B, N, S, D)";
   require_rank(q, "query", q_rank, q_shape);
-  if (q.dtype == DType::kInt8) unsupported("query", quant);
-  require_dtype(q, "query", {DType::kFloat16, DType::kBFloat16});
+  require_dtype(q, "query", {DType::kFloat16, DType::kBFloat16, DType::kInt8});  // int8: fia_check_int8_query
+  const bool int8_query = q.dtype == DType::kInt8;
+  // The 16-bit dtype of pse and of the output: the query's, fp16 on the full int8 path (the seed).
+  const DType q16 = int8_query ? DType::kFloat16 : q.dtype;
   ATTNJIT_REQUIRE(a.num_heads >= 1 && a.num_heads <= kMaxHeads, "num_heads", fmt::format("1 to {}", kMaxHeads),
                   std::to_string(a.num_heads));
   const int64_t N = a.num_heads;
@@ -170,6 +170,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   const TensorView& k = a.key;
   const TensorView& v = a.value;
   const bool paged = present(a.block_table);
+  fia_check_int8_query(a, decode, paged, tnd, mla);
   // int4 K/V packed in int32: the key's last dim (or H) is D / 8, its strides count words.
   const int64_t pack = fia_kv_pack(a, tnd, mla), Dk = D / pack;
   const char* d_what = pack > 1 ? "D / 8: int4 packed in int32" : "D, as query";
@@ -379,7 +380,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   if (has_pse) {
     ATTNJIT_REQUIRE(!tnd, "pse_shift", "none with input_layout TND", pse.shape_string());
     require_rank(pse, "pse_shift", 4, "(B or 1, N, Q_S, KV_S)");
-    require_dtype(pse, "pse_shift", {q.dtype});
+    require_dtype(pse, "pse_shift", {q16});
     ATTNJIT_REQUIRE(pse.shape[0] == 1 || pse.shape[0] == B, "pse_shift", fmt::format("batch 1 or {}", B),
                     pse.shape_string());
     require_dim(pse, "pse_shift", 1, N, "num_heads");
@@ -391,7 +392,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   // Outputs.
   const TensorView& o = a.attention_out;
   require_defined(o, "attention_out");
-  require_dtype(o, "attention_out", {present(a.quant_scale2) ? DType::kInt8 : q.dtype});  // int8: quant_scale2
+  require_dtype(o, "attention_out", {present(a.quant_scale2) ? DType::kInt8 : q16});  // int8: quant_scale2
   long long osb, oss, osh;
   if (tnd) {
     require_rank(o, "attention_out", 3, "(T, N, D_v)");
@@ -448,7 +449,8 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   // Spec.
   spec::KernelSpec& s = plan.spec;
   s.family = spec::OpFamily::kPrefill;
-  s.q_dtype = s.kv_dtype = s.out_dtype = q.dtype;
+  s.q_dtype = s.kv_dtype = q.dtype;
+  s.out_dtype = q16;
   s.head_dim_qk = int(D);
   s.head_dim_vo = int(DV);
   s.group_size = 1;  // the group is a runtime value: rows are (token, group head) pairs

@@ -17,13 +17,14 @@ constexpr int kPrefillRows = 64;  // rows (token x group head) per CTA of the po
 
 enum class FiaLayout { kBSH, kBSND, kBNSD, kBNSD_BSND, kTND };
 
-// int8 K/V at Q_S > 1 where the query rows per KV head fill a wgmma tile: a pass
-// dequantises K/V once into dense 16-bit copies in the stream's runtime scratch, and
-// FiaPlan::spec is then the 16-bit attention over them (fia_dequant_first.cpp).
+// int8 K/V at Q_S > 1 where the query rows per KV head fill a wgmma tile, and every
+// int8 query (the full int8 path): a pass dequantises K/V (and the int8 query) once into
+// dense 16-bit copies in the stream's runtime scratch, and FiaPlan::spec is then the
+// 16-bit attention over them (fia_dequant_first.cpp).
 struct FiaDequantFirst {
   spec::KernelSpec pass;        // the prefill family's dqpass kernel
-  PrefillDequantOut out{};      // the copies' strides (their pointers are set at launch)
-  size_t k_bytes = 0, v_bytes = 0;
+  PrefillDequantOut out{};      // the copies' strides and the int8 path's scales (pointers to copies set at launch)
+  size_t k_bytes = 0, v_bytes = 0, q_bytes = 0;  // q_bytes: the int8 query's copy (0 otherwise)
 };
 
 struct FiaPlan {
@@ -64,9 +65,13 @@ struct FiaDims {
   int64_t sparse;
   int64_t kv_pack = 1;  // K/V values per element of the key tensor: 8 for int4 packed in int32, else 1
 };
-// Combinations checked before the shapes: the int8-input scales with a float query,
-// quant_offset2 alone, one prefix tensor alone.
+// Combinations checked before the shapes: the int8-input scales with a float query (or
+// missing with an int8 one), quant_offset2 alone, one prefix tensor alone.
 void fia_check_quant_combination(const FiaArgs& a);
+// The full int8 path (an int8 query): the seed's rules once Q_S (decode), paging, TND
+// and MLA are known: int8 key/value, Q_S > 1, no page attention, no shared prefix, no
+// antiquant parameters, per-tensor fp32 dequant_scale1, quant_scale1, dequant_scale2.
+void fia_check_int8_query(const FiaArgs& a, bool decode, bool paged, bool tnd, bool mla);
 // The shared prefix's S (0 without one): mask and pse columns cover it and the key's S.
 int64_t fia_prefix_seq(const FiaArgs& a, FiaLayout layout);
 // Left padding applies (a padding tensor with its actual lengths; the query's only at

@@ -321,6 +321,12 @@ void fia_plan_antiquant(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
                       t->shape_string());
     return;
   }
+  if (a.query.dtype == DType::kInt8) {  // the full int8 path (fia_check_int8_query): no antiquant parameters
+    ATTNJIT_REQUIRE(d.D % 32 == 0, "query", "a head dim that is a multiple of 32 with int8 query, key and value",
+                    fmt::format("D {}", d.D));
+    plan.spec.kv_dtype = DType::kInt8;
+    return;
+  }
   const bool int4 = a.key.dtype == DType::kInt32;
   const char* kv = int4 ? "int4 (int32) key/value" : "int8 key/value";
   if (int4) {  // the seed: Q_S = 1 only, D 64-aligned, no page attention, kv left padding or int8 output

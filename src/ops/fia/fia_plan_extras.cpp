@@ -53,12 +53,26 @@ bool fia_left_padded(const FiaArgs& a, bool decode) {
 }
 
 void fia_check_quant_combination(const FiaArgs& a) {
-  // A fp16/bf16 query with int8 output takes quant_scale2 (and quant_offset2) only.
-  if (a.query.dtype != DType::kInt8)
-    for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
-                        {&a.dequant_scale2, "dequant_scale2"}})
+  // A fp16/bf16 query with int8 output takes quant_scale2 (and quant_offset2) only; an
+  // int8 query takes all three of the int8 path's scales (then quant_scale2 for int8 output).
+  const bool int8_query = a.query.dtype == DType::kInt8;
+  if (int8_query)  // antiquant is the 16-bit query's: said first, before the scales it lacks
+    for (auto [t, n] : {std::pair{&a.antiquant_scale, "antiquant_scale"}, {&a.antiquant_offset, "antiquant_offset"},
+                        {&a.key_antiquant_scale, "key_antiquant_scale"},
+                        {&a.key_antiquant_offset, "key_antiquant_offset"},
+                        {&a.value_antiquant_scale, "value_antiquant_scale"},
+                        {&a.value_antiquant_offset, "value_antiquant_offset"}})
+      ATTNJIT_REQUIRE(!present(*t), n,
+                      "none with an int8 query (the full int8 path dequantises by dequant_scale1 and dequant_scale2)",
+                      t->shape_string());
+  for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
+                      {&a.dequant_scale2, "dequant_scale2"}}) {
+    if (int8_query)
+      ATTNJIT_REQUIRE(present(*t), n, "a per-tensor fp32 scale with an int8 query (the full int8 path)", "none");
+    else
       ATTNJIT_REQUIRE(!present(*t), n, "none with a fp16/bf16 query (only the int8 query path takes it)",
                       t->shape_string());
+  }
   ATTNJIT_REQUIRE(!present(a.quant_offset2) || present(a.quant_scale2), "quant_offset2",
                   "only together with quant_scale2", "quant_offset2 without quant_scale2");
   ATTNJIT_REQUIRE(present(a.key_shared_prefix) == present(a.value_shared_prefix),
@@ -66,6 +80,29 @@ void fia_check_quant_combination(const FiaArgs& a) {
                   "key_shared_prefix and value_shared_prefix together", "only one of them");
   ATTNJIT_REQUIRE(!present(a.actual_shared_prefix_len) || present(a.key_shared_prefix), "actual_shared_prefix_len",
                   "only with key_shared_prefix and value_shared_prefix", "no shared prefix");
+}
+
+void fia_check_int8_query(const FiaArgs& a, bool decode, bool paged, bool tnd, bool mla) {
+  if (a.query.dtype != DType::kInt8) return;
+  const char* kWhy = " (the full int8 path)";
+  ATTNJIT_REQUIRE(!mla, "query", "fp16 or bf16 with query_rope/key_rope (no int8 MLA)", "int8");
+  ATTNJIT_REQUIRE(!tnd, "query", "bf16 with input_layout TND", "int8");
+  // The seed: "query, key, value all int8 is not supported" at Q_S = 1.
+  ATTNJIT_REQUIRE(!decode, "query", "Q_S > 1 with int8 (all-int8 Q/K/V is not supported at Q_S = 1)", "int8 at Q_S 1");
+  ATTNJIT_REQUIRE(!paged, "block_table", "none with an int8 query (page attention takes no int8 query)", "a block table");
+  for (auto [t, n] : {std::pair{&a.key, "key"}, {&a.value, "value"}})
+    ATTNJIT_REQUIRE(t->dtype == DType::kInt8, n, std::string("int8 with an int8 query") + kWhy,
+                    std::string("dtype ") + dtype_name(t->dtype));
+  ATTNJIT_REQUIRE(!present(a.key_shared_prefix), "key_shared_prefix",
+                  "none with int8 query, key and value (the seed: no prefix on the all-int8 path)", "a shared prefix");
+  for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
+                      {&a.dequant_scale2, "dequant_scale2"}}) {
+    require_defined(*t, n);
+    // Ascend's uint64 form packs a scale for its own matmul unit; no DType carries it here.
+    require_dtype(*t, n, {DType::kFloat32});
+    ATTNJIT_REQUIRE(numel(*t) == 1, n, "one value (per tensor)", t->shape_string());
+    require_aligned(*t, n, 4);
+  }
 }
 
 namespace {

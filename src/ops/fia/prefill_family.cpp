@@ -47,7 +47,8 @@ unsigned prefill_ext_bits(const spec::KernelSpec& s) {
   return (s.has(spec::feature::kLeftPad) ? prefill_ext::kLeftPad : 0u) |
          (s.has(spec::feature::kSharedPrefix) ? prefill_ext::kPrefix : 0u) |
          (s.out_dtype == DType::kInt8 ? prefill_ext::kInt8Out : 0u) |
-         (s.kv_dtype == DType::kInt8 ? prefill_ext::kKvInt8 : 0u) | (s.kv_dtype == DType::kInt32 ? prefill_ext::kKvInt4 : 0u);
+         (s.kv_dtype == DType::kInt8 ? prefill_ext::kKvInt8 : 0u) | (s.kv_dtype == DType::kInt32 ? prefill_ext::kKvInt4 : 0u) |
+         (s.q_dtype == DType::kInt8 ? prefill_ext::kQInt8 : 0u);
 }
 
 PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
@@ -174,8 +175,11 @@ bool dequant_pass_can_implement(const spec::KernelSpec& s, const spec::Arch& arc
   if (s.kv_dtype != DType::kInt8)
     return refuse([&] { return fmt::format("dqpass dequantises int8 K/V (the seed has int4 at Q_S = 1 only), not {}",
                                            dtype_name(s.kv_dtype)); });
-  if ((s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16) || s.out_dtype != s.q_dtype)
-    return refuse([] { return std::string("dqpass writes fp16 or bf16 copies (the query's dtype, as out_dtype)"); });
+  // Copies in the query's dtype; the full int8 path's (int8 query) are fp16, as the seed's output.
+  const bool int8_query = s.q_dtype == DType::kInt8 && s.out_dtype == DType::kFloat16;
+  if (!int8_query && ((s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16) || s.out_dtype != s.q_dtype))
+    return refuse([] { return std::string("dqpass writes fp16 or bf16 copies (the query's dtype, as out_dtype), or "
+                                          "fp16 ones of an int8 query"); });
   if (s.page_size != 0 || s.mask != spec::MaskMode::kNone || s.layout != spec::KvLayout::kNHD ||
       s.pos_encoding != spec::PosEncoding::kNone || s.group_size != 1)
     return refuse([] { return std::string("dqpass reads contiguous K/V (the seed: no antiquant with page attention at "
@@ -214,7 +218,7 @@ render::RenderedUnit dequant_pass_generate(const spec::KernelSpec& s) {
       "  extern __shared__ __align__(16) unsigned char smem[];\n"
       "  attnjit::PrefillDequantPass<Traits>::run(params, smem);\n"
       "}}\n",
-      fmt::arg("name", s.name()), fmt::arg("type", device_type(s.q_dtype)), fmt::arg("hd_qk", s.head_dim_qk),
+      fmt::arg("name", s.name()), fmt::arg("type", device_type(s.out_dtype)), fmt::arg("hd_qk", s.head_dim_qk),
       fmt::arg("hd_vo", s.head_dim_vo), fmt::arg("ext", prefill_ext_bits(s)), fmt::arg("smem_bytes", t.smem_bytes),
       fmt::arg("threads", t.threads), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;

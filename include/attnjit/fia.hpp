@@ -16,20 +16,22 @@ namespace attnjit {
 // default TensorView (null data); an absent length list is empty.
 struct FiaArgs {
   // input_layout BSH: (B, S, H); BSND: (B, S, N, D); BNSD and BNSD_BSND: (B, N, S, D);
-  // TND: (T, N, D). fp16 or bf16 (int8 is the quantised path: not supported yet).
+  // TND: (T, N, D). fp16 or bf16; int8 (Q_S > 1, with int8 key and value) is the full int8 path.
   TensorView query;
   // As the layout says, with KV_S and num_key_value_heads (int4 in int32: D / 8); TND: (T_kv, N, 192) and
   // value (T_kv, N, 128 or 192). Paged (block_table given): (blocknum, block_size,
   // KV_N * D) or, with BNSD queries, (blocknum, KV_N, block_size, D).
   TensorView key;
   TensorView value;
-  TensorView pse_shift;   // optional fp16/bf16 (q's dtype) (B or 1, N, Q_S', KV_S'), Q_S' >= Q_S, KV_S' >= KV_S
+  TensorView pse_shift;   // optional fp16/bf16 (q's dtype; fp16 for int8) (B or 1, N, Q_S', KV_S'), Q_S' >= Q_S, KV_S' >= KV_S
   TensorView atten_mask;  // optional bool/int8/uint8, nonzero = masked out (shapes: see README)
   std::vector<int64_t> actual_seq_lengths;     // host list; TND: cumulative, its length is B
   std::vector<int64_t> actual_seq_lengths_kv;  // host list; TND: cumulative; paged: required
-  // Quantised inputs (dequant_scale1, quant_scale1, dequant_scale2: not supported yet, and
-  // an error with fp16/bf16 queries). quant_scale2 (+ quant_offset2): int8 attention_out,
-  // clamp(round(out * scale + offset)); fp32 or bf16, per tensor or per channel (N * D_v).
+  // The full int8 path: dequant_scale1, quant_scale1, dequant_scale2, one fp32 value each on
+  // device, required with an int8 query (an error otherwise); out = dequant_scale2 *
+  // quant_scale1 * softmax(scale * dequant_scale1 * q k^T + pse) v, fp16 (README).
+  // quant_scale2 (+ quant_offset2): int8 attention_out, clamp(round(out * scale + offset));
+  // fp32 or bf16, per tensor or per channel (N * D_v).
   TensorView dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2;
   TensorView antiquant_scale, antiquant_offset;
   TensorView block_table;  // optional int32 [B, max_blocks]: paged KV

@@ -275,3 +275,21 @@ def test_fia_output_shapes_follow_the_seed():
     assert _output_shapes((2, 8, 16, 64), v4, 8, "BNSD_BSND", True) == ((2, 16, 8, 64), (2, 8, 16, 1))
     assert _output_shapes((100, 8, 192), v3, 8, "TND", True) == ((100, 8, 128), (100, 8, 1))
     assert _output_shapes((2, 8, 16, 64), v4, 8, "BNSD", False) == ((2, 8, 16, 64), (1,))
+
+
+def test_fia_full_int8_prewarm():
+    # int8 query, key and value with the three per-tensor fp32 scales (Q_S > 1): the dqpass
+    # kernel copies all three to fp16, then the fp16 attention (the wgmma kernel on sm_90a).
+    call = fia_call(query=S([1, 8, 64, 128], "int8"), key=S([1, 2, 512, 128], "int8"),
+                    value=S([1, 2, 512, 128], "int8"), dequant_scale1=S([1], "fp32"), quant_scale1=S([1], "fp32"),
+                    dequant_scale2=S([1], "fp32"))
+    before = attnjit.cache_stats()
+    assert attnjit.prewarm(call, arch=ARCH) == ["prefill.fp16.hd128.g1.contig.nhd.trtllmgen.sm90a"]
+    built = attnjit.cache_stats()
+    assert built["compiles"] + built["store_hits"] - before["compiles"] - before["store_hits"] >= 1  # the int8 pass
+    # int8 output takes quant_scale2 too; a missing scale or Q_S = 1 is an error naming the argument.
+    assert attnjit.prewarm(dict(call, quant_scale2=S([1], "fp32")), arch=ARCH)[0].startswith("prefill.fp16.hd128")
+    with pytest.raises(attnjit.InvalidArgumentError, match="dequant_scale2"):
+        attnjit.prewarm(dict(call, dequant_scale2=None), arch=ARCH)
+    with pytest.raises(attnjit.InvalidArgumentError, match="'query'"):
+        attnjit.prewarm(dict(call, query=S([1, 8, 1, 128], "int8")), arch=ARCH)

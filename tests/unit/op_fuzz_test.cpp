@@ -270,8 +270,12 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
     const bool qs1 = a.query.shape[1] == 1;
     const DType i8 = DType::kInt8, i4 = DType::kInt32;
     const int64_t KN = testing::kFiaKvHeads, D = testing::kHd, KS = testing::kFiaKvSeq, B = testing::kFiaBatch;
-    // Left padding, a shared prefix, int8 output or quantised K/V to start from, valid as given.
-    switch (mu.below(7)) {
+    // Left padding, a shared prefix, int8 output, quantised K/V or the full int8 path to
+    // start from, valid as given.
+    switch (mu.below(8)) {
+      case 7:  // int8 query, key and value with the three per-tensor scales (Q_S > 1)
+        a = testing::int8_qkv(qs1 ? 16 : 64);
+        break;
       case 4:  // per channel (Q_S 1) or per token (B, S) (Q_S 16), int8
         a = qs1 ? testing::separate_kv(1, i8, 0, {1, KN, 1, D}, 0, {1, KN, 1, D})
                 : testing::separate_kv(16, i8, 1, {B, KS}, 1, {B, KS});
@@ -309,7 +313,10 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
     }
     const int edits = 1 + mu.below(3);
     for (int e = 0; e < edits; ++e) {
-      switch (mu.below(37)) {
+      switch (mu.below(40)) {
+        case 37: mu.tensor(a.dequant_scale1); break;
+        case 38: mu.tensor(a.quant_scale1); break;
+        case 39: mu.tensor(a.dequant_scale2); break;
         case 26: mu.tensor(a.antiquant_scale); break;
         case 27: mu.tensor(a.antiquant_offset); break;
         case 28: mu.tensor(a.key_antiquant_scale); break;
@@ -397,7 +404,22 @@ TEST(OpFuzz, FiaPlansOrNamesTheArgument) {
         ASSERT_TRUE(plan.dequant_first->pass.has(spec::feature::kDequantPass));
         ASSERT_TRUE(prefill_can_implement(plan.dequant_first->pass, testing::kPlanArch, nullptr));
       }
-      if (kv_read != plan.spec.q_dtype) {
+      if (a.query.dtype == i8) {  // the full int8 path: the pass reads Q/K/V and the three scales
+        ++quantised;
+        ASSERT_TRUE(plan.dequant_first.has_value());
+        ASSERT_EQ(plan.dequant_first->pass.q_dtype, i8);
+        ASSERT_EQ(plan.dequant_first->pass.kv_dtype, i8);
+        ASSERT_EQ(plan.spec.q_dtype, DType::kFloat16);
+        ASSERT_GT(plan.dequant_first->q_bytes, 0u);
+        ASSERT_EQ(plan.params.k_dq.scale, nullptr);
+        const PrefillDequantOut& o = plan.dequant_first->out;
+        ASSERT_EQ(o.dequant_scale1, a.dequant_scale1.data);
+        ASSERT_EQ(o.quant_scale1, a.quant_scale1.data);
+        ASSERT_EQ(o.dequant_scale2, a.dequant_scale2.data);
+        for (const TensorView* t : {&a.dequant_scale1, &a.quant_scale1, &a.dequant_scale2})
+          ASSERT_TRUE((t->rank == 0 || well_formed(*t)) && t->data && t->numel() == 1 && t->dtype == DType::kFloat32)
+              << t->shape_string();  // one value: a rank-0 scalar tensor is one too
+      } else if (kv_read != plan.spec.q_dtype) {
         ++quantised;
         const bool sep = present(a.key_antiquant_scale);
         const TensorView& ks = sep ? a.key_antiquant_scale : a.antiquant_scale;

@@ -52,16 +52,31 @@ def _mask_bytes(m):
     return m
 
 
-def _empty_int8(like, shape):
-    """attention_out for int8 output (quant_scale2 given), in like's framework and device."""
+def _is_int8(t):
+    """Whether t (a tensor, array or ShapeOnly) holds int8: torch.int8, numpy/CuPy int8, "int8"."""
+    return str(getattr(t, "dtype", "")).split(".")[-1] == "int8"
+
+
+def _out_dtype(query, quant_scale2):
+    """attention_out's dtype: int8 with quant_scale2, fp16 for an int8 query (the full int8
+    path), else the query's (None)."""
+    if quant_scale2 is not None:
+        return "int8"
+    return "float16" if _is_int8(query) else None
+
+
+def _empty_out(like, shape, dtype):
+    """attention_out in like's framework and device: like's dtype (None), or int8 / float16."""
+    if dtype is None:
+        return empty(like, shape, arg="attention_out")
     fw = framework(like)
     if fw == TORCH:
         torch = sys.modules["torch"]
-        return torch.empty(shape, dtype=torch.int8, device=like.device)
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
     if fw == CUPY:
         cupy = sys.modules["cupy"]
         with like.device:
-            return cupy.empty(shape, dtype=cupy.int8)
+            return cupy.empty(shape, dtype=getattr(cupy, dtype))
     return empty(like, shape, arg="attention_out")  # raises: attnjit allocates only for torch and CuPy
 
 
@@ -105,19 +120,20 @@ def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_
     (B, N, Q_S, 1) (TND: (T, N, 1)), natural log, +inf for a row that sees no key;
     without it, the seed's fp32 [1] placeholder holding 0. Both are allocated in query's
     framework (torch or CuPy; others pass attention_out= and softmax_lse=); int8 with
-    quant_scale2 (and quant_offset2). MLA: query_rope/key_rope with D 512 + 64, N
+    quant_scale2 (and quant_offset2). The full int8 path: int8 query, key and value at
+    Q_S > 1 with dequant_scale1, quant_scale1 and dequant_scale2 (fp32, one value each, on
+    device), fp16 output (int8 with quant_scale2). MLA: query_rope/key_rope with D 512 + 64, N
     32/64/128, Q_S 1-16, key N 1 (value the key tensor itself), paged KV.
     query_padding_size / kv_padding_size (int64 device tensors, left padding) and
-    key/value_shared_prefix with actual_shared_prefix_len pass through. The quantised
-    inputs and NZ layouts raise the op's error.
+    key/value_shared_prefix with actual_shared_prefix_len and the antiquant scales pass
+    through. NZ layouts raise the op's error.
     The stream is torch's or CuPy's current one, else `stream`.
     """
     s, switch = launch_context(query, stream)
     if attention_out is None or softmax_lse is None:
         out_shape, lse_shape = _output_shapes(tuple(query.shape), value, num_heads, input_layout, softmax_lse_flag)
         if attention_out is None:
-            attention_out = (_empty_int8(query, out_shape) if quant_scale2 is not None
-                             else empty(query, out_shape, arg="attention_out"))
+            attention_out = _empty_out(query, out_shape, _out_dtype(query, quant_scale2))
         if softmax_lse is None:
             softmax_lse = empty(query, lse_shape, float32=True, arg="softmax_lse")
     rare = _rare((dequant_scale1, quant_scale1, dequant_scale2, quant_scale2, quant_offset2, antiquant_scale,
@@ -158,7 +174,8 @@ def prewarm(call, arch):
         out_shape, lse_shape = _output_shapes(tuple(q.shape), c.get("value"), c["num_heads"], c["input_layout"],
                                               c["softmax_lse_flag"])
         if out is None:
-            out = _ext.ShapeOnly(list(out_shape), "int8" if a.get("quant_scale2") is not None else str(q.dtype))
+            dt = _out_dtype(q, a.get("quant_scale2"))
+            out = _ext.ShapeOnly(list(out_shape), {"int8": "int8", "float16": "fp16", None: str(q.dtype)}[dt])
         if lse is None and c["softmax_lse_flag"]:
             lse = _ext.ShapeOnly(list(lse_shape), "fp32")
     return _ext.npu_fused_infer_attention_score(

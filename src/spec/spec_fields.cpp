@@ -233,7 +233,7 @@ const Field kFields[] = {
          if (t == f.token) return s.features |= f.bit, true;
        return false;
      },
-     false, true, "a feature (softcap, window, sinks, lse, scaleptr, raggedq, pse, splitrope, leftpad, prefix, ktokscale, vtokscale, dqpass, kvpair)"},
+     false, true, "a feature (softcap, window, sinks, lse, scaleptr, raggedq, pse, splitrope, leftpad, prefix, ktokscale, vtokscale, dqpass, kvpair, tokhead)"},
     {"backend", [](const KernelSpec& s) -> uint64_t { return static_cast<uint64_t>(s.backend); },
      [](const KernelSpec& s, json& j) { j["backend"] = to_string(s.backend); },
      [](KernelSpec& s, const json& j) { s.backend = parse_enum("backend", get_str(j, "backend"), kBackends); },
@@ -365,7 +365,7 @@ KernelSpec KernelSpec::from_name(const std::string& name, bool* had_arch) {
     if (!taken) {
       if (have_arch) bad_name(name, fmt::format("the arch '{}' must be the last token", tokens[i - 1]));
       bad_name(name, fmt::format("unknown token '{}' (masks: causal, custom; pos: rope_llama, alibi; features: "
-                                 "softcap, window, sinks, lse, scaleptr, raggedq, pse, splitrope, leftpad, prefix, ktokscale, vtokscale, dqpass, kvpair; backend: trtllmgen; "
+                                 "softcap, window, sinks, lse, scaleptr, raggedq, pse, splitrope, leftpad, prefix, ktokscale, vtokscale, dqpass, kvpair, tokhead; backend: trtllmgen; "
                                  "arch: sm90a, sm80, ...)",
                                  tok));
     }

@@ -21,7 +21,8 @@ constexpr int kNone = 0, kRope = 1, kAlibi = 2;
 namespace feat {
 constexpr unsigned kSoftCap = 1u << 0, kWindow = 1u << 1, kSinks = 1u << 2, kLse = 1u << 3,
                    kScalePtr = 1u << 4, kRaggedQ = 1u << 6,  // 1 << 5 was the CUDA-core tile's
-                   kKTokScale = 1u << 11, kVTokScale = 1u << 12, kKvPair = 1u << 14;
+                   kKTokScale = 1u << 11, kVTokScale = 1u << 12, kKvPair = 1u << 14,
+                   kTokHead = 1u << 15;
 }
 
 struct DecodeParams {

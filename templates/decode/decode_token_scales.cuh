@@ -1,7 +1,9 @@
 // Per-token antiquant scales in the decode kernel (FIA's int8/int4 K/V with features
 // kKTokScale / kVTokScale): fp32 scales and offsets per key, copied with each tile into
 // its cp.async stage as [K scale | K offset | V scale | V offset] x kTile floats
-// (DecodeParams::tok_*: [0] K, [1] V), and applied around the MMAs:
+// (DecodeParams::tok_*: [0] K, [1] V), one such block per KV head of a kvpair CTA whose
+// scales differ by head (tokhead: kTokHeads 2, the second at + 4 * kTile), and applied
+// around the MMAs:
 //   K: s = (q.k + off * sum(q)) * scale on the fp32 scores;
 //   V: p * scale goes into P before P V, and sum(p * scale * off) into every output dim.
 // P is 16-bit, so V's scales enter as P' = p * scale / unit, with unit the largest power
@@ -19,7 +21,8 @@ namespace attnjit {
 template <class Tr>
 struct DecodeTokenScales {
   static constexpr int kTile = Tr::kTile, HD = Tr::kHeadDim;
-  static constexpr int kCopies = 4 * kTile / 32;  // 4-byte copies per lane per tile
+  static constexpr int kBlock = 4 * kTile;                 // floats of one head's block
+  static constexpr int kCopies = kBlock * Tr::kTokHeads / 32;  // 4-byte copies per lane per tile
 
   // Where this lane's copies of a tile read, for the tile at position 0 (of page 0),
   // or null (no such tensor, or that side per channel). Set once per CTA.
@@ -27,14 +30,17 @@ struct DecodeTokenScales {
     const float* at[kCopies];
   };
 
+  // hh (fixed per j): the block's head of the pair; kv: 0 K, 1 V. A pair's absent
+  // second head (an odd head count's last CTA) copies nothing.
   __device__ static void init(const DecodeParams& p, int b, int kvh, Src& src) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < kCopies; ++j) {
-      const int i = lane + 32 * j, r = i % kTile, kv = (32 * j) / (2 * kTile);  // kv: 0 K, 1 V (fixed per j)
+      const int i = (lane + 32 * j) % kBlock, r = i % kTile, kv = ((32 * j) % kBlock) / (2 * kTile);
+      const int hh = (32 * j) / kBlock;
       const float* base = (i / kTile) % 2 ? p.tok_off[kv] : p.tok_scale[kv];
-      const long long at = kvh * p.tok_sh[kv] + (p.tok_paged[kv] ? 0ll : b * p.tok_sb[kv]) + r * p.tok_ss[kv];
-      src.at[j] = (kv == 0 ? Tr::kKTok : Tr::kVTok) && base ? base + at : nullptr;
+      const long long at = (kvh + hh) * p.tok_sh[kv] + (p.tok_paged[kv] ? 0ll : b * p.tok_sb[kv]) + r * p.tok_ss[kv];
+      src.at[j] = (kv == 0 ? Tr::kKTok : Tr::kVTok) && base && kvh + hh < p.num_kv_heads ? base + at : nullptr;
     }
   }
 
@@ -43,11 +49,11 @@ struct DecodeTokenScales {
                                int lane) {
 #pragma unroll
     for (int j = 0; j < kCopies; ++j) {
-      const int i = lane + 32 * j, kv = (32 * j) / (2 * kTile);
+      const int i = lane + 32 * j, kv = ((32 * j) % kBlock) / (2 * kTile);
       const long long at = Tr::kPaged && p.tok_paged[kv]
                                ? (long long)page * p.tok_sb[kv] + (long long)(tok0 % Tr::kPageSize) * p.tok_ss[kv]
                                : (long long)tok0 * p.tok_ss[kv];
-      const bool valid = src.at[j] && tok0 + i % kTile < tok_hi;
+      const bool valid = src.at[j] && tok0 + i % kTile < tok_hi;  // i % kTile: the block's row
       cp_async_4(dst + i, valid ? static_cast<const void*>(src.at[j] + at) : p.k, valid ? 4u : 0u);
     }
   }

@@ -26,6 +26,8 @@ struct DecodeTraits {
   static constexpr bool kKTok = (kFeatures_ & feat::kKTokScale) != 0;
   static constexpr bool kVTok = (kFeatures_ & feat::kVTokScale) != 0;
   static constexpr bool kTokScales = kKTok || kVTok;
+  // kvpair with scales that differ by head (tokhead): a stage holds both heads' blocks.
+  static constexpr int kTokHeads = (kFeatures_ & feat::kTokHead) ? 2 : 1;
   // fp8 KV is widened to fp16 (exact); 16-bit KV feeds the MMA as stored.
   using MT = typename Select<kFp8Kv || kInt4Kv, half_t, KVT>::type;
   static constexpr int kHeadDim = kHeadDim_, kGroup = kGroup_, kPageSize = kPageSize_;
@@ -64,7 +66,7 @@ struct DecodeTraits {
   static constexpr int kRawRowBytes = kRowDataBytes + (kSwizzleRaw ? 0 : 16);
   static constexpr int kQBytes = kRows * kRowElems * 2;
   static constexpr int kFreqBytes = kHeadDim * 2;            // kHeadDim/2 floats
-  static constexpr int kTokBytes = kTokScales ? 4 * kTile * 4 : 0;
+  static constexpr int kTokBytes = kTokScales ? 4 * kTile * 4 * kTokHeads : 0;
   static constexpr int kStageBytes = 2 * kTile * kRawRowBytes + kTokBytes;  // K + V (+ per-token scales)
   static constexpr int kRingBytes = (kSplitD ? 1 : kWarps) * kStages * kStageBytes;
   // fp8 KV is widened in registers straight from ldmatrix (K dims permuted, V
@@ -124,6 +126,7 @@ struct DecodeTraits {
                 "per-token scales: int8/int4 K/V on the token-split loop");
   static_assert(kKvPack == 1 || (kInt4Kv && kTransposed && kCtaGroup <= 8),
                 "kvpair: int4 K/V on the transposed tile, two groups in its 8 columns");
+  static_assert(kTokHeads == 1 || (kKvPack == 2 && kTokScales), "tokhead: kvpair's per-token scales by head");
   static_assert(!kInt4Kv || (!kSplitD && !kSplitM && kPos_ == pos_mode::kNone && kHeadDim % 64 == 0),
                 "int4 K/V: the token-split loop, no RoPE, head dims in 64s (one ldmatrix reads 32)");
   static_assert(!kSplitM || (!kSplitD && (!kFp8Kv || kDirectFp8) && kPos_ != pos_mode::kRope &&

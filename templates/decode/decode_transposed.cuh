@@ -206,10 +206,13 @@ struct DecodeTransposed {
       this->off[h] += pe * (ts[3 * kTile + j] - kVBias);
       return pe;
     }
+    // The unit covers both heads' V scales under tokhead (one unit a thread's columns).
     __device__ __forceinline__ void begin_tile(const float* ts, int g, float (&alpha)[2]) {
       float amax = 0.f;
 #pragma unroll
-      for (int j = g; j < kTile; j += 8) amax = fmaxf(amax, fabsf(ts[2 * kTile + j]));
+      for (int hh = 0; hh < Tr::kTokHeads; ++hh)
+#pragma unroll
+        for (int j = g; j < kTile; j += 8) amax = fmaxf(amax, fabsf(ts[hh * Tok::kBlock + 2 * kTile + j]));
       this->grow(column_max(amax), alpha);
     }
     __device__ void finish(float (&ot)[kMo][4]) const {
@@ -223,6 +226,14 @@ struct DecodeTransposed {
 
   // Scale (per-token K scales, soft cap, ALiBi) the tile's scores into log2 units, with
   // kTestKeys the per-key visibility; mx takes each of the thread's two heads' maxima.
+  // The per-token scales of column c's KV head: the stage's block of that head of the
+  // pair under tokhead (columns past the pair's 2 x group read the second's: masked), else
+  // the one block.
+  __device__ static __forceinline__ const float* column_scales(const float* ts, int tq, int c) {
+    if constexpr (Tr::kTokHeads == 1) return ts;
+    return ts + ((2 * tq + c) / Tr::kGroup > 0 ? Tok::kBlock : 0);
+  }
+
   template <bool kTestKeys>
   __device__ static __forceinline__ void scale_tile(const DecodeParams& p, const Work& w, float (&st)[kM][4], int tok0,
                                                     const float* ts, const float (&kbias)[2], const float (&qsum)[2],
@@ -235,7 +246,7 @@ struct DecodeTransposed {
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1, j = mi * 16 + g + 8 * (e / 2), tok = tok0 + j;
         float x = st[mi][e];
-        if constexpr (Tr::kKTok) x = Tok::key_score(x - kbias[c], ts, j, qsum[c]);
+        if constexpr (Tr::kKTok) x = Tok::key_score(x - kbias[c], column_scales(ts, tq, c), j, qsum[c]);
         if (Dec::has(feat::kSoftCap)) x = p.soft_cap * tanhf(x * w.score_scale / p.soft_cap) * kLog2e;
         else x *= scale_log2;
         if (Tr::kPos == pos_mode::kAlibi) x += slope[c] * float(tok - q_pos[c]);
@@ -309,7 +320,7 @@ struct DecodeTransposed {
         for (int e = 0; e < 4; ++e) {
           float pe = fast_exp2(st[mi][e] - ref[e & 1]);
           l[e & 1] += pe;
-          if constexpr (Tr::kVTok) pe = vu.scale_p(pe, ts, mi * 16 + g + 8 * (e / 2), e & 1);
+          if constexpr (Tr::kVTok) pe = vu.scale_p(pe, column_scales(ts, tq, e & 1), mi * 16 + g + 8 * (e / 2), e & 1);
           st[mi][e] = pe;
         }
       accumulate_pv(st, v_raw, lane, ot);

@@ -352,10 +352,10 @@ TEST(FiaAntiquantGpu, DecodeKernelInt4) {
 // int4 K/V with a token's KV heads side by side (BSH, BSND) and group <= 4: one CTA serves
 // two KV heads (kvpair), their groups in the transposed tile's 8 columns, each stage row
 // both heads' rows. Groups 1-4, even and odd KV head counts (the last CTA of an odd count
-// has one head), head dims 64 and 128, the modes whose scales do not differ by head per token
-// (per channel, per token, key 0 with value 1), offsets on and off, ragged and split-KV
-// walks; BNSD pairs with per-token scales only, and per-token-and-head scales (mode 3) and
-// head dim 256 (whole-line rows) keep one head a CTA.
+// has one head), head dims 64 and 128, every int4 mode (per channel, per token, key 0 with
+// value 1, and per token and head: both heads' scales a stage, tokhead), offsets on and
+// off, ragged and split-KV walks; BNSD pairs with per-token scales only (not per head),
+// and head dim 256 (whole-line rows) keeps one head a CTA.
 TEST(FiaAntiquantGpu, DecodeKernelInt4KvPair) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::mt19937 rng(9131);
@@ -382,8 +382,28 @@ TEST(FiaAntiquantGpu, DecodeKernelInt4KvPair) {
     c.kvq.octaves = n % 5 == 2 ? 12 : 0;
     c.kernel = "decode.";
     const bool per_token = m[0] == 1 || m[1] == 1;
-    c.kv_pair = m[0] != 3 && c.head_dim <= 128 && (c.layout != std::string("BNSD") || per_token) ? 1 : 0;
+    c.kv_pair = c.head_dim <= 128 && (c.layout != std::string("BNSD") || per_token) ? 1 : 0;
     EXPECT_LE(run_fia(c, 9950 + n), 1e-2) << describe(c);
+  }
+  // Per token and head (mode 3) at head dim 128: BSND and BSH pair (odd head counts too),
+  // BNSD does not.
+  for (int n = 0; n < 6; ++n) {
+    FiaCase c;
+    c.layout = n == 5 ? "BNSD" : n % 2 ? "BSH" : "BSND";
+    c.dtype = n % 2 ? DType::kBFloat16 : DType::kFloat16;
+    c.batch = 1 + n % 3;
+    c.kv_heads = n % 3 == 0 ? 3 : 2 + 2 * (n % 2);
+    c.heads = c.kv_heads * (1 + n % 4);
+    c.q_seq = 1;
+    c.kv_seq = n == 4 ? 8192 + 48 : 16 * (1 + int(rng() % 200));
+    if (n % 3 == 1) ragged(c, rng);
+    c.kvq.bits = 4;
+    c.kvq.key_mode = c.kvq.value_mode = 3;
+    c.kvq.offset = n % 2 == 0;
+    c.kvq.octaves = n % 3 == 2 ? 12 : 0;
+    c.kernel = "decode.";
+    c.kv_pair = n == 5 ? 0 : 1;
+    EXPECT_LE(run_fia(c, 9970 + n), 1e-2) << describe(c);
   }
 }
 

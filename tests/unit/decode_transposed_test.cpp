@@ -171,8 +171,22 @@ TEST(DecodeTransposed, KvPairHoldsTwoHeadsARow) {
   std::vector<KernelSpec> specs;
   for (const char* a : {"sm_80", "sm_90a", "sm_120"})
     for (int g : {1, 2, 3, 4})
-      for (int hd : {64, 128}) specs.push_back(quant_spec(DType::kInt32, hd, g, 0, f::kKvPair | (g % 2 ? kTok : 0u), a));
+      for (int hd : {64, 128}) {
+        specs.push_back(quant_spec(DType::kInt32, hd, g, 0, f::kKvPair | (g % 2 ? kTok : 0u), a));
+        specs.push_back(quant_spec(DType::kInt32, hd, g, 0, f::kKvPair | kTok | f::kTokHead, a));  // mode 3
+      }
   testing::expect_compiles_without_spills(specs, "kvpair decode kernels");
+  // tokhead: both heads' per-token scale blocks a stage, so two 32-token stages fit the
+  // 105 KB ring (two CTAs an SM); only with kvpair and per-token scales.
+  const ops::DecodeTiling th = ops::decode_tiling(quant_spec(DType::kInt32, 128, 4, 0, f::kKvPair | kTok | f::kTokHead));
+  EXPECT_EQ(th.tile, 32);
+  EXPECT_EQ(th.stages, 2);
+  EXPECT_EQ(th.smem_bytes, 16 * 136 * 2 + 256 + th.warps * 2 * (2 * 32 * 128 + 2 * 4 * 32 * 4));
+  for (const KernelSpec& s : {quant_spec(DType::kInt32, 128, 4, 0, kTok | f::kTokHead),
+                              quant_spec(DType::kInt32, 128, 4, 0, f::kKvPair | f::kTokHead)}) {
+    EXPECT_FALSE(ops::decode_can_implement(s, s.arch, &why)) << s.name();
+    EXPECT_NE(why.find("tokhead"), std::string::npos) << why;
+  }
 
   const KernelSpec s = quant_spec(DType::kInt32, 128, 4, 0, f::kKvPair);
   ops::DecodeShape shape;

@@ -420,8 +420,9 @@ TEST(FiaAntiquant, TokenScalesTakeTheDecodeKernel) {
 
 // int4 K/V at group <= 4 with a token's KV heads side by side (BSND), or with per-token
 // scales, take the decode kernel that serves two KV heads a CTA (spec feature kvpair): one
-// copy then reads both heads' rows, a whole 128-byte line at D 128. Heads apart (BNSD) with
-// channel scales, per-token scales that differ by head (mode 3), group 8, int8 K/V and
+// copy then reads both heads' rows, a whole 128-byte line at D 128; per-token scales that
+// differ by head (mode 3) pair there with both heads' scales a stage (tokhead). Heads apart
+// (BNSD) with channel or per-head token scales, group 8, int8 K/V and
 // ATTNJIT_DECODE_KV_PAIR=0 keep one head a CTA.
 TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
   const int64_t KN = kFiaKvHeads, D = kHd, S = kFiaKvSeq;
@@ -439,8 +440,12 @@ TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
   EXPECT_EQ(spec::KernelSpec::from_name(paired.name()), paired);
   EXPECT_TRUE(plan(testing::separate_kv(1, DType::kInt32, 1, {1, kFiaBatch, S}, 1, {1, kFiaBatch, S}))
                   .has(spec::feature::kKvPair));  // per token, the same scales for every head
-  EXPECT_FALSE(plan(testing::separate_kv(1, DType::kInt32, 3, {kFiaBatch, KN, S}, 3, {kFiaBatch, KN, S}))
-                   .has(spec::feature::kKvPair));  // per token and head
+  const spec::KernelSpec by_head =
+      plan(testing::separate_kv(1, DType::kInt32, 3, {kFiaBatch, KN, S}, 3, {kFiaBatch, KN, S}));  // per token and head
+  EXPECT_TRUE(by_head.has(spec::feature::kKvPair | spec::feature::kTokHead)) << by_head.name();
+  EXPECT_NE(by_head.name().find(".kvpair.tokhead."), std::string::npos) << by_head.name();
+  EXPECT_EQ(spec::KernelSpec::from_name(by_head.name()), by_head);
+  EXPECT_FALSE(paired.has(spec::feature::kTokHead));
   EXPECT_FALSE(plan(testing::separate_kv(1, DType::kInt8, 0, {1, KN, 1, D}, 0, {1, KN, 1, D}))
                    .has(spec::feature::kKvPair));  // int8 rows are whole lines already
   FiaArgs g8 = per_channel;  // 16 query heads over 2
@@ -463,6 +468,13 @@ TEST(FiaAntiquant, Int4WithAdjacentHeadsPairsThem) {
   bnsd_tok.key_antiquant_offset = aq_view(0x3000000, DType::kFloat32, {1, kFiaBatch, S}, true);
   bnsd_tok.value_antiquant_offset = aq_view(0x4000000, DType::kFloat32, {1, kFiaBatch, S}, true);
   EXPECT_TRUE(plan(bnsd_tok).has(spec::feature::kKvPair));
+  FiaArgs bnsd_head = bnsd;  // per token and head, heads apart: nothing shared, unpaired
+  bnsd_head.key_antiquant_mode = bnsd_head.value_antiquant_mode = 3;
+  bnsd_head.key_antiquant_scale = aq_view(0x1000000, DType::kFloat32, {kFiaBatch, KN, S}, true);
+  bnsd_head.value_antiquant_scale = aq_view(0x2000000, DType::kFloat32, {kFiaBatch, KN, S}, true);
+  bnsd_head.key_antiquant_offset = aq_view(0x3000000, DType::kFloat32, {kFiaBatch, KN, S}, true);
+  bnsd_head.value_antiquant_offset = aq_view(0x4000000, DType::kFloat32, {kFiaBatch, KN, S}, true);
+  EXPECT_FALSE(plan(bnsd_head).has(spec::feature::kKvPair));
   setenv("ATTNJIT_DECODE_KV_PAIR", "0", 1);
   EXPECT_FALSE(plan(per_channel).has(spec::feature::kKvPair));
   setenv("ATTNJIT_DECODE_KV_PAIR", "2", 1);  // wherever the kernel can, heads apart too

@@ -449,4 +449,5 @@ TEST(SpecToTemplates, SwitchesAgree) {
   EXPECT_EQ(attnjit::feat::kKTokScale, f::kKTokenScale);
   EXPECT_EQ(attnjit::feat::kVTokScale, f::kVTokenScale);
   EXPECT_EQ(attnjit::feat::kKvPair, f::kKvPair);
+  EXPECT_EQ(attnjit::feat::kTokHead, f::kTokHead);
 }

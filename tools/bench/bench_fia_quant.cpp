@@ -24,9 +24,10 @@ using testing::DeviceTensor;
 
 constexpr int kHeads = 32, kKvHeads = 8, kHd = 128;
 
-// One KV variant: 16-bit, or int8/int4 with per-channel (mode 0) or per-token (mode 1) scales.
+// One KV variant: 16-bit, or int8/int4 with per-channel (mode 0), per-token (mode 1) or
+// per-token-and-head (mode 3) scales.
 struct Variant {
-  const char* name;  // --kv picks one by its first word and mode: bf16, int8, int8-token, int4, int4-token
+  const char* name;  // --kv picks one by its first word and mode: bf16, int8, int8-token, int8-head, int4, ...
   int bits;  // 16, 8, 4
   int mode;  // separate key/value_antiquant_mode (decode); prefill uses the combined scales
   bool int8_qkv = false;  // the full int8 path: int8 query too, dequant_scale1 / quant_scale1 / dequant_scale2
@@ -85,8 +86,10 @@ void make(Set& x, int B, int qs, int L, const Variant& var, DType qd, bool combi
     fill(x.vs, qd, {1, kKvHeads, 1, kHd}, 1.0f / 64);
     fill(x.ko, qd, {1, kKvHeads, 1, kHd}, 0.5f);
     fill(x.vo, qd, {1, kKvHeads, 1, kHd}, 0.5f);
-  } else {  // per token: (1, B, S) at Q_S = 1, (B, S) at Q_S > 1 (the seed's shapes)
-    const std::vector<int64_t> shape = qs > 1 ? std::vector<int64_t>{B, L} : std::vector<int64_t>{1, B, L};
+  } else {  // per token: (1, B, S) at Q_S = 1, (B, S) at Q_S > 1; per token and head (B, N, S)
+    const std::vector<int64_t> shape = var.mode == 3 ? std::vector<int64_t>{B, kKvHeads, L}
+                                       : qs > 1      ? std::vector<int64_t>{B, L}
+                                                     : std::vector<int64_t>{1, B, L};
     fill(x.ks, DType::kFloat32, shape, 1.0f / 64);
     fill(x.vs, DType::kFloat32, shape, 1.0f / 64);
     fill(x.ko, DType::kFloat32, shape, 0.5f);
@@ -126,8 +129,8 @@ FiaArgs args(const Set& x, const Variant& var, bool combined, const char* layout
 
 int bench_fia_quant(const Options& o) {
   const Variant decode_variants[] = {
-      {"bf16", 16, 0}, {"int8 per-channel", 8, 0}, {"int8 per-token", 8, 1}, {"int4 per-channel", 4, 0},
-      {"int4 per-token", 4, 1}};
+      {"bf16", 16, 0},           {"int8 per-channel", 8, 0}, {"int8 per-token", 8, 1}, {"int8 per-token-and-head", 8, 3},
+      {"int4 per-channel", 4, 0}, {"int4 per-token", 4, 1}, {"int4 per-token-and-head", 4, 3}};
   struct Shape {
     int batch, len;
   };
@@ -142,7 +145,7 @@ int bench_fia_quant(const Options& o) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
     double bf16_ms = 0;
     for (const Variant& var : decode_variants) {
-      const std::string key = std::string(var.name).substr(0, 4) + (var.mode == 1 ? "-token" : "");
+      const std::string key = std::string(var.name).substr(0, 4) + (var.mode == 1 ? "-token" : var.mode == 3 ? "-head" : "");
       if (o.only_kv && key != o.only_kv) continue;
       const double kv = 2.0 * sh.batch * sh.len * kKvHeads * kHd * var.bits / 8.0;
       const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv)));

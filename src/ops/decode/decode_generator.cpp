@@ -74,7 +74,8 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   const bool sd = split_d(s);
   const int rings = sd ? 1 : t.warps;  // split-D: one CTA-wide ring; else one per warp
   const bool token_scales = s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale);
-  const int per_stage = rings * (2 * t.tile * raw_row + (token_scales ? 16 * t.tile : 0));  // Traits::kStageBytes
+  const int tok_heads = s.has(spec::feature::kTokHead) ? 2 : 1;  // Traits::kTokHeads
+  const int per_stage = rings * (2 * t.tile * raw_row + (token_scales ? 16 * t.tile * tok_heads : 0));  // Traits::kStageBytes
   const int conv = widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0;
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
   const int tail = std::max((sd ? 1 : t.warps) * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
@@ -208,6 +209,10 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (int4_kv && (s.head_dim_qk % 64 != 0 || s.mask != spec::MaskMode::kNone || s.has(spec::feature::kSlidingWindow)))
     return refuse([&] { return fmt::format("kv dtype int32 (int4, FIA antiquant) takes head dims in 64s, no mask and no "
                                            "window ({})", s.name()); });
+  if (s.has(spec::feature::kTokHead) &&
+      (!s.has(spec::feature::kKvPair) || !s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)))
+    return refuse([&] { return fmt::format("tokhead (both heads' per-token scales a stage) takes kvpair and per-token "
+                                           "scales ({})", s.name()); });
   if (s.has(spec::feature::kKvPair) && (!int4_kv || s.group_size > 4 || s.head_dim_qk > 128))
     return refuse([&] { return fmt::format("kvpair (two KV heads a CTA) takes int4 (int32) K/V, group <= 4 and head_dim "
                                            "<= 128: two groups fill the transposed tile's 8 columns, and past 128 a "

@@ -24,18 +24,21 @@ constexpr int kMaxGridZ = 65535;  // the decode grid's z is the batch
 // so each copy reads both halves of the line at once. With heads apart (BNSD) every row's line
 // is its own, but per-token scales still gain: a tile's scale work serves both heads' columns
 // (H200, B128·KV4K / B16·KV32K per token 3.54-3.61 / 3.58 -> 3.65-3.68 / 3.68 TB/s), where
-// per channel loses (3.81-3.85 -> 3.73). Per-token scales that differ by head (mode 3) would
-// need both heads' scales in a stage: not served. ATTNJIT_DECODE_KV_PAIR (measuring): 0 never
-// pairs, 2 pairs wherever the kernel can.
-bool kv_pair_pays(const FiaPlan& plan, bool k_tok, bool v_tok) {
+// per channel loses (3.81-3.85 -> 3.73). Per-token scales that differ by head (mode 3: the
+// stage holds both heads' blocks, spec feature tokhead) share no work between the heads,
+// so they pair only where the heads are adjacent. ATTNJIT_DECODE_KV_PAIR (measuring): 0
+// never pairs, 2 pairs wherever the kernel can. Returns the features to add.
+uint32_t kv_pair_features(const FiaPlan& plan, bool k_tok, bool v_tok) {
   const PrefillParams& pp = plan.params;
   const int64_t row_words = plan.spec.head_dim_qk / 8;  // int32 words a head's row
   if (plan.spec.kv_dtype != DType::kInt32 || pp.group > 4 || plan.num_kv_heads < 2 || plan.spec.head_dim_qk > 128)
-    return false;
-  if ((k_tok && pp.k_dq.sh != 0) || (v_tok && pp.v_dq.sh != 0)) return false;
+    return 0;
+  const bool by_head = (k_tok && pp.k_dq.sh != 0) || (v_tok && pp.v_dq.sh != 0);
   const int knob = util::env_knob("ATTNJIT_DECODE_KV_PAIR", 0, 2, "0, 1 or 2").value_or(1);
   const bool adjacent = pp.k_stride_h == row_words && pp.v_stride_h == row_words;
-  return knob == 2 || (knob == 1 && (adjacent || k_tok || v_tok));
+  const bool pair = knob == 2 || (knob == 1 && (adjacent || ((k_tok || v_tok) && !by_head)));
+  if (!pair) return 0;
+  return spec::feature::kKvPair | (by_head ? spec::feature::kTokHead : 0u);
 }
 
 }  // namespace
@@ -90,7 +93,7 @@ std::optional<FiaDecodePlan> plan_fia_decode(const FiaPlan& plan, const FiaArgs&
   s.mask = spec::MaskMode::kNone;
   s.pos_encoding = spec::PosEncoding::kNone;
   s.features = (k_tok ? spec::feature::kKTokenScale : 0u) | (v_tok ? spec::feature::kVTokenScale : 0u);
-  if (kv_pair_pays(plan, k_tok, v_tok)) s.features |= spec::feature::kKvPair;
+  s.features |= kv_pair_features(plan, k_tok, v_tok);
   s.arch = arch;
   // auto and xqa both resolve to the decode family's one verified backend.
   s.backend = spec::Backend::kXqa;

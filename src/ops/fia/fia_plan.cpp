@@ -95,7 +95,7 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   // fia_plan_extras.cpp's, quantised K/V (antiquant) fia_plan_antiquant.cpp's.
   fia_check_quant_combination(a);
   refuse_present(a.key_rope_antiquant_scale, "key_rope_antiquant_scale",
-                 "the quantised MLA path (int8 query_rope/key_rope) is not supported");
+                 "none (the seed reserves it and uses none: pass None)");
   fia_check_antiquant_modes(a);
   ATTNJIT_REQUIRE(a.inner_precise >= 0 && a.inner_precise <= 3, "inner_precise", "0 to 3",
                   std::to_string(a.inner_precise));

@@ -174,6 +174,9 @@ def test_mla_launch_errors_with_numpy():
     (dict(quant_offset2=S([1], "fp32")), "quant_offset2"),
     (dict(quant_scale2=S([3], "fp32")), "quant_scale2"),
     (dict(dequant_scale1=S([1], "fp32")), "dequant_scale1"),  # only with an int8 query
+    # an int8 query (the full int8 path) takes all three per-tensor scales
+    (dict(query=S([1, 8, 64, 128], "int8")), "dequant_scale1"),
+    (dict(query=S([1, 8, 64, 128], "int8"), dequant_scale1=S([1], "fp32")), "quant_scale1"),
     # antiquant scales dequantise int8/int4 K/V only (fp16 K/V here)
     (dict(antiquant_scale=S([2, 256], "fp16")), "antiquant_scale"),
     (dict(key_antiquant_scale=S([1, 512], "fp32"), value_antiquant_scale=S([1, 512], "fp32")),
@@ -187,9 +190,8 @@ def test_fia_argument_errors_name_the_argument(kw, arg):
 
 
 @pytest.mark.parametrize("kw, arg", [
-    (dict(query=S([1, 8, 64, 128], "int8"), dequant_scale1=S([1], "fp32")), "dequant_scale1"),
     (dict(input_layout="BNSD_NZ"), "input_layout"),
-    (dict(query=S([1, 8, 64, 128], "int8")), "query"),
+    (dict(key_rope_antiquant_scale=S([1], "fp32")), "key_rope_antiquant_scale"),  # reserved by the seed
 ])
 def test_fia_refused_features_raise_the_ops_error(kw, arg):
     # Passed through to the C++ op, whose UnsupportedError names the argument.
@@ -288,7 +290,8 @@ def test_fia_full_int8_prewarm():
     built = attnjit.cache_stats()
     assert built["compiles"] + built["store_hits"] - before["compiles"] - before["store_hits"] >= 1  # the int8 pass
     # int8 output takes quant_scale2 too; a missing scale or Q_S = 1 is an error naming the argument.
-    assert attnjit.prewarm(dict(call, quant_scale2=S([1], "fp32")), arch=ARCH)[0].startswith("prefill.fp16.hd128")
+    assert attnjit.prewarm(dict(call, quant_scale2=S([1], "fp32")), arch=ARCH) == [
+        "prefill.fp16.oint8.hd128.g1.contig.nhd.trtllmgen.sm90a"]
     with pytest.raises(attnjit.InvalidArgumentError, match="dequant_scale2"):
         attnjit.prewarm(dict(call, dequant_scale2=None), arch=ARCH)
     with pytest.raises(attnjit.InvalidArgumentError, match="'query'"):

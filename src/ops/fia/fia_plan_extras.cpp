@@ -5,6 +5,8 @@
 // kernel, never here: a host read would sync the stream and break graph capture.
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
 #include "ops/fia/fia_plan.hpp"
@@ -13,9 +15,12 @@ namespace attnjit::ops {
 
 namespace {
 
+// The element count, saturating at INT64_MAX: shapes here are not yet checked, and a
+// product of huge dims must not overflow (it only has to compare unequal).
 int64_t numel(const TensorView& t) {
   int64_t n = 1;
-  for (int d = 0; d < t.rank; ++d) n *= t.shape[d];
+  for (int d = 0; d < t.rank; ++d)
+    if (__builtin_mul_overflow(n, t.shape[d], &n)) return INT64_MAX;
   return n;
 }
 

@@ -5,7 +5,9 @@
 // kernel, never here: a host read would sync the stream and break graph capture.
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
@@ -49,6 +51,11 @@ bool check_quant_scale(const TensorView& t, const char* name, DType qd, int64_t 
   return n > 1;
 }
 
+// The full int8 path's three per-tensor scales, with their argument names.
+std::array<std::pair<const TensorView*, const char*>, 3> int8_path_scales(const FiaArgs& a) {
+  return {{{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"}, {&a.dequant_scale2, "dequant_scale2"}}};
+}
+
 }  // namespace
 
 bool fia_left_padded(const FiaArgs& a, bool decode) {
@@ -70,8 +77,7 @@ void fia_check_quant_combination(const FiaArgs& a) {
       ATTNJIT_REQUIRE(!present(*t), n,
                       "none with an int8 query (the full int8 path dequantises by dequant_scale1 and dequant_scale2)",
                       t->shape_string());
-  for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
-                      {&a.dequant_scale2, "dequant_scale2"}}) {
+  for (auto [t, n] : int8_path_scales(a)) {
     if (int8_query)
       ATTNJIT_REQUIRE(present(*t), n, "a per-tensor fp32 scale with an int8 query (the full int8 path)", "none");
     else
@@ -100,8 +106,7 @@ void fia_check_int8_query(const FiaArgs& a, bool decode, bool paged, bool tnd, b
                     std::string("dtype ") + dtype_name(t->dtype));
   ATTNJIT_REQUIRE(!present(a.key_shared_prefix), "key_shared_prefix",
                   "none with int8 query, key and value (the seed: no prefix on the all-int8 path)", "a shared prefix");
-  for (auto [t, n] : {std::pair{&a.dequant_scale1, "dequant_scale1"}, {&a.quant_scale1, "quant_scale1"},
-                      {&a.dequant_scale2, "dequant_scale2"}}) {
+  for (auto [t, n] : int8_path_scales(a)) {
     require_defined(*t, n);
     // Ascend's uint64 form packs a scale for its own matmul unit; no DType carries it here.
     require_dtype(*t, n, {DType::kFloat32});

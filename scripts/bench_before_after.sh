@@ -2,7 +2,9 @@
 # Times two builds of attnjit-bench in one GPU session, alternating rounds, so a
 # before/after comparison of a change is a ratio taken on one GPU at one time.
 # Usage: scripts/bench_before_after.sh BEFORE_DIR AFTER_DIR [bench args...]
-#   each DIR holds attnjit-bench and its libattnjit.so*; ROUNDS (default 2).
+#   each DIR holds attnjit-bench and its libattnjit.so*, and may hold cache/cubins.sqlite3.gz
+#   (a store prewarmed on the build machine, so neither side compiles here);
+#   ROUNDS (default 2); ROWS, the rows kept (default: xqa, single_decode and MLA rows).
 set -uo pipefail
 before=$1 after=$2
 shift 2
@@ -11,8 +13,11 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     dir=$([ $side = before ] && echo "$before" || echo "$after")
     cache=/tmp/attnjit-bench-$side
     mkdir -p "$cache" && chmod 700 "$cache"
+    if [ -f "$dir/cache/cubins.sqlite3.gz" ] && [ ! -f "$cache/cubins.sqlite3" ]; then
+      gzip -dc "$dir/cache/cubins.sqlite3.gz" >"$cache/cubins.sqlite3" && chmod 600 "$cache/cubins.sqlite3"
+    fi
     echo "== $side (round $round)"
     LD_LIBRARY_PATH="$dir:/usr/local/cuda/lib64" ATTNJIT_CACHE_DIR=$cache "$dir/attnjit-bench" "$@" 2>&1 |
-      grep -E "^(xqa|single)"
+      grep -E "${ROWS:-^(xqa|single|h[0-9])}"
   done
 done

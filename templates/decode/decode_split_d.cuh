@@ -1,11 +1,16 @@
 // The GQA decode main loop past head_dim 256 (Traits::kSplitD): the warps split
-// the OUTPUT dims instead of the tokens. One cp.async ring serves the whole CTA
-// (stages of kTile tokens x head_dim for K and V) with one __syncthreads per tile;
-// every warp scores the full tile (QK^T over every dim: redundant across warps,
-// cheap in a memory-bound loop, and bitwise identical, so m and l agree) and
-// accumulates P V only for its head_dim / W slice of O. O then fits a thread's
-// registers as at head_dim 128, and no cross-warp merge of O is needed: the warps'
-// slices form one partial row, which DecodeMerge merges as a single warp's.
+// the head dims instead of the tokens. Warp w owns dims [w * DW, (w + 1) * DW):
+// it scores every tile over those dims, the warps' partial scores meet in shared
+// memory and every warp sums all W of them in one order (so scores, m and l agree
+// bitwise across warps), and it accumulates P V for the same slice of O. O then
+// fits a thread's registers as at head_dim 128, and no cross-warp merge of O is
+// needed: the warps' slices form one partial row, which DecodeMerge merges as a
+// single warp's.
+// K/V as stored: each warp copies (cp.async) and reads only its own dims of each
+// stage, so a warp waits for its own copies, and the score exchange is the one
+// CTA barrier per tile (two partial buffers, alternating). RoPE and widened fp8
+// rewrite a whole tile in shared memory: those take the CTA ring (DecodeCtaRing,
+// one more barrier per tile).
 #pragma once
 
 #include "decode/decode_cta_ring.cuh"
@@ -22,13 +27,18 @@ struct DecodeSplitD {
   using Tile = DecodeTile<Tr>;
   using Ring = DecodeCtaRing<Tr, Tr::kStages>;
   static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
-  static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems;
-  static constexpr int DW = HD / W;  // output dims per warp
+  static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems, kN = Tile::kN;
+  static constexpr int DW = HD / W;  // head dims per warp
   static constexpr bool kWiden = Tr::kFp8Kv && !Tr::kDirectFp8;  // fp8 with RoPE: widened in shared memory
-  static_assert(!Tr::kQInRegs, "split-D reads Q from shared memory");
-  __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
+  static constexpr bool kCtaRing = kWiden || Tr::kPos == pos_mode::kRope;
+  static constexpr int kSliceChunks = DW * int(sizeof(KVT)) / 16;  // a warp's 16-byte chunks per row
+  static_assert(!Tr::kQInRegs, "split-D loads Q through shared memory");
+  static_assert(kTile * kSliceChunks % 32 == 0, "every lane issues the same number of copies");
+  static_assert(Tr::kScoreBytes == W * kN * 32 * 16 && Tr::kQBytes >= Tr::kScoreBytes,
+                "partial scores: one buffer after the ring, the other over Q (in registers by then)");
 
-  // Shared memory: [Q | RoPE freqs | ring of S stages (K tile, V tile) | conv (widened K, V)].
+  // Shared memory: [Q | RoPE freqs | ring of S stages (K tile, V tile) | conv (widened K, V) |
+  // partial scores]. Once Q is in registers its bytes hold the second partial-score buffer.
   // After the loop the ring area holds the merge buffer: red_o [kRows][HD], red_m, red_l.
   __device__ static void run(const DecodeParams& p, unsigned char* smem) {
     Work w;
@@ -37,24 +47,32 @@ struct DecodeSplitD {
     float* freq_s = reinterpret_cast<float*>(smem + Tr::kQBytes);
     unsigned char* ring = smem + Tr::kQBytes + Tr::kFreqBytes;
     MT* conv = reinterpret_cast<MT*>(ring + Tr::kRingBytes);
+    float4* part_even = reinterpret_cast<float4*>(ring + Tr::kRingBytes + Tr::kConvBytes);
+    float4* part_odd = reinterpret_cast<float4*>(smem);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     // The first S - 1 tiles are in flight while Q loads (setup read their pages
     // when no window moved the start).
-    Ring::prologue(p, w, ring, n_tiles);
-    // Q's shared-memory writes are ordered before every read by the loop's first
-    // barrier (or, with no tile, by the barrier after it).
+    if constexpr (kCtaRing) Ring::prologue(p, w, ring, n_tiles);
+    else prologue(p, w, ring, n_tiles, warp, lane);
     Base::load_q(p, w, q_s, freq_s);
+    __syncthreads();  // Q's rows, written by every thread
+    u32 qf[DW / 16][4];  // this warp's dims of Q as A fragments, a k-step each
+    const MT* q_lane = q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + (lane / 16) * 8 + warp * DW;
+#pragma unroll
+    for (int j = 0; j < DW / 16; ++j) ldmatrix_x4(qf[j], q_lane + 16 * j);
+    // Tile 1's partial scores overwrite Q after tile 0's exchange barrier, which
+    // every warp passes only after these reads.
 
     float o[DW / 8][4];
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int j = 0; j < DW / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
-    loop(p, w, q_s, freq_s, ring, conv, warp, lane, n_tiles, o, m, l);
+    loop(p, w, qf, freq_s, ring, conv, part_even, part_odd, warp, lane, n_tiles, o, m, l);
 
     cp_async_wait<0>();  // only empty groups can be left; no copy may land in the merge buffer
-    __syncthreads();     // every warp is done with the ring and Q: both are reused below
+    __syncthreads();     // every warp is done with the ring and the partial scores: reused below
     pdl_launch_dependents();
     float* red_o = reinterpret_cast<float*>(ring);
     float* red_m = red_o + kRows * HD;
@@ -62,7 +80,7 @@ struct DecodeSplitD {
     const int g = lane / 4, tq = lane % 4;
     l[0] = quad_sum(l[0]);
     l[1] = quad_sum(l[1]);
-    // Every warp holds the same m and l (bitwise: the same scores); warp 0 writes them.
+    // Every warp holds the same m and l (bitwise: the same summed scores); warp 0 writes them.
     if (warp == 0 && tq == 0) {
       red_m[g] = m[0];
       red_m[g + 8] = m[1];
@@ -74,50 +92,110 @@ struct DecodeSplitD {
     DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
   }
 
-  // S = Q K^T over the whole tile and every dim, Q from shared memory: DecodeTile::scores,
-  // but unrolled 4 k-steps deep rather than HD / 16 (fully unrolled, ptxas hoists
-  // every k-step's ldmatrix and runs out of registers at head_dim 512).
-  __device__ static void scores(const MT* q_s, const MT* kt, const unsigned char* k_raw, int lane,
-                                float (&s)[Tile::kN][4]) {
-#pragma unroll
-    for (int n = 0; n < Tile::kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    const MT* q_lane = q_s + ((lane % 8) + ((lane / 8) % 2) * 8) * kRowElems + (lane / 16) * 8;
-    if constexpr (Tr::kDirectFp8) {
-#pragma unroll 2
-      for (int k0 = 0; k0 < HD; k0 += 32) {
-        u32 a0[4], a1[4];
-        ldmatrix_x4(a0, q_lane + k0);
-        ldmatrix_x4(a1, q_lane + k0 + 16);
-#pragma unroll
-        for (int tg = 0; tg < kTile / 16; ++tg) {
-          u32 r[4];
-          ldmatrix_x4(r, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 + (lane / 16) * 16));
-          mma_16816<MT>(s[2 * tg], a0, widen_lo(KVT{}, r[0]), widen_hi(KVT{}, r[0]));
-          mma_16816<MT>(s[2 * tg + 1], a0, widen_lo(KVT{}, r[1]), widen_hi(KVT{}, r[1]));
-          mma_16816<MT>(s[2 * tg], a1, widen_lo(KVT{}, r[2]), widen_hi(KVT{}, r[2]));
-          mma_16816<MT>(s[2 * tg + 1], a1, widen_lo(KVT{}, r[3]), widen_hi(KVT{}, r[3]));
-        }
-      }
-    } else {
+  // One warp's dims of one K and one V tile into a stage (chunks past tok_hi zero-filled).
+  __device__ static void issue_slice(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page,
+                                     int warp, int lane) {
+    const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
+    const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
+    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
 #pragma unroll 4
-      for (int k0 = 0; k0 < HD; k0 += 16) {
-        u32 a[4];
-        ldmatrix_x4(a, q_lane + k0);
+    for (int i = lane; i < kTile * kSliceChunks; i += 32) {
+      const int r = i / kSliceChunks, c = warp * kSliceChunks + i % kSliceChunks;
+      const bool valid = tok0 + r < w.tok_hi;
+      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
+      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
+      cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+    }
+  }
+
+  // The first S - 1 tiles, this warp's dims, one commit group each.
+  __device__ static void prologue(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles, int warp,
+                                  int lane) {
 #pragma unroll
-        for (int tg = 0; tg < kTile / 16; ++tg) {
-          u32 bk[4];
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < n_tiles)
+        issue_slice(p, w, ring + s * Tr::kStageBytes, w.tok_lo + s * kTile,
+                    Tr::kPaged ? w.first_page[s] : 0, warp, lane);
+      cp_async_commit();
+    }
+  }
+
+  // Per tile: wait for this warp's copies of it (__syncwarp: the lanes' copies, and
+  // every lane done with tile t - 1, whose stage the next copy refills), issue tile
+  // t + S - 1, then body(t, tok0, stage).
+  template <class Body>
+  __device__ static void for_each_tile(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles,
+                                       int warp, int lane, Body&& body) {
+    int next_page = 0;
+    if (S - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (S - 1) * kTile);
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<S - 2>();
+      __syncwarp();
+      const int tn = t + S - 1;
+      const int page = next_page;
+      if (tn + 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (tn + 1) * kTile);
+      if (tn < n_tiles) issue_slice(p, w, ring + (tn % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, warp, lane);
+      cp_async_commit();
+      body(t, w.tok_lo + t * kTile, ring + (t % S) * Tr::kStageBytes);
+    }
+  }
+
+  // This warp's share of S = Q K^T: the whole tile over dims [d_lo, d_lo + DW)
+  // (DecodeTile::scores over a slice, Q from registers; fp8 K widened for those dims only).
+  __device__ static void scores(const u32 (&qf)[DW / 16][4], const MT* kt, const unsigned char* k_raw, int lane,
+                                int d_lo, float (&s)[kN][4]) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int j = 0; j < DW / 16; ++j) {
+      const int k0 = d_lo + 16 * j;
+#pragma unroll
+      for (int tg = 0; tg < kTile / 16; ++tg) {
+        u32 bk[4];
+        if constexpr (Tr::kDirectFp8) {
+          if (j % 2) continue;  // one ldmatrix reads 32 fp8 dims: two k-steps
+          ldmatrix_x4(bk, k_raw + raw_offset<Tr>(tg * 16 + (lane % 8) + ((lane / 8) % 2) * 8, k0 + (lane / 16) * 16));
+          mma_16816<MT>(s[2 * tg], qf[j], widen_lo(KVT{}, bk[0]), widen_hi(KVT{}, bk[0]));
+          mma_16816<MT>(s[2 * tg + 1], qf[j], widen_lo(KVT{}, bk[1]), widen_hi(KVT{}, bk[1]));
+          mma_16816<MT>(s[2 * tg], qf[j + 1], widen_lo(KVT{}, bk[2]), widen_hi(KVT{}, bk[2]));
+          mma_16816<MT>(s[2 * tg + 1], qf[j + 1], widen_lo(KVT{}, bk[3]), widen_hi(KVT{}, bk[3]));
+        } else {
           ldmatrix_x4(bk, kt + (tg * 16 + (lane % 8) + (lane / 16) * 8) * kRowElems + k0 + ((lane / 8) % 2) * 8);
-          mma_16816<MT>(s[2 * tg], a, bk[0], bk[1]);
-          mma_16816<MT>(s[2 * tg + 1], a, bk[2], bk[3]);
+          mma_16816<MT>(s[2 * tg], qf[j], bk[0], bk[1]);
+          mma_16816<MT>(s[2 * tg + 1], qf[j], bk[2], bk[3]);
         }
       }
     }
   }
 
-  // The tiles through the CTA ring (DecodeCtaRing::for_each_tile: one barrier per
-  // tile, then this body).
-  __device__ static void loop(const DecodeParams& p, const Work& w, const MT* q_s, const float* freq_s,
-                              unsigned char* ring, MT* conv, int warp, int lane, int n_tiles,
+  // The warps' partial scores into the full ones, the same in every warp: warp j's
+  // share is part[(j * kN + n) * 32 + lane], summed over j = 0..W-1 in that order.
+  // Tiles alternate buffers, so the next barrier (tile t + 1's) orders these reads
+  // before tile t + 2 writes this buffer again.
+  __device__ static void sum_scores(float4* part, int warp, int lane, float (&s)[kN][4]) {
+#pragma unroll
+    for (int n = 0; n < kN; ++n) part[(warp * kN + n) * 32 + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      float4 t = part[n * 32 + lane];
+#pragma unroll
+      for (int j = 1; j < W; ++j) {
+        const float4 u = part[(j * kN + n) * 32 + lane];
+        t.x += u.x;
+        t.y += u.y;
+        t.z += u.z;
+        t.w += u.w;
+      }
+      s[n][0] = t.x;
+      s[n][1] = t.y;
+      s[n][2] = t.z;
+      s[n][3] = t.w;
+    }
+  }
+
+  __device__ static void loop(const DecodeParams& p, const Work& w, const u32 (&qf)[DW / 16][4], const float* freq_s,
+                              unsigned char* ring, MT* conv, float4* part_even, float4* part_odd, int warp, int lane, int n_tiles,
                               float (&o)[DW / 8][4], float (&m)[2], float (&l)[2]) {
     const int g = lane / 4, tq = lane % 4, d_lo = warp * DW;
     float slope[2] = {0.f, 0.f};
@@ -128,7 +206,7 @@ struct DecodeSplitD {
       q_pos[h] = w.seq_len - w.q_len + gr / G;
       if (Tr::kPos == pos_mode::kAlibi) slope[h] = alibi_slope(w.kvh * G + gr % G, p.num_kv_heads * G) * kLog2e;
     }
-    Ring::for_each_tile(p, w, ring, n_tiles, [&](int, int tok0, unsigned char* stage) {
+    auto body = [&](int t, int tok0, unsigned char* stage) {
       const unsigned char* k_raw = stage;
       const unsigned char* v_raw = stage + kTile * Tr::kRawRowBytes;
       MT* kt = reinterpret_cast<MT*>(stage);
@@ -146,14 +224,14 @@ struct DecodeSplitD {
         Ring::rope_tile(kt, freq_s, tok0);
         __syncthreads();
       }
-
-      // S = Q K^T over the whole tile and every dim: the same in every warp.
-      float s[Tile::kN][4];
-      scores(q_s, kt, k_raw, lane, s);
-
+      float s[kN][4];
+      scores(qf, kt, k_raw, lane, d_lo, s);
+      sum_scores(t % 2 ? part_odd : part_even, warp, lane, s);
       Base::online_softmax(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
       Tile::template accumulate_pv<DW>(s, vt, v_raw, lane, o, d_lo);  // O[:, d_lo : d_lo + DW]
-    });
+    };
+    if constexpr (kCtaRing) Ring::for_each_tile(p, w, ring, n_tiles, body);
+    else for_each_tile(p, w, ring, n_tiles, warp, lane, body);
   }
 };
 

@@ -85,10 +85,14 @@ struct DecodeTraits {
   static constexpr bool kTransposed = kGroup_ <= 8 && ((kInt8Kv && kDirectFp8) || kInt4Kv) && !kSplitD &&
                                       kSplitMStages_ == 0;
   static constexpr int kConvBytes = (kFp8Kv && !kDirectFp8) ? (kSplitD ? 1 : kWarps) * 2 * kTile * kRowElems * 2 : 0;
+  // Split-D: each warp scores its own dims; the warps' partial scores (kTile / 8 float4
+  // a lane) meet in shared memory and every warp sums all of them in one order. Tiles
+  // alternate two buffers: this one, and Q's bytes (Q is in registers by then).
+  static constexpr int kScoreBytes = kSplitD ? kWarps * kTile * 64 : 0;
   static constexpr int kMaxSplits = 256;  // the host never asks for more
   static constexpr int kSplitWeightBytes = 2 * kRows * kMaxSplits * 4;  // split weights and sums
   static constexpr int kMergeBytes = kMergeWarps * kRows * (kHeadDim + 2) * 4;
-  static constexpr int kLoopBytes = kRingBytes + kConvBytes;
+  static constexpr int kLoopBytes = kRingBytes + kConvBytes + kScoreBytes;
   static constexpr int kTailBytes = kMergeBytes > kSplitWeightBytes ? kMergeBytes : kSplitWeightBytes;
   static constexpr int kTokenSplitBytes =
       kQBytes + kFreqBytes + (kLoopBytes > kTailBytes ? kLoopBytes : kTailBytes);

@@ -278,5 +278,27 @@ TEST(XqaGpu, HeadDimsPast256SplitTheOutputDims) {
   }
 }
 
+// The split-D kernel at sizes compute-sanitizer gets through quickly: each warp copies
+// and reads its own dims of every stage, and the warps' partial scores alternate two
+// buffers (one over Q's bytes), so racecheck runs here (gpu_run.sh's SANITIZER_FILTER).
+TEST(XqaGpu, SplitDSmallForTheSanitizer) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  int n = 0;
+  for (DType kvd : {DType::kBFloat16, DType::kFloat8E4M3}) {
+    XqaCase c;
+    c.head_dim = 512;
+    c.kv_dtype = kvd;
+    c.page_size = 32;
+    c.batch = 3;
+    c.seq_lens = {1, 70, 300};
+    c.sm_count = 2;  // a few splits, merged
+    EXPECT_LE(run_xqa(c, 16000 + n++), tolerance(c)) << describe(c);
+    c.head_dim = 384;
+    c.window = 100;
+    c.sinks = true;
+    EXPECT_LE(run_xqa(c, 16000 + n++), tolerance(c)) << describe(c);
+  }
+}
+
 }  // namespace
 }  // namespace attnjit

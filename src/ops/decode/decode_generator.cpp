@@ -76,22 +76,34 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   const bool token_scales = s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale);
   const int tok_heads = s.has(spec::feature::kTokHead) ? 2 : 1;  // Traits::kTokHeads
   const int per_stage = rings * (2 * t.tile * raw_row + (token_scales ? 16 * t.tile * tok_heads : 0));  // Traits::kStageBytes
-  const int conv = widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0;
+  // (split-D: plus the warps' partial scores, Traits::kScoreBytes)
+  const int conv = (widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0) + (sd ? t.warps * t.tile * 64 : 0);
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
   const int tail = std::max((sd ? 1 : t.warps) * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
   t.smem_limit = render::max_smem_per_block(s.arch);
   auto smem = [&] { return fixed + std::max(t.stages * per_stage + conv, tail); };
   if (sd) {
-    // The CTA's warps wait for each other once per tile, so the ring alone keeps
-    // HBM busy: by default as deep as the arch allows one CTA (the 227 KB arches
-    // keep >= 128 KB in flight). Never fewer than two stages: the next tile's copy
-    // refills the stage of the tile before it (a one-stage ring would overwrite
-    // the tile being read); where two do not fit, smem_bytes says so and the
-    // caller takes the 16-token tile or refuses.
+    // Never fewer than two stages: the next tile's copy refills the stage of the tile
+    // before it (a one-stage ring would overwrite the tile being read); where two do
+    // not fit, smem_bytes says so and the caller takes the 16-token tile or refuses.
+    auto fit = [&](int budget) {
+      t.stages = std::clamp((budget - conv) / per_stage, 2, kMaxSplitDStages);
+      while (t.stages > 2 && smem() > t.smem_limit) --t.stages;
+    };
     const auto ring_kb = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb);
-    const int budget = ring_kb ? *ring_kb * 1024 : t.smem_limit - fixed;
-    t.stages = std::clamp((budget - conv) / per_stage, 2, kMaxSplitDStages);
-    while (t.stages > 2 && smem() > t.smem_limit) --t.stages;
+    if (ring_kb) {
+      fit(*ring_kb * 1024);
+    } else {
+      // Two CTAs an SM where a ring of two stages or more allows it: one CTA's warps
+      // meet once per tile (the score exchange), and the other CTA's keep the SM busy
+      // meanwhile. H200, xqa B64 L4K g8, TB/s, one CTA with the deepest ring -> two:
+      // fp8 hd384 / hd512 2.60 / 3.15 -> 3.30 / 3.62 (32-token tiles), bf16 hd384
+      // 3.87 -> 4.04 (16-token tiles), bf16 hd512 4.19 -> 4.18 (PERFORMANCE.md,
+      // twenty-second session). Else one CTA with the deepest ring.
+      const int half = (t.smem_limit + 1024) / 2 - 1024;
+      fit(half - fixed);
+      if (smem() > half) fit(t.smem_limit - fixed);
+    }
     t.smem_bytes = smem();
     const int reg_estimate = hd / t.warps / 2 + 64 + (t.tile - 16);  // DecodeTraits::kRegEstimate
     t.min_blocks = std::clamp(std::min(65536 / (t.warps * 32 * reg_estimate), (t.smem_limit + 1024) / (t.smem_bytes + 1024)), 1, 3);
@@ -172,8 +184,8 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   if (l2 != 0 && l2 != 64 && l2 != 128 && l2 != 256)
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", l2));
-  // Split-D (head_dim > 256) takes 32 where three stages fit: each warp reads Q
-  // from shared memory once per tile, so the larger tile halves those reads.
+  // Split-D (head_dim > 256) starts from 32 too, and takes 16 where only that
+  // tile lets two CTAs share an SM (below).
   const auto forced = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
   const int tile = forced.value_or(
       (one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
@@ -182,7 +194,15 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
                 fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));
   if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
     DecodeTiling t = tiling_for(s, 32, lazy, l2);
-    if (t.smem_bytes <= t.smem_limit && (!split_d(s) || forced || t.stages >= 3)) return t;
+    if (t.smem_bytes <= t.smem_limit) {
+      if (!split_d(s) || forced) return t;
+      // Split-D: two CTAs an SM first (32-token tiles, else 16), then one CTA with
+      // a 32-token ring of three stages or more (tiling_for says why).
+      if (t.min_blocks >= 2) return t;
+      DecodeTiling t16 = tiling_for(s, 16, lazy, l2);
+      if (t16.min_blocks >= 2 || t.stages < 3) return t16;
+      return t;
+    }
   }
   return tiling_for(s, 16, lazy, l2);
 }

@@ -2,13 +2,15 @@
 // split-M for spec-decode rows): the CTA's threads copy each tile together, and
 // one __syncthreads per tile both publishes the tile and frees the stage that the
 // next copy refills. Tile t lives in stage t % kS.
+// kWarpSlices (split-D on K/V as stored): warp w copies only its 1/kWarps of each
+// row's dims, the dims it alone reads, so a __syncwarp does the barrier's work.
 #pragma once
 
 #include "decode/gqa_decode.cuh"
 
 namespace attnjit {
 
-template <class Tr, int kS>
+template <class Tr, int kS, bool kWarpSlices = false>
 struct DecodeCtaRing {
   using Base = GqaDecode<Tr>;
   using Work = typename Base::Work;
@@ -17,17 +19,21 @@ struct DecodeCtaRing {
   static constexpr int HD = Tr::kHeadDim, kTile = Tr::kTile, kRowElems = Tr::kRowElems;
   static_assert(kS >= 2, "the next tile's copy refills the stage of the tile before it");
 
-  // The whole CTA issues the cp.async copies of one K and one V tile into a stage.
+  // The cp.async copies of one K and one V tile into a stage: the whole CTA's, or
+  // (kWarpSlices) this warp's dims of it.
   __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page) {
     const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
     const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
-    constexpr int kChunks = HD * int(sizeof(KVT)) / 16;  // 16-byte chunks per row
-    static_assert(!Tr::kSplitD || kTile * kChunks % Tr::kThreads == 0,
+    // 16-byte chunks a copier group takes from each row, and the threads copying them.
+    constexpr int kChunks = HD * int(sizeof(KVT)) / 16 / (kWarpSlices ? Tr::kWarps : 1);
+    constexpr int kCopiers = kWarpSlices ? 32 : Tr::kThreads;
+    static_assert(!Tr::kSplitD || kTile * kChunks % kCopiers == 0,
                   "split-D: every thread issues the same number of copies");
+    const int c0 = kWarpSlices ? int(threadIdx.x / 32) * kChunks : 0;  // the warp's first chunk
 #pragma unroll 4
-    for (int i = threadIdx.x; i < kTile * kChunks; i += Tr::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
+    for (int i = kWarpSlices ? threadIdx.x % 32 : threadIdx.x; i < kTile * kChunks; i += kCopiers) {
+      const int r = i / kChunks, c = c0 + i % kChunks;
       const bool valid = tok0 + r < w.tok_hi;
       unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
       unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
@@ -85,7 +91,8 @@ struct DecodeCtaRing {
   }
 
   // Per tile: wait for this thread's copies of it, barrier (everyone's copies
-  // landed; everyone is done with tile t - 1, whose stage the next copy refills),
+  // landed; everyone is done with tile t - 1, whose stage the next copy refills;
+  // kWarpSlices: the warp's lanes, whose copies are all the warp reads),
   // issue tile t + kS - 1, then body(t, tok0, stage). A body that rewrites the
   // stage (RoPE, widening) adds its own barrier; the next one orders its reads
   // before the refill. kAligned = false: warps may run this loop from different
@@ -100,7 +107,8 @@ struct DecodeCtaRing {
     if (kS - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (kS - 1) * kTile);
     for (int t = 0; t < n_tiles; ++t) {
       cp_async_wait<kS - 2>();  // groups committed: kS - 1 + t; tiles 0..t are this thread's
-      if constexpr (kAligned) __syncthreads();
+      if constexpr (kWarpSlices) __syncwarp();
+      else if constexpr (kAligned) __syncthreads();
       else asm volatile("barrier.sync 0;" ::: "memory");
       {
         const int tn = t + kS - 1;

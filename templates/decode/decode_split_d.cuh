@@ -7,10 +7,10 @@
 // needed: the warps' slices form one partial row, which DecodeMerge merges as a
 // single warp's.
 // K/V as stored: each warp copies (cp.async) and reads only its own dims of each
-// stage, so a warp waits for its own copies, and the score exchange is the one
-// CTA barrier per tile (two partial buffers, alternating). RoPE and widened fp8
-// rewrite a whole tile in shared memory: those take the CTA ring (DecodeCtaRing,
-// one more barrier per tile).
+// stage (DecodeCtaRing's kWarpSlices), so a warp waits for its own copies, and the
+// score exchange is the one CTA barrier per tile (two partial buffers, alternating).
+// RoPE and widened fp8 rewrite whole tiles in shared memory: there the CTA copies
+// each tile together, one more barrier per tile.
 #pragma once
 
 #include "decode/decode_cta_ring.cuh"
@@ -25,15 +25,13 @@ struct DecodeSplitD {
   using KVT = typename Tr::KVT;
   using MT = typename Tr::MT;
   using Tile = DecodeTile<Tr>;
-  using Ring = DecodeCtaRing<Tr, Tr::kStages>;
   static constexpr int HD = Tr::kHeadDim, G = Tr::kGroup, W = Tr::kWarps, S = Tr::kStages;
   static constexpr int kTile = Tr::kTile, kRows = Tr::kRows, kRowElems = Tr::kRowElems, kN = Tile::kN;
   static constexpr int DW = HD / W;  // head dims per warp
   static constexpr bool kWiden = Tr::kFp8Kv && !Tr::kDirectFp8;  // fp8 with RoPE: widened in shared memory
-  static constexpr bool kCtaRing = kWiden || Tr::kPos == pos_mode::kRope;
-  static constexpr int kSliceChunks = DW * int(sizeof(KVT)) / 16;  // a warp's 16-byte chunks per row
+  static constexpr bool kWholeTiles = kWiden || Tr::kPos == pos_mode::kRope;  // rewritten in shared memory
+  using Ring = DecodeCtaRing<Tr, S, !kWholeTiles>;
   static_assert(!Tr::kQInRegs, "split-D loads Q through shared memory");
-  static_assert(kTile * kSliceChunks % 32 == 0, "every lane issues the same number of copies");
   static_assert(Tr::kScoreBytes == W * kN * 32 * 16 && Tr::kQBytes >= Tr::kScoreBytes,
                 "partial scores: one buffer after the ring, the other over Q (in registers by then)");
 
@@ -53,8 +51,7 @@ struct DecodeSplitD {
     const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
     // The first S - 1 tiles are in flight while Q loads (setup read their pages
     // when no window moved the start).
-    if constexpr (kCtaRing) Ring::prologue(p, w, ring, n_tiles);
-    else prologue(p, w, ring, n_tiles, warp, lane);
+    Ring::prologue(p, w, ring, n_tiles);
     Base::load_q(p, w, q_s, freq_s);
     __syncthreads();  // Q's rows, written by every thread
     u32 qf[DW / 16][4];  // this warp's dims of Q as A fragments, a k-step each
@@ -90,54 +87,6 @@ struct DecodeSplitD {
     Tile::template store_o<DW>(red_o + g * HD + warp * DW, o, tq);
     __syncthreads();
     DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
-  }
-
-  // One warp's dims of one K and one V tile into a stage (chunks past tok_hi zero-filled).
-  __device__ static void issue_slice(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page,
-                                     int warp, int lane) {
-    const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
-    const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
-    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
-#pragma unroll 4
-    for (int i = lane; i < kTile * kSliceChunks; i += 32) {
-      const int r = i / kSliceChunks, c = warp * kSliceChunks + i % kSliceChunks;
-      const bool valid = tok0 + r < w.tok_hi;
-      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
-      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
-      cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
-    }
-  }
-
-  // The first S - 1 tiles, this warp's dims, one commit group each.
-  __device__ static void prologue(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles, int warp,
-                                  int lane) {
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (s < n_tiles)
-        issue_slice(p, w, ring + s * Tr::kStageBytes, w.tok_lo + s * kTile,
-                    Tr::kPaged ? w.first_page[s] : 0, warp, lane);
-      cp_async_commit();
-    }
-  }
-
-  // Per tile: wait for this warp's copies of it (__syncwarp: the lanes' copies, and
-  // every lane done with tile t - 1, whose stage the next copy refills), issue tile
-  // t + S - 1, then body(t, tok0, stage).
-  template <class Body>
-  __device__ static void for_each_tile(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles,
-                                       int warp, int lane, Body&& body) {
-    int next_page = 0;
-    if (S - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (S - 1) * kTile);
-    for (int t = 0; t < n_tiles; ++t) {
-      cp_async_wait<S - 2>();
-      __syncwarp();
-      const int tn = t + S - 1;
-      const int page = next_page;
-      if (tn + 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (tn + 1) * kTile);
-      if (tn < n_tiles) issue_slice(p, w, ring + (tn % S) * Tr::kStageBytes, w.tok_lo + tn * kTile, page, warp, lane);
-      cp_async_commit();
-      body(t, w.tok_lo + t * kTile, ring + (t % S) * Tr::kStageBytes);
-    }
   }
 
   // This warp's share of S = Q K^T: the whole tile over dims [d_lo, d_lo + DW)
@@ -230,8 +179,7 @@ struct DecodeSplitD {
       Base::online_softmax(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
       Tile::template accumulate_pv<DW>(s, vt, v_raw, lane, o, d_lo);  // O[:, d_lo : d_lo + DW]
     };
-    if constexpr (kCtaRing) Ring::for_each_tile(p, w, ring, n_tiles, body);
-    else for_each_tile(p, w, ring, n_tiles, warp, lane, body);
+    Ring::for_each_tile(p, w, ring, n_tiles, body);
   }
 };
 

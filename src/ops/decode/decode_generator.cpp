@@ -76,18 +76,19 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   const bool token_scales = s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale);
   const int tok_heads = s.has(spec::feature::kTokHead) ? 2 : 1;  // Traits::kTokHeads
   const int per_stage = rings * (2 * t.tile * raw_row + (token_scales ? 16 * t.tile * tok_heads : 0));  // Traits::kStageBytes
-  // (split-D: plus the warps' partial scores, Traits::kScoreBytes)
-  const int conv = (widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0) + (sd ? t.warps * t.tile * 64 : 0);
+  const int conv = widen ? rings * 2 * t.tile * (hd + 8) * 2 : 0;
+  const int scores = sd ? t.warps * t.tile * 64 : 0;  // split-D's partial scores (Traits::kScoreBytes)
+  const int beside_ring = conv + scores;  // the loop's bytes past the ring
   const int fixed = 16 * (hd + 8) * 2 + hd * 2;  // Q tile + RoPE frequencies
   const int tail = std::max((sd ? 1 : t.warps) * 16 * (hd + 2) * 4, 2 * 16 * 256 * 4);  // warp merge / split weights and sums
   t.smem_limit = render::max_smem_per_block(s.arch);
-  auto smem = [&] { return fixed + std::max(t.stages * per_stage + conv, tail); };
+  auto smem = [&] { return fixed + std::max(t.stages * per_stage + beside_ring, tail); };
   if (sd) {
     // Never fewer than two stages: the next tile's copy refills the stage of the tile
     // before it (a one-stage ring would overwrite the tile being read); where two do
     // not fit, smem_bytes says so and the caller takes the 16-token tile or refuses.
     auto fit = [&](int budget) {
-      t.stages = std::clamp((budget - conv) / per_stage, 2, kMaxSplitDStages);
+      t.stages = std::clamp((budget - beside_ring) / per_stage, 2, kMaxSplitDStages);
       while (t.stages > 2 && smem() > t.smem_limit) --t.stages;
     };
     const auto ring_kb = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb);

@@ -120,26 +120,32 @@ struct DecodeSplitD {
   // The warps' partial scores into the full ones, the same in every warp: warp j's
   // share is part[(j * kN + n) * 32 + lane], summed over j = 0..W-1 in that order.
   // Tiles alternate buffers, so the next barrier (tile t + 1's) orders these reads
-  // before tile t + 2 writes this buffer again.
+  // before tile t + 2 writes this buffer again. kHalves = 1: rows 0-7 only (rows
+  // 8-15 padding, GqaDecode::upper_rows_padding), half the bytes.
+  template <int kHalves>
   __device__ static void sum_scores(float4* part, int warp, int lane, float (&s)[kN][4]) {
+    float2* half = reinterpret_cast<float2*>(part);
 #pragma unroll
-    for (int n = 0; n < kN; ++n) part[(warp * kN + n) * 32 + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+    for (int n = 0; n < kN; ++n) {
+      if constexpr (kHalves == 2) part[(warp * kN + n) * 32 + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+      else half[(warp * kN + n) * 32 + lane] = make_float2(s[n][0], s[n][1]);
+    }
     __syncthreads();
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
-      float4 t = part[n * 32 + lane];
 #pragma unroll
-      for (int j = 1; j < W; ++j) {
-        const float4 u = part[(j * kN + n) * 32 + lane];
-        t.x += u.x;
-        t.y += u.y;
-        t.z += u.z;
-        t.w += u.w;
+      for (int j = 0; j < W; ++j) {
+        float t[4];
+        if constexpr (kHalves == 2) {
+          const float4 u = part[(j * kN + n) * 32 + lane];
+          t[0] = u.x, t[1] = u.y, t[2] = u.z, t[3] = u.w;
+        } else {
+          const float2 u = half[(j * kN + n) * 32 + lane];
+          t[0] = u.x, t[1] = u.y;
+        }
+#pragma unroll
+        for (int e = 0; e < 2 * kHalves; ++e) s[n][e] = j == 0 ? t[e] : s[n][e] + t[e];
       }
-      s[n][0] = t.x;
-      s[n][1] = t.y;
-      s[n][2] = t.z;
-      s[n][3] = t.w;
     }
   }
 
@@ -175,8 +181,13 @@ struct DecodeSplitD {
       }
       float s[kN][4];
       scores(qf, kt, k_raw, lane, d_lo, s);
-      sum_scores(t % 2 ? part_odd : part_even, warp, lane, s);
-      Base::online_softmax(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
+      if (Base::upper_rows_padding(w)) {
+        sum_scores<1>(t % 2 ? part_odd : part_even, warp, lane, s);
+        Base::template online_softmax<1>(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
+      } else {
+        sum_scores<2>(t % 2 ? part_odd : part_even, warp, lane, s);
+        Base::template online_softmax<2>(p, w, s, tok0, g, tq, slope, q_pos, o, m, l);
+      }
       Tile::template accumulate_pv<DW>(s, vt, v_raw, lane, o, d_lo);  // O[:, d_lo : d_lo + DW]
     };
     Ring::for_each_tile(p, w, ring, n_tiles, body);

@@ -154,8 +154,7 @@ namespace {
 // each set's sequence shifted by the window, so that every call reads other bytes
 // (sets x L tokens each would not fit at L 128K).
 Result time_single_decode(int H, int KH, int L, DType kv_dtype, const Options& o,
-                          std::mt19937& rng, int window_left = -1) {
-  const int D = 128;
+                          std::mt19937& rng, int window_left = -1, int D = 128) {
   const int read_len = window_left >= 0 ? std::min(L, window_left + 1) : L;
   const double kv_bytes = 2.0 * read_len * KH * D * dtype_size(kv_dtype);
   const int sets = std::max(1, int(std::ceil(3 * kL2Bytes / kv_bytes)));
@@ -193,6 +192,7 @@ Result time_single_decode(int H, int KH, int L, DType kv_dtype, const Options& o
   Result r;
   r.op = "single_decode";
   r.shape = H / KH == 4 ? fmt::format("L{}", L) : fmt::format("L{} g{}", L, H / KH);
+  if (D != 128) r.shape += fmt::format(" hd{}", D);
   if (window_left >= 0) r.shape += fmt::format(" w{}", window_left + 1);
   r.dtype = std::string("kv ") + dtype_name(kv_dtype);
   r.ms = time_median(sets, o, call);
@@ -206,6 +206,8 @@ std::vector<Result> bench_single_decode(DType kv_dtype, const Options& o) {
   std::vector<Result> out;
   std::mt19937 rng(7);
   for (int L : {4096, 32768, 131072}) out.push_back(time_single_decode(32, 8, L, kv_dtype, o, rng));
+  // Past head_dim 256 (split-D): its rate against the head_dim 128 row of the same length.
+  for (int L : {32768, 131072}) out.push_back(time_single_decode(32, 8, L, kv_dtype, o, rng, -1, 512));
   return out;
 }
 

@@ -13,11 +13,18 @@ for line in open(sys.argv[1]):
     if m:
         side = m.group(1)
         continue
-    parts = line.split()
-    if side is None or len(parts) < 4 or not parts[-1].endswith("%"):
+    if side is None:
         continue
-    key = " ".join(parts[:-3])  # op, shape, dtype; then ms, TB/s, %roof
-    rows.setdefault(key, {"before": [], "after": []})[side].append(float(parts[-2]))
+    # --mla's own rows: shape, backend, q / kv, us, TB/s, % HBM, ...
+    m = re.match(r"^(h\d+.*?)\s+(xqa|trtllm-gen)\s+(.+?)\s+[\d.]+\s+([\d.]+)\s+[\d.]+%", line)
+    if m:
+        key, value = f"mla {m.group(1)} {m.group(2)} {m.group(3)}", float(m.group(4))
+    else:
+        parts = line.split()
+        if len(parts) < 4 or not parts[-1].endswith("%") or parts[0] == "mla":
+            continue
+        key, value = " ".join(parts[:-3]), float(parts[-2])  # op, shape, dtype; then ms, TB/s, %roof
+    rows.setdefault(key, {"before": [], "after": []})[side].append(value)
 for key, v in rows.items():
     b, a = v["before"], v["after"]
     ratio = f"{statistics.median(a) / statistics.median(b):.3f}" if a and b else "-"

@@ -11,7 +11,7 @@ shift 2
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for side in before after; do
     dir=$([ $side = before ] && echo "$before" || echo "$after")
-    cache=/tmp/attnjit-bench-$side
+    cache=/tmp/attnjit-bench-$(basename "$dir")  # one store per build, across calls with other pairs
     mkdir -p "$cache" && chmod 700 "$cache"
     if [ -f "$dir/cache/cubins.sqlite3.gz" ] && [ ! -f "$cache/cubins.sqlite3" ]; then
       gzip -dc "$dir/cache/cubins.sqlite3.gz" >"$cache/cubins.sqlite3" && chmod 600 "$cache/cubins.sqlite3"

@@ -118,6 +118,11 @@ template <int kRows>
 __device__ __forceinline__ u64 desc_k_major(u32 tile, int k0) {
   return smem_desc(tile + (k0 / 64) * (kRows * 128) + (k0 % 64) * 2, 16, 1024);
 }
+// The descriptor of an operand byte_off bytes (a multiple of 16) past desc's: its
+// start-address field is bits 0-13 in 16-byte units, and a CTA's shared addresses
+// (< 256 KB) keep the sum inside that field, so no carry reaches the others. Cheaper than
+// smem_desc's mask, shift and or per k step.
+__device__ __forceinline__ u64 desc_step(u64 desc, u32 byte_off) { return desc + (byte_off >> 4); }
 // MN-major operand (rows = the contraction dim, N contiguous in 64-wide column
 // blocks kRows * 128 bytes apart): the k step starting at row k0.
 template <int kRows>

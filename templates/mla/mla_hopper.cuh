@@ -96,26 +96,31 @@ struct MlaHopper {
   }
 
   // The page entry of range position j (dense: its page id; sparse: its physical
-  // position), or -1 past the range or where nothing is stored.
+  // position), or -1 past the range or where nothing is stored. Branch-free: the load
+  // reads a clamped entry and the select decides (nothing writes the tables while
+  // this grid runs, so the read may be cached).
   __device__ static int lookup(const MlaParams& p, const Work& w, int j) {
-    if (j >= w.hi) return -1;
+    const int jc = min(j, w.hi - 1);
     if constexpr (Tr::kSparse) {
-      const int e = ld_global_now(p.indices + w.b * p.idx_stride_b + w.group * p.idx_stride_t + j);
-      return e >= 0 && (long long)e < p.num_tokens ? e : -1;
+      const int e = __ldg(p.indices + w.b * p.idx_stride_b + w.group * p.idx_stride_t + jc);
+      return j < w.hi && e >= 0 && (long long)e < p.num_tokens ? e : -1;
     } else {
       const int pi = j / Tr::kPageSize;
-      return pi < p.pages_per_seq ? ld_global_now(p.block_tables + w.b * p.bt_stride_b + pi) : -1;
+      const int e = __ldg(p.block_tables + w.b * p.bt_stride_b + max(min(pi, p.pages_per_seq - 1), 0));
+      return j < w.hi && pi < p.pages_per_seq ? e : -1;
     }
   }
 
   __device__ static bool tma(const MlaParams& p) { return !Tr::kSparse && p.kv_tma != 0; }
 
-  // A loader thread's rows of tile it: tid / 8 + 16 j (TMA: thread 0's, rows 0, 16, 32
-  // and 48, one per box of a 16-slot page). Looked up an iteration before the copies.
+  // A loader thread's rows of tile it: tid / 8 + 16 j (TMA: thread 0's rows that start
+  // a box, 0 / 16 / 32 / 48 by page size). Looked up an iteration before the copies.
   __device__ static void lookup_rows(const MlaParams& p, const Work& w, int it, int tid, int (&e)[4]) {
-    const bool needed = it < w.n_tiles && (!tma(p) || tid == 0);
+    constexpr int kBoxStep = (Tr::kPageSize < 64 ? Tr::kPageSize : 64) / 16;  // rows j that start a TMA box
+    const bool t = tma(p), needed = it < w.n_tiles && (!t || tid == 0);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) e[j] = needed ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j) : -1;
+    for (int j = 0; j < 4; ++j)
+      e[j] = needed && (!t || j % kBoxStep == 0) ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j) : -1;
   }
 
   // Column blocks [kb0, kb1) of tile it into buffer it % 2 by TMA, issued by one thread:
@@ -208,27 +213,32 @@ struct MlaHopper {
     }
   }
 
-  __device__ static void wait_block(const Smem& sm, int it, int cb) {
+  // TMA writes through the async proxy that wgmma reads with: the mbarrier's completion
+  // is all they need. cp.async writes are generic-proxy ones and need the fence.
+  __device__ static void wait_block(const MlaParams& p, const Smem& sm, int it, int cb) {
     mbar_wait(&sm.full[(it % 2) * 9 + cb], (it / 2) & 1);
-    fence_proxy_async_shared();
+    if (!tma(p)) fence_proxy_async_shared();
   }
 
   // S (=, or += when `accumulate`) Q K^T over column blocks [kb0, kb1) of tile it's
   // buffer, each block once it has landed; block 8 (rope) takes Q from registers.
+  // (Descriptors: built once per operand, then stepped by constants, desc_step.)
   template <int kb0, int kb1>
-  __device__ static void qk(float (&s)[32], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
-    const u32 buf = sm.kv + (it % 2) * Tr::kTileBytes;
+  __device__ static void qk(float (&s)[32], const MlaParams& p, const Smem& sm, int it, const u32 (&rq)[4][4],
+                            bool accumulate) {
+    const u64 dq = desc_k_major<64>(sm.q, 0), dk = desc_k_major<64>(sm.kv + (it % 2) * Tr::kTileBytes, 0);
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) {
-      wait_block(sm, it, cb);
+      wait_block(p, sm, it, cb);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const int k0 = cb * 64 + kk * 16;
+        const u32 off = cb * kBlk + kk * 32;  // desc_k_major<64>'s byte offset of k step k0
         if (cb < 8)
-          Wgmma<T, 64>::ss(s, desc_k_major<64>(sm.q, k0), desc_k_major<64>(buf, k0), accumulate || k0 > kb0 * 64);
+          Wgmma<T, 64>::ss(s, desc_step(dq, off), desc_step(dk, off), accumulate || k0 > kb0 * 64);
         else
-          Wgmma<T, 64>::rs(s, rq[kk], desc_k_major<64>(buf, k0), 1);
+          Wgmma<T, 64>::rs(s, rq[kk], desc_step(dk, off), 1);
       }
     }
     wgmma_commit();
@@ -236,18 +246,19 @@ struct MlaHopper {
 
   // O[:, half] += P V[:, half] of tile it: P from registers, or from shared memory at sp.
   __device__ static void pv_regs(float (&o)[128], const u32 (&pa)[4][4], const Smem& sm, int it, int half) {
-    const u32 sv = sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk;
+    const u64 dv = desc_mn_major<64>(sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk, 0);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_mn_major<64>(sv, kk * 16), 1);
+    for (int kk = 0; kk < 4; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_step(dv, kk * 16 * 128), 1);
     wgmma_commit();
   }
   __device__ static void pv_smem(float (&o)[128], u32 sp, const Smem& sm, int it, int half) {
-    const u32 sv = sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk;
+    const u64 dv = desc_mn_major<64>(sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk, 0);
+    const u64 dp = desc_k_major<64>(sp, 0);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      Wgmma<T, DV / 2>::ss_mn(o, desc_k_major<64>(sp, kk * 16), desc_mn_major<64>(sv, kk * 16), 1);
+      Wgmma<T, DV / 2>::ss_mn(o, desc_step(dp, kk * 32), desc_step(dv, kk * 16 * 128), 1);
     wgmma_commit();
   }
 
@@ -299,7 +310,8 @@ struct MlaHopper {
 #pragma unroll
     for (int i = 0; i < 32; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
-  // P (16-bit) into a swizzled 64 x 64 tile that a wgmma reads K-major.
+  // P (16-bit) into a swizzled 64 x 64 tile that a wgmma reads K-major; the other
+  // warpgroup's wgmma may read it after fence_proxy_async_shared.
   __device__ static void store_p(unsigned char* pt, const float (&s)[32], int warp, int lane) {
 #pragma unroll
     for (int n = 0; n < 8; ++n)
@@ -309,7 +321,6 @@ struct MlaHopper {
         *reinterpret_cast<u32*>(pt + swizzled_offset<64>(r, n * 8) + (lane & 3) * 4) =
             pack2<T>(s[n * 4 + hf * 2], s[n * 4 + hf * 2 + 1]);
       }
-    fence_proxy_async_shared();  // generic stores, visible to the other warpgroup's wgmma
   }
 
   __device__ static void rescale(float (&o)[128], float a0, float a1) {
@@ -338,16 +349,13 @@ struct MlaHopper {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 0) {
-      qk<0, 4>(s, sm, 0, rq, false);
-      qk<4, 9>(s, sm, 0, rq, true);
+      qk<0, 4>(s, p, sm, 0, rq, false);
+      qk<4, 9>(s, p, sm, 0, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
     }
     for (int a = 0; a < w.n_tiles; a += 2) {
       const bool has_b = a + 1 < w.n_tiles, next_a = a + 2 < w.n_tiles, next_b = a + 3 < w.n_tiles;
-      int ea[4], eb[4];
-      lookup_rows(p, w, a + 2, tid, ea);
-      lookup_rows(p, w, a + 3, tid, eb);
       float alpha[2];
       softmax(s, w, sm, a, limit, scale_log2, m, l, alpha, lane);
       put_rows(sm.m, m, warp, lane);
@@ -358,20 +366,28 @@ struct MlaHopper {
       rescale(o, alpha[0], alpha[1]);
       zero_tail(p, w, sm, a, 0, tid);
       pv_regs(o, pa, sm, a, 0);
+      // The next pair's pages, read while warpgroup 1 runs B's softmax (before A's, they
+      // delayed the max hand-over that B's softmax waits for).
+      int ea[4], eb[4];
+      lookup_rows(p, w, a + 2, tid, ea);
+      lookup_rows(p, w, a + 3, tid, eb);
       // B's maxima: A's P joins them for warpgroup 1's half of O.
       named_barrier_sync(kMaxB, 256);
+      // A's left half is free once its P V is done: refill it before handing A's P over
+      // (the refill is read at the next S, within a microsecond; the hand-over waits less).
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, true);
       float sb[2];
       get_rows(sm.scale_b, sb, warp, lane);
       get_rows(sm.m, m, warp, lane);
 #pragma unroll
       for (int i = 0; i < 32; ++i) s[i] *= sb[(i % 4) / 2];
       store_p(sm.base + 3 * Tr::kTileBytes, s, warp, lane);
+      fence_proxy_async_shared();  // generic stores, visible to warpgroup 1's wgmma
       named_barrier_arrive(kP0Ready, 256);
       l[0] *= sb[0];
       l[1] *= sb[1];
-      wgmma_wait<0>();
-      wgmma_fence_operands(o);
-      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, true);  // A's left half is free
       if (has_b) {
         named_barrier_sync(kP1Ready, 256);
         rescale(o, sb[0], sb[1]);
@@ -379,11 +395,11 @@ struct MlaHopper {
         pv_smem(o, sm.p1, sm, a + 1, 0);
       }
       if (next_a) {
-        qk<0, 4>(s, sm, a + 2, rq, false);
+        qk<0, 4>(s, p, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
         if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false);
-        qk<4, 9>(s, sm, a + 2, rq, true);
+        qk<4, 9>(s, p, sm, a + 2, rq, true);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
@@ -397,8 +413,8 @@ struct MlaHopper {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 1) {
-      qk<4, 9>(s, sm, 1, rq, false);
-      qk<0, 4>(s, sm, 1, rq, true);
+      qk<4, 9>(s, p, sm, 1, rq, false);
+      qk<0, 4>(s, p, sm, 1, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
     }
@@ -421,10 +437,12 @@ struct MlaHopper {
       u32 pb[4][4];
       if (has_b) {
         store_p(sm.base + 8 * kBlk, s, warp, lane);
-        named_barrier_arrive(kP1Ready, 256);
         pack_p(s, pb);
         zero_tail(p, w, sm, a + 1, 1, tid);
         pv_regs(o, pb, sm, a + 1, 1);
+        // The fence after the wgmma's issue: its drain does not hold the issue up.
+        fence_proxy_async_shared();
+        named_barrier_arrive(kP1Ready, 256);
       }
       named_barrier_sync(kP0Ready, 256);
       zero_tail(p, w, sm, a, 1, tid);
@@ -438,8 +456,8 @@ struct MlaHopper {
       wgmma_fence_operands(o);
       if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
       if (next_b) {
-        qk<4, 9>(s, sm, a + 3, rq, false);
-        qk<0, 4>(s, sm, a + 3, rq, true);
+        qk<4, 9>(s, p, sm, a + 3, rq, false);
+        qk<0, 4>(s, p, sm, a + 3, rq, true);
         wgmma_wait<0>();
         wgmma_fence_operands(s);
       }

@@ -107,6 +107,15 @@ __device__ __forceinline__ int swizzled_offset(int row, int col) {  // bytes; co
   return (col / 64) * (kRows * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4);
 }
 
+// Four 8x8 16-bit matrices from the warp's registers (x_j: matrix j, in the mma
+// accumulator-fragment layout) into shared memory; lane 8j + r gives the address of
+// matrix j's row r.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, u32 x0, u32 x1, u32 x2, u32 x3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(x0), "r"(x1),
+               "r"(x2), "r"(x3)
+               : "memory");
+}
+
 // The wgmma shared-memory matrix descriptor: start, leading and stride byte
 // offsets (16-byte units), layout 1 = 128-byte swizzle.
 __device__ __forceinline__ u64 smem_desc(u32 addr, u32 lead_bytes, u32 stride_bytes) {
@@ -122,7 +131,10 @@ __device__ __forceinline__ u64 desc_k_major(u32 tile, int k0) {
 // start-address field is bits 0-13 in 16-byte units, and a CTA's shared addresses
 // (< 256 KB) keep the sum inside that field, so no carry reaches the others. Cheaper than
 // smem_desc's mask, shift and or per k step.
-__device__ __forceinline__ u64 desc_step(u64 desc, u32 byte_off) { return desc + (byte_off >> 4); }
+__device__ __forceinline__ u64 desc_step(u64 desc, u32 byte_off) {
+  // A 32-bit add on the low word (one uniform add, where a 64-bit add takes two).
+  return (desc & 0xFFFFFFFF00000000ull) | u32(u32(desc) + (byte_off >> 4));
+}
 // MN-major operand (rows = the contraction dim, N contiguous in 64-wide column
 // blocks kRows * 128 bytes apart): the k step starting at row k0.
 template <int kRows>

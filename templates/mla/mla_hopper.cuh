@@ -43,8 +43,10 @@ struct MlaHopperTraits {
   static_assert(kRows == 64 && kTile == 64, "64 rows x 64-token tiles");
 };
 
-template <class Tr>
-struct MlaHopper {
+// kTma: dense KV through the TMA tensor map; false: cp.async (sparse rows, or a dense
+// call without a map). Two instantiations, so each hot loop holds only its own path.
+template <class Tr, bool kTma>
+struct MlaHopperLoop {
   using T = typename Tr::T;
   using Out = MlaEpilogue<Tr, Tr::kRows>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, kTile = Tr::kTile;
@@ -111,7 +113,7 @@ struct MlaHopper {
     }
   }
 
-  __device__ static bool tma(const MlaParams& p) { return !Tr::kSparse && p.kv_tma != 0; }
+  __device__ static constexpr bool tma(const MlaParams&) { return kTma; }
 
   // A loader thread's rows of tile it: tid / 8 + 16 j (TMA: thread 0's rows that start
   // a box, 0 / 16 / 32 / 48 by page size). Looked up an iteration before the copies.
@@ -310,17 +312,15 @@ struct MlaHopper {
 #pragma unroll
     for (int i = 0; i < 32; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
-  // P (16-bit) into a swizzled 64 x 64 tile that a wgmma reads K-major; the other
+  // P (16-bit, pack_p's fragments) into a swizzled 64 x 64 tile at shared address pt
+  // that a wgmma reads K-major: one stmatrix per k step, whose four registers are the
+  // step's four 8x8 matrices (a matrix row is one 16-byte swizzle chunk). The other
   // warpgroup's wgmma may read it after fence_proxy_async_shared.
-  __device__ static void store_p(unsigned char* pt, const float (&s)[32], int warp, int lane) {
+  __device__ static void store_p(u32 pt, const u32 (&pa)[4][4], int warp, int lane) {
+    const int j = lane / 8, r = warp * 16 + (j % 2) * 8 + lane % 8;  // matrix j: row half j % 2, n tile + j / 2
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int r = warp * 16 + (lane >> 2) + hf * 8;
-        *reinterpret_cast<u32*>(pt + swizzled_offset<64>(r, n * 8) + (lane & 3) * 4) =
-            pack2<T>(s[n * 4 + hf * 2], s[n * 4 + hf * 2 + 1]);
-      }
+    for (int kk = 0; kk < 4; ++kk)
+      stmatrix_x4(pt + swizzled_offset<64>(r, (2 * kk + j / 2) * 8), pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
   }
 
   __device__ static void rescale(float (&o)[128], float a0, float a1) {
@@ -383,7 +383,8 @@ struct MlaHopper {
       get_rows(sm.m, m, warp, lane);
 #pragma unroll
       for (int i = 0; i < 32; ++i) s[i] *= sb[(i % 4) / 2];
-      store_p(sm.base + 3 * Tr::kTileBytes, s, warp, lane);
+      pack_p(s, pa);
+      store_p(sm.p0, pa, warp, lane);
       fence_proxy_async_shared();  // generic stores, visible to warpgroup 1's wgmma
       named_barrier_arrive(kP0Ready, 256);
       l[0] *= sb[0];
@@ -436,8 +437,8 @@ struct MlaHopper {
       rescale(o, sa[0] * alpha[0], sa[1] * alpha[1]);
       u32 pb[4][4];
       if (has_b) {
-        store_p(sm.base + 8 * kBlk, s, warp, lane);
         pack_p(s, pb);
+        store_p(sm.p1, pb, warp, lane);
         zero_tail(p, w, sm, a + 1, 1, tid);
         pv_regs(o, pb, sm, a + 1, 1);
         // The fence after the wgmma's issue: its drain does not hold the issue up.
@@ -492,7 +493,6 @@ struct MlaHopper {
   }
 
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
-    if (p.split_pass == 2) return Out::combine(p, smem_raw);
     const Smem sm = carve(smem_raw);
     if (threadIdx.x == 0)
       for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], tma(p) ? 1 : 128);  // TMA: one expect_tx arrival
@@ -588,6 +588,18 @@ struct MlaHopper {
     // Every thread is here (one call site): a plain __syncthreads; the first 256 merge, 4 per row.
     if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
       Out::template merge<4>(p, w.b, w.group, w.rb, cta, threadIdx.x);
+  }
+};
+
+// The kernel's entry: the combine pass, or the attention pass on its load path.
+template <class Tr>
+struct MlaHopper {
+  __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
+    if constexpr (!Tr::kSparse) {
+      if (p.kv_tma != 0) return MlaHopperLoop<Tr, true>::run(p, smem_raw);
+    }
+    MlaHopperLoop<Tr, false>::run(p, smem_raw);
   }
 };
 

@@ -287,10 +287,13 @@ struct PrefillHopper {
   }
 
   // Waits for K (value false) or V of the CTA's tile g; the fence makes the producer's
-  // cp.async bytes (the generic proxy) visible to this thread's wgmma reads (the async proxy).
-  static __device__ __forceinline__ void wait_full(const Smem& sm, bool value, int g) {
+  // cp.async or dequantised bytes (the generic proxy) visible to this thread's wgmma
+  // reads (the async proxy). TMA writes through the async proxy, and the wait is all it
+  // needs: `generic` is false for a tile the TMA producer loaded whole (every one but
+  // an item's last, which it may gather by cp.async, produce_tma_half).
+  static __device__ __forceinline__ void wait_full(const Smem& sm, bool value, int g, bool generic) {
     mbar_wait(sm.full_of(value, g % kStages), (g / kStages) & 1);
-    fence_proxy_async_shared();
+    if (generic) fence_proxy_async_shared();
   }
   // This warp is done with K (value false) or V of stage st.
   static __device__ __forceinline__ void release(const Smem& sm, bool value, int st, int lane) {
@@ -299,16 +302,20 @@ struct PrefillHopper {
   }
 
   // S = Q K^T (64 x kTile) of the stage's K, both operands in shared memory (issued, not waited for).
+  // (Descriptors built once per operand, then stepped by desc_k_major's constant offsets.)
   static __device__ __forceinline__ void issue_qk(float (&s)[kTile / 2], u32 sq, u32 sk) {
+    const u64 dq = desc_k_major<64>(sq, 0), dk = desc_k_major<kTile>(sk, 0);
 #pragma unroll
     for (int k0 = 0; k0 < kD; k0 += 16)
-      Wgmma<T, kTile>::ss(s, desc_k_major<64>(sq, k0), desc_k_major<kTile>(sk, k0), k0 > 0);
+      Wgmma<T, kTile>::ss(s, desc_step(dq, (k0 / 64) * (64 * 128) + (k0 % 64) * 2),
+                          desc_step(dk, (k0 / 64) * (kTile * 128) + (k0 % 64) * 2), k0 > 0);
     wgmma_commit();
   }
   // O += P V, V MN-major from the stage (issued, not waited for).
   static __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&pa)[kTile / 16][4], u32 sv) {
+    const u64 dv = desc_mn_major<kTile>(sv, 0);
 #pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_mn_major<kTile>(sv, kk * 16), 1);
+    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_step(dv, kk * 16 * 128), 1);
     wgmma_commit();
   }
 
@@ -402,7 +409,7 @@ struct PrefillHopper {
     };
 
     if (w.n_tiles > 0) {
-      wait_full(sm, false, g);
+      wait_full(sm, false, g, !p.kv_tma || w.n_tiles == 1);
       turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + (g % kStages) * Tr::kKStage);
@@ -415,8 +422,8 @@ struct PrefillHopper {
     }
     for (int it = 1; it < w.n_tiles; ++it) {
       const int st = (g + it) % kStages, prev = (g + it - 1) % kStages;
-      wait_full(sm, false, g + it);
-      wait_full(sm, true, g + it - 1);
+      wait_full(sm, false, g + it, !p.kv_tma || it == w.n_tiles - 1);
+      wait_full(sm, true, g + it - 1, !p.kv_tma);
       turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + st * Tr::kKStage);
@@ -438,7 +445,7 @@ struct PrefillHopper {
     }
     if (w.n_tiles > 0) {
       const int last = (g + w.n_tiles - 1) % kStages;
-      wait_full(sm, true, g + w.n_tiles - 1);
+      wait_full(sm, true, g + w.n_tiles - 1, true);
       turn_begin();
       wgmma_fence();
       issue_pv(o, pa, sm.v + last * Tr::kVStage);

@@ -5,6 +5,9 @@
 #   each DIR holds attnjit-bench and its libattnjit.so*, and may hold cache/cubins.sqlite3.gz
 #   (a store prewarmed on the build machine, so neither side compiles here);
 #   ROUNDS (default 2); ROWS, the rows kept (default: xqa, single_decode and MLA rows).
+#   A template change alone: DIR's attnjit-bench may be a wrapper that runs the same binary
+#   with ATTNJIT_TEMPLATE_DIR set to the old templates (the params headers must match).
+#   scripts/ba_summary.py LOG pairs the rows: each round's TB/s before and after, and the ratio.
 set -uo pipefail
 before=$1 after=$2
 shift 2

@@ -122,10 +122,15 @@ __device__ __forceinline__ u64 smem_desc(u32 addr, u32 lead_bytes, u32 stride_by
   return u64((addr & 0x3FFFF) >> 4) | (u64(lead_bytes >> 4) << 16) | (u64(stride_bytes >> 4) << 32) | (1ull << 62);
 }
 // K-major operand (rows = M or N, the contraction dim contiguous): 8-row groups
-// 1024 bytes apart; the 16-element k step k0 (a multiple of 16) of a tile of kRows rows.
+// 1024 bytes apart; the 16-element k step k0 (a multiple of 16) of a tile of kRows rows
+// starts k_major_offset bytes into the tile.
+template <int kRows>
+__device__ __forceinline__ constexpr u32 k_major_offset(int k0) {
+  return (k0 / 64) * (kRows * 128) + (k0 % 64) * 2;
+}
 template <int kRows>
 __device__ __forceinline__ u64 desc_k_major(u32 tile, int k0) {
-  return smem_desc(tile + (k0 / 64) * (kRows * 128) + (k0 % 64) * 2, 16, 1024);
+  return smem_desc(tile + k_major_offset<kRows>(k0), 16, 1024);
 }
 // The descriptor of an operand byte_off bytes (a multiple of 16) past desc's: its
 // start-address field is bits 0-13 in 16-byte units, and a CTA's shared addresses
@@ -137,9 +142,10 @@ __device__ __forceinline__ u64 desc_step(u64 desc, u32 byte_off) {
 }
 // MN-major operand (rows = the contraction dim, N contiguous in 64-wide column
 // blocks kRows * 128 bytes apart): the k step starting at row k0.
+__device__ __forceinline__ constexpr u32 mn_major_offset(int k0) { return k0 * 128; }
 template <int kRows>
 __device__ __forceinline__ u64 desc_mn_major(u32 tile, int k0) {
-  return smem_desc(tile + k0 * 128, kRows * 128, 1024);
+  return smem_desc(tile + mn_major_offset(k0), kRows * 128, 1024);
 }
 
 }  // namespace attnjit

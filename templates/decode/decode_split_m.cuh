@@ -102,8 +102,7 @@ struct DecodeSplitM {
       const MT* vt = reinterpret_cast<const MT*>(v_raw);
       float s[Tile::kN][4];
       Tile::scores(qf, q_w, kt, k_raw, lane, s);
-      if (Base::upper_rows_padding(wv)) Base::template online_softmax<1>(p, wv, s, tok0, g, tq, slope, q_pos, o, m, l);
-      else Base::template online_softmax<2>(p, wv, s, tok0, g, tq, slope, q_pos, o, m, l);
+      Base::softmax_tile(p, wv, s, tok0, g, tq, slope, q_pos, o, m, l);
       Tile::accumulate_pv(s, vt, v_raw, lane, o);
     };
     // A warp past the CTA's valid rows (q_seq_len x group not a multiple of 64) only

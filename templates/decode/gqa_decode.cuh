@@ -504,8 +504,7 @@ struct GqaDecode {
       Tile::scores(qf, q_s, kt, k_raw, lane, s);
 
       // Scale, soft cap, ALiBi, mask; then the online-softmax update.
-      if (upper_rows_padding(w)) online_softmax<1>(p, w, s, tok0, g, tq, slope, q_pos, o, m, l, ts, qsum, &vu);
-      else online_softmax<2>(p, w, s, tok0, g, tq, slope, q_pos, o, m, l, ts, qsum, &vu);
+      softmax_tile(p, w, s, tok0, g, tq, slope, q_pos, o, m, l, ts, qsum, &vu);
 
       // O += P V: the S accumulators are already in the A-operand layout.
       Tile::accumulate_pv(s, vt, v_raw, lane, o);
@@ -596,6 +595,19 @@ struct GqaDecode {
         if constexpr (Tr::kVTok) pe = vu->scale_p(pe, ts, nt * 8 + 2 * tq + (e & 1), e / 2);
         s[nt][e] = pe;
       }
+  }
+
+  // online_softmax on the halves of the rows that hold queries (upper_rows_padding):
+  // the loops whose scores need nothing else per half call this.
+  template <int kNo>
+  __device__ static __forceinline__ void softmax_tile(const DecodeParams& p, const Work& w, float (&s)[kTile / 8][4],
+                                                      int tok0, int g, int tq, const float (&slope)[2],
+                                                      const int (&q_pos)[2], float (&o)[kNo][4], float (&m)[2],
+                                                      float (&l)[2], const float* ts = nullptr,
+                                                      const float (&qsum)[2] = {0.f, 0.f},
+                                                      typename DecodeTokenScales<Tr>::VUnit* vu = nullptr) {
+    if (upper_rows_padding(w)) online_softmax<1>(p, w, s, tok0, g, tq, slope, q_pos, o, m, l, ts, qsum, vu);
+    else online_softmax<2>(p, w, s, tok0, g, tq, slope, q_pos, o, m, l, ts, qsum, vu);
   }
 
   __device__ static void store_warp_o(float* dst, const float (&o)[HD / 8][4], int tq) {

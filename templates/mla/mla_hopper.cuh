@@ -113,16 +113,14 @@ struct MlaHopperLoop {
     }
   }
 
-  __device__ static constexpr bool tma(const MlaParams&) { return kTma; }
-
   // A loader thread's rows of tile it: tid / 8 + 16 j (TMA: thread 0's rows that start
   // a box, 0 / 16 / 32 / 48 by page size). Looked up an iteration before the copies.
   __device__ static void lookup_rows(const MlaParams& p, const Work& w, int it, int tid, int (&e)[4]) {
     constexpr int kBoxStep = (Tr::kPageSize < 64 ? Tr::kPageSize : 64) / 16;  // rows j that start a TMA box
-    const bool t = tma(p), needed = it < w.n_tiles && (!t || tid == 0);
+    const bool needed = it < w.n_tiles && (!kTma || tid == 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      e[j] = needed && (!t || j % kBoxStep == 0) ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j) : -1;
+      e[j] = needed && (!kTma || j % kBoxStep == 0) ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j) : -1;
   }
 
   // Column blocks [kb0, kb1) of tile it into buffer it % 2 by TMA, issued by one thread:
@@ -148,7 +146,7 @@ struct MlaHopperLoop {
   template <int kb0, int kb1>
   __device__ static void load(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
                               bool flags) {
-    if (tma(p)) {
+    if constexpr (kTma) {
       if (tid == 0) load_half_tma<kb0, kb1>(p, w, sm, it, e);
     } else {
       load_half<kb0, kb1>(p, w, sm, tid, it, e, flags);
@@ -160,7 +158,7 @@ struct MlaHopperLoop {
   // tile it's V zeroes those rows of it first (only the range's last tile has any).
   __device__ static void zero_tail(const MlaParams& p, const Work& w, const Smem& sm, int it, int half, int tid) {
     const int valid = w.hi - w.lo - it * kTile;
-    if (!tma(p) || valid >= kTile) return;
+    if (!kTma || valid >= kTile) return;
     unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2) + half * kLeftBlocks * kBlk;
     for (int i = tid; i < (kTile - valid) * kLeftBlocks * 8; i += 128) {  // rows x 4 blocks x 8 chunks
       const int r = valid + i / (kLeftBlocks * 8), cb = (i / 8) % kLeftBlocks;
@@ -217,26 +215,25 @@ struct MlaHopperLoop {
 
   // TMA writes through the async proxy that wgmma reads with: the mbarrier's completion
   // is all they need. cp.async writes are generic-proxy ones and need the fence.
-  __device__ static void wait_block(const MlaParams& p, const Smem& sm, int it, int cb) {
+  __device__ static void wait_block(const Smem& sm, int it, int cb) {
     mbar_wait(&sm.full[(it % 2) * 9 + cb], (it / 2) & 1);
-    if (!tma(p)) fence_proxy_async_shared();
+    if constexpr (!kTma) fence_proxy_async_shared();
   }
 
   // S (=, or += when `accumulate`) Q K^T over column blocks [kb0, kb1) of tile it's
   // buffer, each block once it has landed; block 8 (rope) takes Q from registers.
   // (Descriptors: built once per operand, then stepped by constants, desc_step.)
   template <int kb0, int kb1>
-  __device__ static void qk(float (&s)[32], const MlaParams& p, const Smem& sm, int it, const u32 (&rq)[4][4],
-                            bool accumulate) {
+  __device__ static void qk(float (&s)[32], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
     const u64 dq = desc_k_major<64>(sm.q, 0), dk = desc_k_major<64>(sm.kv + (it % 2) * Tr::kTileBytes, 0);
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) {
-      wait_block(p, sm, it, cb);
+      wait_block(sm, it, cb);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const int k0 = cb * 64 + kk * 16;
-        const u32 off = cb * kBlk + kk * 32;  // desc_k_major<64>'s byte offset of k step k0
+        const u32 off = k_major_offset<64>(k0);
         if (cb < 8)
           Wgmma<T, 64>::ss(s, desc_step(dq, off), desc_step(dk, off), accumulate || k0 > kb0 * 64);
         else
@@ -251,7 +248,7 @@ struct MlaHopperLoop {
     const u64 dv = desc_mn_major<64>(sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk, 0);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_step(dv, kk * 16 * 128), 1);
+    for (int kk = 0; kk < 4; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_step(dv, mn_major_offset(kk * 16)), 1);
     wgmma_commit();
   }
   __device__ static void pv_smem(float (&o)[128], u32 sp, const Smem& sm, int it, int half) {
@@ -260,7 +257,7 @@ struct MlaHopperLoop {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      Wgmma<T, DV / 2>::ss_mn(o, desc_step(dp, kk * 32), desc_step(dv, kk * 16 * 128), 1);
+      Wgmma<T, DV / 2>::ss_mn(o, desc_step(dp, k_major_offset<64>(kk * 16)), desc_step(dv, mn_major_offset(kk * 16)), 1);
     wgmma_commit();
   }
 
@@ -349,8 +346,8 @@ struct MlaHopperLoop {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 0) {
-      qk<0, 4>(s, p, sm, 0, rq, false);
-      qk<4, 9>(s, p, sm, 0, rq, true);
+      qk<0, 4>(s, sm, 0, rq, false);
+      qk<4, 9>(s, sm, 0, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
     }
@@ -396,11 +393,11 @@ struct MlaHopperLoop {
         pv_smem(o, sm.p1, sm, a + 1, 0);
       }
       if (next_a) {
-        qk<0, 4>(s, p, sm, a + 2, rq, false);
+        qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
         if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false);
-        qk<4, 9>(s, p, sm, a + 2, rq, true);
+        qk<4, 9>(s, sm, a + 2, rq, true);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
@@ -414,8 +411,8 @@ struct MlaHopperLoop {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 1) {
-      qk<4, 9>(s, p, sm, 1, rq, false);
-      qk<0, 4>(s, p, sm, 1, rq, true);
+      qk<4, 9>(s, sm, 1, rq, false);
+      qk<0, 4>(s, sm, 1, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
     }
@@ -457,8 +454,8 @@ struct MlaHopperLoop {
       wgmma_fence_operands(o);
       if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
       if (next_b) {
-        qk<4, 9>(s, p, sm, a + 3, rq, false);
-        qk<0, 4>(s, p, sm, a + 3, rq, true);
+        qk<4, 9>(s, sm, a + 3, rq, false);
+        qk<0, 4>(s, sm, a + 3, rq, true);
         wgmma_wait<0>();
         wgmma_fence_operands(s);
       }
@@ -495,7 +492,7 @@ struct MlaHopperLoop {
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
     if (threadIdx.x == 0)
-      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], tma(p) ? 1 : 128);  // TMA: one expect_tx arrival
+      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma ? 1 : 128);  // TMA: one expect_tx arrival
     __syncthreads();
     pdl_wait_prior_grid();
     Work w;

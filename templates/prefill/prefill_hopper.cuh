@@ -302,20 +302,19 @@ struct PrefillHopper {
   }
 
   // S = Q K^T (64 x kTile) of the stage's K, both operands in shared memory (issued, not waited for).
-  // (Descriptors built once per operand, then stepped by desc_k_major's constant offsets.)
+  // (Descriptors built once per operand, then stepped by constant offsets: desc_step.)
   static __device__ __forceinline__ void issue_qk(float (&s)[kTile / 2], u32 sq, u32 sk) {
     const u64 dq = desc_k_major<64>(sq, 0), dk = desc_k_major<kTile>(sk, 0);
 #pragma unroll
     for (int k0 = 0; k0 < kD; k0 += 16)
-      Wgmma<T, kTile>::ss(s, desc_step(dq, (k0 / 64) * (64 * 128) + (k0 % 64) * 2),
-                          desc_step(dk, (k0 / 64) * (kTile * 128) + (k0 % 64) * 2), k0 > 0);
+      Wgmma<T, kTile>::ss(s, desc_step(dq, k_major_offset<64>(k0)), desc_step(dk, k_major_offset<kTile>(k0)), k0 > 0);
     wgmma_commit();
   }
   // O += P V, V MN-major from the stage (issued, not waited for).
   static __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&pa)[kTile / 16][4], u32 sv) {
     const u64 dv = desc_mn_major<kTile>(sv, 0);
 #pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_step(dv, kk * 16 * 128), 1);
+    for (int kk = 0; kk < kTile / 16; ++kk) Wgmma<T, kDv>::rs_mn(o, pa[kk], desc_step(dv, mn_major_offset(kk * 16)), 1);
     wgmma_commit();
   }
 

@@ -18,27 +18,70 @@ struct DecodeCtaRing {
   using MT = typename Tr::MT;
   static constexpr int HD = Tr::kHeadDim, kTile = Tr::kTile, kRowElems = Tr::kRowElems;
   static_assert(kS >= 2, "the next tile's copy refills the stage of the tile before it");
+  __host__ __device__ static constexpr int pow2_at_most(int x) { return x < 2 ? 1 : 2 * pow2_at_most(x / 2); }
 
-  // The cp.async copies of one K and one V tile into a stage: the whole CTA's, or
-  // (kWarpSlices) this warp's dims of it.
-  __device__ static void issue_tile(const DecodeParams& p, const Work& w, unsigned char* stage, int tok0, int page) {
-    const unsigned char* kb = Base::tile_base(p.k, w, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
-    const unsigned char* vb = Base::tile_base(p.v, w, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
-    const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
-    // 16-byte chunks a copier group takes from each row, and the threads copying them.
-    constexpr int kChunks = HD * int(sizeof(KVT)) / 16 / (kWarpSlices ? Tr::kWarps : 1);
-    constexpr int kCopiers = kWarpSlices ? 32 : Tr::kThreads;
-    static_assert(!Tr::kSplitD || kTile * kChunks % kCopiers == 0,
-                  "split-D: every thread issues the same number of copies");
-    const int c0 = kWarpSlices ? int(threadIdx.x / 32) * kChunks : 0;  // the warp's first chunk
-#pragma unroll 4
-    for (int i = kWarpSlices ? threadIdx.x % 32 : threadIdx.x; i < kTile * kChunks; i += kCopiers) {
-      const int r = i / kChunks, c = c0 + i % kChunks;
-      const bool valid = tok0 + r < w.tok_hi;
-      unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
-      unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
-      cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
-      cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
+  // The cp.async copies of a tile: the whole CTA's, or (kWarpSlices) each warp its own
+  // dims of each row. A pass copies kRowsPerPass whole rows (slices): a thread keeps its
+  // chunk column and steps its row by a constant, so its sources step by a constant and
+  // its destinations repeat every 8 rows (the swizzle's period).
+  static constexpr int kChunks = HD * int(sizeof(KVT)) / 16 / (kWarpSlices ? Tr::kWarps : 1);  // a row's, a copier's
+  static constexpr int kCopiers = kWarpSlices ? 32 : Tr::kThreads;
+  static_assert(kChunks <= kCopiers, "a pass copies at least one whole row");
+  static constexpr int kRowsPerPass =
+      pow2_at_most(kCopiers / kChunks) < kTile ? pow2_at_most(kCopiers / kChunks) : kTile;
+  // Distinct destinations a thread has modulo 8 rows (a pass steps kRowsPerPass rows).
+  static constexpr int kDstBases = kRowsPerPass >= 8 ? 1 : (kTile < 8 ? kTile : 8) / kRowsPerPass;
+
+  // This thread's share of every tile copy, the same for each tile and computed once:
+  // the per-tile work is then a source step, an immediate destination and the copy.
+  // (Chunk i at row i / kChunks, computed a tile at a time, cost ~10 instructions a copy
+  // with its 64-bit products: fp8 hd384, ~196 of the ~800 a tile.)
+  struct Copier {
+    long long k_off, v_off;  // source bytes from the tile's row 0 of head 0: its KV head, row r0, chunk
+    int dst[kDstBases];      // destination bytes from the stage of rows r0 + i * kRowsPerPass (i < kDstBases)
+    int r0;                  // its first row; -1: it copies nothing (fp8 hd384's slices: 24 of 32 lanes copy)
+  };
+  __device__ static Copier copier(const DecodeParams& p, const Work& w) {
+    Copier cp;
+    const int t = kWarpSlices ? int(threadIdx.x % 32) : int(threadIdx.x);
+    const int r0 = t / kChunks, c = (kWarpSlices ? int(threadIdx.x / 32) * kChunks : 0) + t % kChunks;
+    cp.r0 = t < kRowsPerPass * kChunks ? r0 : -1;
+    cp.k_off = ((long long)w.kvh * p.k_stride_head + (long long)r0 * p.k_stride_tok) * (long long)sizeof(KVT) + c * 16;
+    cp.v_off = ((long long)w.kvh * p.v_stride_head + (long long)r0 * p.v_stride_tok) * (long long)sizeof(KVT) + c * 16;
+#pragma unroll
+    for (int i = 0; i < kDstBases; ++i) cp.dst[i] = raw_offset<Tr>(r0 + i * kRowsPerPass, c * 16);
+    return cp;
+  }
+
+  __device__ static void issue_tile(const DecodeParams& p, const Work& w, const Copier& cp, unsigned char* stage,
+                                    int tok0, int page) {
+    if (cp.r0 < 0) return;
+    // The tile's row 0 of KV head 0 (Copier::k_off holds the head).
+    Work w0 = w;
+    w0.kvh = 0;
+    const unsigned char* kb = Base::tile_base(p.k, w0, p.k_stride_page, p.k_stride_tok, p.k_stride_head, page, tok0);
+    const unsigned char* vb = Base::tile_base(p.v, w0, p.v_stride_page, p.v_stride_tok, p.v_stride_head, page, tok0);
+    const long long ks = kRowsPerPass * p.k_stride_tok * (long long)sizeof(KVT);
+    const long long vs = kRowsPerPass * p.v_stride_tok * (long long)sizeof(KVT);
+    const int rows_left = w.tok_hi - tok0 - cp.r0;
+    if (rows_left >= kTile) copy_rows<true>(cp, stage, kb, vb, ks, vs, rows_left);  // every tile but a split's last
+    else copy_rows<false>(cp, stage, kb, vb, ks, vs, rows_left);
+  }
+  // kWhole: every row of the tile exists. Else rows past rows_left (from r0) copy zeros.
+  template <bool kWhole>
+  __device__ static __forceinline__ void copy_rows(const Copier& cp, unsigned char* stage, const unsigned char* kb,
+                                                   const unsigned char* vb, long long ks, long long vs, int rows_left) {
+    const unsigned char* ksrc = kb + cp.k_off;
+    const unsigned char* vsrc = vb + cp.v_off;
+#pragma unroll
+    for (int j = 0; j < kTile / kRowsPerPass; ++j) {
+      // raw_offset(r + 8, col) = raw_offset(r, col) + 8 rows: the swizzle repeats every 8 rows.
+      unsigned char* dk = stage + cp.dst[j % kDstBases] + (j / kDstBases) * kDstBases * kRowsPerPass * Tr::kRawRowBytes;
+      const bool valid = kWhole || j * kRowsPerPass < rows_left;
+      cp_async_16(dk, valid ? ksrc : kb + cp.k_off, valid ? 16u : 0u);
+      cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb + cp.v_off, valid ? 16u : 0u);
+      ksrc += ks;
+      vsrc += vs;
     }
   }
 
@@ -79,11 +122,12 @@ struct DecodeCtaRing {
   // The first kS - 1 tiles, one commit group each. setup() read the pages of the
   // first Tr::kStages - 1 in CTA order from tok_lo (again where a window moved it).
   __device__ static void prologue(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles) {
+    const Copier cp = copier(p, w);
 #pragma unroll
     for (int s = 0; s < kS - 1; ++s) {
       const int tok0 = w.tok_lo + s * kTile;
       if (s < n_tiles)
-        issue_tile(p, w, ring + s * Tr::kStageBytes, tok0,
+        issue_tile(p, w, cp, ring + s * Tr::kStageBytes, tok0,
                    Tr::kPaged && s < Tr::kStages - 1 ? w.first_page[s < Tr::kStages - 1 ? s : 0]
                                                      : Base::page_of(p, w, tok0));
       cp_async_commit();
@@ -103,6 +147,7 @@ struct DecodeCtaRing {
   __device__ static void for_each_tile(const DecodeParams& p, const Work& w, unsigned char* ring, int n_tiles,
                                        Body&& body) {
     // Each tile's page id is read one tile before its copy is issued.
+    const Copier cp = copier(p, w);
     int next_page = 0;
     if (kS - 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (kS - 1) * kTile);
     for (int t = 0; t < n_tiles; ++t) {
@@ -114,7 +159,7 @@ struct DecodeCtaRing {
         const int tn = t + kS - 1;
         const int page = next_page;
         if (tn + 1 < n_tiles) next_page = Base::page_of(p, w, w.tok_lo + (tn + 1) * kTile);
-        if (tn < n_tiles) issue_tile(p, w, ring + (tn % kS) * Tr::kStageBytes, w.tok_lo + tn * kTile, page);
+        if (tn < n_tiles) issue_tile(p, w, cp, ring + (tn % kS) * Tr::kStageBytes, w.tok_lo + tn * kTile, page);
         cp_async_commit();
       }
       body(t, w.tok_lo + t * kTile, ring + (t % kS) * Tr::kStageBytes);

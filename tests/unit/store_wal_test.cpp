@@ -26,10 +26,10 @@ constexpr int kEntries = 12;
 
 // A store whose entries sit only in its -wal: the files copied from `live` while a
 // connection holds them open (closing the last connection would fold the -wal in).
-std::string wal_only_copy(const TempDir& tmp, const std::string& name) {
+std::string wal_only_copy(const TempDir& tmp, const std::string& name, int entry_bytes = 6000) {
   const std::string live = tmp.sub("live");
   auto store = open_store(live);
-  for (int i = 0; i < kEntries; ++i) EXPECT_TRUE(store->put(make_entry("k" + std::to_string(i), 6000)));
+  for (int i = 0; i < kEntries; ++i) EXPECT_TRUE(store->put(make_entry("k" + std::to_string(i), entry_bytes)));
   const std::string copy = tmp.sub(name);
   fs::create_directory(copy);
   fs::permissions(copy, fs::perms::owner_all, fs::perm_options::replace);
@@ -76,6 +76,24 @@ TEST(StoreWalTest, AFlippedByteInAnEarlyFrameIsReportedWithAWarning) {
   const auto report = store->verify(false);
   ASSERT_EQ(report.problems.size(), 1u);
   EXPECT_NE(report.problems[0].find("committed transaction"), std::string::npos) << report.problems[0];
+}
+
+TEST(StoreWalTest, DamagePastTheFirstMegabyteIsFoundAtItsFrame) {
+  TempDir tmp;
+  // 12 entries of 200 KB: a -wal of ~2.4 MB, which the check reads a megabyte at a time.
+  const std::string copy = wal_only_copy(tmp, "copy", 200000);
+  const std::string wal = copy + "/cubins.sqlite3-wal";
+  ASSERT_GT(fs::file_size(wal), 2u << 20);
+  std::ifstream f(wal, std::ios::binary);
+  unsigned char hdr[12];
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  const uint32_t page = (uint32_t(hdr[8]) << 24) | (uint32_t(hdr[9]) << 16) | (uint32_t(hdr[10]) << 8) | hdr[11];
+  const uint64_t frame_bytes = 24 + page;
+  const uint64_t frame = ((3u << 19) - 32) / frame_bytes;  // the frame holding byte 1.5 MiB
+  flip_byte(wal, static_cast<std::streamoff>(32 + frame * frame_bytes + 24 + 100));
+  const std::string damage = wal_damage(copy + "/cubins.sqlite3");
+  EXPECT_NE(damage.find("frame " + std::to_string(frame) + " "), std::string::npos) << damage;
+  EXPECT_NE(damage.find("committed transaction"), std::string::npos) << damage;
 }
 
 TEST(StoreWalTest, ADamagedWalHeaderIsReported) {

@@ -187,9 +187,14 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
                 fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", l2));
   // Split-D (head_dim > 256) starts from 32 too, and takes 16 where only that
   // tile lets two CTAs share an SM (below).
+  // 16-bit K/V take 32 too where a 16-token tile's fixed work (softmax, address math)
+  // weighs most: group >= 16 (the MMA's 16 rows all real, none skipped) and head_dim 64
+  // (half the bytes a tile). H200, FlashInfer's XQA beside: g16 p128 B16 L8K 77.8 ->
+  // 74.6 us, hd64 p64 B32 L8K 145.0 -> 143.1 (PERFORMANCE.md, twenty-fourth session).
+  const bool tile_bound = s.head_dim_qk <= 64 || s.group_size >= 16;
   const auto forced = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
   const int tile = forced.value_or(
-      (one_byte && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
+      ((one_byte || tile_bound) && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
   if (tile != 16 && tile != 32)  // the only warp tiles the template has
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));

@@ -42,11 +42,12 @@ TEST(WindowPlan, WindowPlansAsAPlainSequenceOfTheWindow) {
         expect_same_plan(win, plain, "windowed vs plain");
         EXPECT_GT(win.splits, 1) << "a 4-sequence batch splits its window";
       }
-  // The bench shape, spelled out (bf16: 16-token tiles, fp8: 32; two CTAs per SM).
-  for (int tile : {16, 32}) {
-    const SplitPlan p = plan_splits(windowed(4, 1, 131072, 4095), 132 * 2, tile);
-    EXPECT_EQ(int64_t(p.splits) * p.tokens_per_split, 4096) << p.splits << " x " << p.tokens_per_split;
-  }
+  // The bench shape, spelled out (bf16: 16-token tiles, fp8: 32), at one or two CTAs an SM.
+  for (int tile : {16, 32})
+    for (int ctas_per_sm : {1, 2}) {
+      const SplitPlan p = plan_splits(windowed(4, 1, 131072, 4095), 132 * ctas_per_sm, tile);
+      EXPECT_EQ(int64_t(p.splits) * p.tokens_per_split, 4096) << p.splits << " x " << p.tokens_per_split;
+    }
 }
 
 // Spec decoding: q_seq_len rows each see window_left keys before their own

@@ -166,13 +166,12 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
 }  // namespace
 
 DecodeTiling decode_tiling(const spec::KernelSpec& s) {
-  // Warp tiles of 16 tokens for 16-bit KV and 32 for fp8: the same bytes per
-  // tile, so fp8 pays the softmax and address work once per 32 tokens (a tile
-  // never spans two pages, so 32 needs pages of 32 or more). Spec-decode masks
-  // and head dims over 128 keep 16: the larger tile's registers spill there. Lazy rescaling
-  // skips the O rescale while no row max moves. ATTNJIT_DECODE_TILE=16|32 and
-  // ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both, for measurement.
-  const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
+  // Warp tiles of 32 tokens (a tile never spans two pages, so 32 needs pages of 32 or
+  // more): fp8 pays the softmax and address work once per 32 tokens, and paged 16-bit
+  // K/V gained too (below). Spec-decode masks and head dims over 128 keep 16: the larger
+  // tile's registers spill there. Lazy rescaling skips the O rescale while no row max
+  // moves. ATTNJIT_DECODE_TILE=16|32 and ATTNJIT_DECODE_LAZY_RESCALE=0|1 override both,
+  // for measurement.
   const bool lazy = util::env_knob("ATTNJIT_DECODE_LAZY_RESCALE", 0, 1, "0 or 1").value_or(1) == 1;
   // L2 fetches this many bytes around each K/V copy. int4's rows (hd128: 64 bytes) are half
   // an L2 line, whose other half the next KV head's CTA reads at about the same time: with
@@ -187,20 +186,31 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
                 fmt::format("ATTNJIT_DECODE_L2_PREFETCH='{}': expected 0, 64, 128 or 256", l2));
   // Split-D (head_dim > 256) starts from 32 too, and takes 16 where only that
   // tile lets two CTAs share an SM (below).
-  // 16-bit K/V take 32 too where a 16-token tile's fixed work (softmax, address math)
-  // weighs most: group >= 16 (the MMA's 16 rows all real, none skipped) and head_dim 64
-  // (half the bytes a tile). H200, FlashInfer's XQA beside: g16 p128 B16 L8K 77.8 ->
-  // 74.6 us, hd64 p64 B32 L8K 145.0 -> 143.1 (PERFORMANCE.md, twenty-fourth session).
-  const bool tile_bound = s.head_dim_qk <= 64 || s.group_size >= 16;
+  // Paged (xqa) 16-bit K/V take 32 too where that keeps the 16-token tiling's CTAs an
+  // SM (head_dim 64: three): a 16-token tile's fixed work (softmax, address math,
+  // barriers) weighs most there. H200, beside FlashInfer's XQA, us, 16 -> 32: hd64 p64
+  // B32 L8K 144.4 -> 142.7, B1 L32K 26.8 -> 26.4. At hd128 a 32-token ring of two stages
+  // holds one CTA an SM, and the split plan (which sizes splits to the CTAs an SM) then
+  // halves the splits: uniform batches gained (g8 B1 L32K 3.00 -> 3.14 TB/s, B16 L8K 3.90
+  // -> 4.05, g16 p128 B16 L8K 77.9 -> 74.8 us), but a ragged batch's longest request ran
+  // on half the CTAs (lens 300..12000, B8: 51.5 -> 67.5 us), so hd128 keeps 16 until the
+  // plan weighs ragged lengths (PERFORMANCE.md, twenty-fourth session). Spec-decode masks
+  // keep 16 (split-M's 64-row CTAs: q_seq_len 8, 2.43 -> 2.17 TB/s at 32).
+  const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
+  const bool wide = one_byte || s.family == spec::OpFamily::kXqa;
   const auto forced = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
-  const int tile = forced.value_or(
-      ((one_byte || tile_bound) && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
+  const int tile =
+      forced.value_or((wide && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
   if (tile != 16 && tile != 32)  // the only warp tiles the template has
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));
   if (tile == 32 && (s.page_size == 0 || s.page_size % 32 == 0)) {
     DecodeTiling t = tiling_for(s, 32, lazy, l2);
-    if (t.smem_bytes <= t.smem_limit) {
+    // Not a one-stage ring (nothing in flight while a tile is computed), and 16-bit K/V
+    // only without losing CTAs an SM (above); else 16 tokens.
+    bool take = t.smem_bytes <= t.smem_limit && (t.stages >= 2 || split_d(s) || forced);
+    if (take && !one_byte && !split_d(s) && !forced) take = t.min_blocks >= tiling_for(s, 16, lazy, l2).min_blocks;
+    if (take) {
       if (!split_d(s) || forced) return t;
       // Split-D: two CTAs an SM first (32-token tiles, else 16), then one CTA with
       // a 32-token ring of three stages or more (tiling_for says why).

@@ -1,5 +1,6 @@
 // Compiles kernel specs with NVRTC on two threads and expects each to build with no
-// spills and no stack frame, printing each one's resources under `title`.
+// spills, no stack frame and no serialised wgmma, printing each one's resources under
+// `title`; returns the results (empty where a spec failed to compile) for more checks.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,13 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "render/renderer.hpp"
 #include "spec/kernel_spec.hpp"
 
 namespace attnjit::testing {
 
-inline void expect_compiles_without_spills(const std::vector<spec::KernelSpec>& specs, const char* title) {
+inline std::vector<compile::CompileResult> expect_compiles_without_spills(const std::vector<spec::KernelSpec>& specs, const char* title) {
   std::vector<compile::CompileResult> results(specs.size());
   std::vector<std::string> errors(specs.size());
   std::atomic<size_t> next{0};
@@ -49,6 +51,7 @@ inline void expect_compiles_without_spills(const std::vector<spec::KernelSpec>& 
     // ptxas C7510: a wgmma pipeline crosses a call, and every wgmma is serialised (right, slow).
     EXPECT_EQ(results[i].log.find("C7510"), std::string::npos) << specs[i].name() << "\n" << results[i].log;
   }
+  return results;
 }
 
 }  // namespace attnjit::testing

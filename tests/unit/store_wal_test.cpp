@@ -39,6 +39,14 @@ std::string wal_only_copy(const TempDir& tmp, const std::string& name, int entry
   return copy;
 }
 
+// The -wal's page size (header bytes 8-11, big-endian).
+uint32_t wal_page_size(const std::string& wal) {
+  std::ifstream f(wal, std::ios::binary);
+  unsigned char hdr[12];
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  return (uint32_t(hdr[8]) << 24) | (uint32_t(hdr[9]) << 16) | (uint32_t(hdr[10]) << 8) | hdr[11];
+}
+
 void flip_byte(const std::string& file, std::streamoff at) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(at);
@@ -80,15 +88,11 @@ TEST(StoreWalTest, AFlippedByteInAnEarlyFrameIsReportedWithAWarning) {
 
 TEST(StoreWalTest, DamagePastTheFirstMegabyteIsFoundAtItsFrame) {
   TempDir tmp;
-  // 12 entries of 200 KB: a -wal of ~2.4 MB, which the check reads a megabyte at a time.
+  // 12 entries of 200 KB: a -wal of ~2.4 MB, hundreds of frames.
   const std::string copy = wal_only_copy(tmp, "copy", 200000);
   const std::string wal = copy + "/cubins.sqlite3-wal";
   ASSERT_GT(fs::file_size(wal), 2u << 20);
-  std::ifstream f(wal, std::ios::binary);
-  unsigned char hdr[12];
-  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
-  const uint32_t page = (uint32_t(hdr[8]) << 24) | (uint32_t(hdr[9]) << 16) | (uint32_t(hdr[10]) << 8) | hdr[11];
-  const uint64_t frame_bytes = 24 + page;
+  const uint64_t frame_bytes = 24 + wal_page_size(wal);
   const uint64_t frame = ((3u << 19) - 32) / frame_bytes;  // the frame holding byte 1.5 MiB
   flip_byte(wal, static_cast<std::streamoff>(32 + frame * frame_bytes + 24 + 100));
   const std::string damage = wal_damage(copy + "/cubins.sqlite3");
@@ -125,10 +129,8 @@ TEST(StoreWalTest, ACommitFrameCutBetweenItsHeaderAndPageIsNotDamage) {
   const std::string wal = copy + "/cubins.sqlite3-wal";
   // kill -9 between SQLite's two writes of the last (commit) frame: its header is new,
   // its page still holds whatever was there. That transaction never committed.
+  const uint32_t page = wal_page_size(wal);
   std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
-  unsigned char hdr[12];
-  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
-  const uint32_t page = (uint32_t(hdr[8]) << 24) | (uint32_t(hdr[9]) << 16) | (uint32_t(hdr[10]) << 8) | hdr[11];
   const auto size = static_cast<std::streamoff>(fs::file_size(wal));
   f.seekp(size - static_cast<std::streamoff>(page));
   f.write(std::string(page, '\0').data(), page);

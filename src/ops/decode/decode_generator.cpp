@@ -208,8 +208,11 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
     DecodeTiling t = tiling_for(s, 32, lazy, l2);
     // Not a one-stage ring (nothing in flight while a tile is computed), and 16-bit K/V
     // only without losing CTAs an SM (above); else 16 tokens.
-    bool take = t.smem_bytes <= t.smem_limit && (t.stages >= 2 || split_d(s) || forced);
-    if (take && !one_byte && !split_d(s) && !forced) take = t.min_blocks >= tiling_for(s, 16, lazy, l2).min_blocks;
+    const bool take = t.smem_bytes <= t.smem_limit && (t.stages >= 2 || split_d(s) || forced);
+    if (take && !one_byte && !split_d(s) && !forced) {
+      DecodeTiling t16 = tiling_for(s, 16, lazy, l2);
+      if (t.min_blocks < t16.min_blocks) return t16;
+    }
     if (take) {
       if (!split_d(s) || forced) return t;
       // Split-D: two CTAs an SM first (32-token tiles, else 16), then one CTA with

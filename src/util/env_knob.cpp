@@ -10,7 +10,7 @@
 
 namespace attnjit::util {
 
-int parse_knob(const char* name, const std::string& value, int lo, int hi, const std::string& expected) {
+int parse_knob(const char* name, const std::string& value, int lo, int hi, std::string_view expected) {
   // Digits only (no sign, spaces, hex or exponent), and few enough that the
   // value cannot overflow before the range check.
   const bool digits = !value.empty() && value.size() <= 9 && value.find_first_not_of("0123456789") == std::string::npos;
@@ -22,7 +22,7 @@ int parse_knob(const char* name, const std::string& value, int lo, int hi, const
   return static_cast<int>(v);
 }
 
-std::optional<int> env_knob(const char* name, int lo, int hi, const std::string& expected) {
+std::optional<int> env_knob(const char* name, int lo, int hi, std::string_view expected) {
   const char* v = std::getenv(name);
   if (!v || !*v) return std::nullopt;
   return parse_knob(name, v, lo, hi, expected);

@@ -66,7 +66,7 @@ struct DecodeParams {
   int window_left;     // -1: off; keys >= q_pos - window_left are visible
   float rope_rcp_scale;
   float rope_rcp_theta;
-  int rows_per_cta;    // 16, or kDecodeSplitMRows where the kernel has split-M (Traits::kSplitM)
+  int rows_per_cta;    // 16, kDecodeDualMRows (Traits::kDualM) or kDecodeSplitMRows (Traits::kSplitM)
 
   // int8 K/V (FIA's antiquant, KVT i8_t): scales that vary by KV head h and channel d
   // only, at h * sh + d * sd (0 strides: per tensor or head); dtype 0 fp32, 1 fp16,
@@ -91,6 +91,8 @@ struct DecodeParams {
 
 // Query rows per CTA of a split-M kernel (decode_split_m.cuh): one 16-row MMA M tile per warp.
 constexpr int kDecodeSplitMRows = 64;
+// Query rows per CTA of the dual-M loop (decode_dual_m.cuh): two 16-row M tiles per warp.
+constexpr int kDecodeDualMRows = 32;
 
 // Where a request's KV walk starts: 0, or with a window the first tile holding a
 // key some query row sees (row t sits at seq_len - q_len + t and sees keys from its

@@ -10,7 +10,7 @@ namespace attnjit {
 
 template <class QT_, class KVT_, class OT_, int kHeadDim_, int kGroup_, int kPageSize_, bool kHnd_,
           int kMask_, int kPos_, unsigned kFeatures_, int kWarps_, int kStages_, int kSmemLimit_,
-          int kTileTokens_ = 16, bool kLazyRescale_ = false, int kSplitMStages_ = 0>
+          int kTileTokens_ = 16, bool kLazyRescale_ = false, int kSplitMStages_ = 0, bool kDualM_ = false>
 struct DecodeTraits {
   using QT = QT_;
   using KVT = KVT_;
@@ -108,14 +108,26 @@ struct DecodeTraits {
   static constexpr int kMergeBytesM = kDecodeSplitMRows * (kHeadDim + 2) * 4;
   static constexpr int kTailBytesM = kMergeBytesM > kSplitWeightBytes ? kMergeBytesM : kSplitWeightBytes;
   static constexpr int kSplitMBytes = kQBytesM + kFreqBytes + (kLoopBytesM > kTailBytesM ? kLoopBytesM : kTailBytesM);
-  static constexpr int kSmemBytes =
+  // Dual-M (spec decoding, 17-32 rows): each warp holds both 16-row M tiles of the CTA's
+  // 32 rows and streams its own tiles as the token-split loop does, so each K/V
+  // fragment it reads from shared memory feeds two MMAs (decode_dual_m.cuh). Its
+  // layout: [Q of 32 rows | freqs | the token-split ring | a 32-row merge buffer].
+  static constexpr bool kDualM = kDualM_;
+  static constexpr int kQBytesD = kDecodeDualMRows * kRowElems * 2;
+  static constexpr int kMergeBytesD = kWarps_ * kDecodeDualMRows * (kHeadDim + 2) * 4;
+  static constexpr int kTailBytesD = kMergeBytesD > kSplitWeightBytes ? kMergeBytesD : kSplitWeightBytes;
+  static constexpr int kDualMBytes = kQBytesD + kFreqBytes + (kLoopBytes > kTailBytesD ? kLoopBytes : kTailBytesD);
+  static constexpr int kSmemBytesTM =
       kSplitM && kSplitMBytes > kTokenSplitBytes ? kSplitMBytes : kTokenSplitBytes;
+  static constexpr int kSmemBytes = kDualM && kDualMBytes > kSmemBytesTM ? kDualMBytes : kSmemBytesTM;
   // CTAs per SM that shared memory allows, capped where the register cap that
   // __launch_bounds__ derives from it would force spills (estimate: O
   // accumulators + Q fragments + ~64 working registers per thread).
   // The transposed tile holds half the O accumulators (8 heads, not 16 rows).
-  static constexpr int kRegEstimate = (kSplitD ? kHeadDim / kWarps_ : kHeadDim) / (kTransposed ? 4 : 2) +
-                                      (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
+  static constexpr int kRegEstimateTM = (kSplitD ? kHeadDim / kWarps_ : kHeadDim) / (kTransposed ? 4 : 2) +
+                                        (kQInRegs ? kHeadDim / 4 : 0) + 64 + (kTile - 16);
+  static constexpr int kRegEstimateD = kHeadDim + 64 + (kTile - 16);  // dual-M: O of 32 rows, Q read from shared memory
+  static constexpr int kRegEstimate = kDualM && kRegEstimateD > kRegEstimateTM ? kRegEstimateD : kRegEstimateTM;
   static constexpr int kBlocksByRegs = 65536 / (kThreads * kRegEstimate);
   static constexpr int kBlocksBySmem = (kSmemLimit_ + 1024) / (kSmemBytes + 1024);  // an SM holds the block limit + 1 KB
   static constexpr int kMinBlocksRaw = kBlocksBySmem < kBlocksByRegs ? kBlocksBySmem : kBlocksByRegs;
@@ -137,6 +149,8 @@ struct DecodeTraits {
                              kSplitMStages >= 2 && kWarps * kRows == kDecodeSplitMRows),
                 "split-M: K/V read as stored (no RoPE, no widening), one 16-row tile per warp, "
                 "and a ring that prefetches");
+  static_assert(!kDualM || (kSplitM && kHeadDim <= 128 && !kQuantKv && kKvPack == 1),
+                "dual-M: spec-decode kernels (beside split-M) whose warps hold O for 32 rows");
 };
 
 }  // namespace attnjit

@@ -3,8 +3,9 @@
 // M dimension so each K/V byte is read once per KV head. Each warp streams its
 // own tiles through a private cp.async ring (no CTA barrier in the main loop);
 // warps merge through shared memory, and splits merge in the last CTA to finish.
-// Spec-decode kernels may also hold 64 rows per CTA (split-M, decode_split_m.cuh)
-// and head dims past 256 split the output dims (split-D, decode_split_d.cuh).
+// Spec-decode kernels may also hold 32 rows per CTA (dual-M, decode_dual_m.cuh) or 64
+// (split-M, decode_split_m.cuh), and head dims past 256 split the output dims (split-D,
+// decode_split_d.cuh).
 #pragma once
 
 #include "common/dtype.cuh"
@@ -24,6 +25,8 @@ template <class Tr>
 struct DecodeSplitM;  // decode/decode_split_m.cuh, included at the end of this file
 template <class Tr>
 struct DecodeTransposed;  // decode/decode_transposed.cuh, included at the end of this file
+template <class Tr>
+struct DecodeDualM;  // decode/decode_dual_m.cuh, included at the end of this file
 
 template <class Tr>
 struct GqaDecode {
@@ -67,11 +70,17 @@ struct GqaDecode {
     if constexpr (Tr::kSplitD) {
       DecodeSplitD<Tr>::run(p, smem);
     } else if constexpr (Tr::kSplitM) {
-      if (p.rows_per_cta > kRows) DecodeSplitM<Tr>::run(p, smem);  // the host's choice, the same for every CTA
+      // The host's choice, the same for every CTA.
+      if (p.rows_per_cta == kDecodeSplitMRows) DecodeSplitM<Tr>::run(p, smem);
+      else if (Tr::kDualM && p.rows_per_cta == kDecodeDualMRows) run_dual_m(p, smem);
       else run_token_split(p, smem);
     } else {
       run_token_split(p, smem);
     }
+  }
+
+  __device__ static void run_dual_m(const DecodeParams& p, unsigned char* smem) {
+    if constexpr (Tr::kDualM) DecodeDualM<Tr>::run(p, smem);
   }
 
   // head_dim <= 256: each warp streams its own tiles and holds O for every dim.
@@ -133,7 +142,7 @@ struct GqaDecode {
 
   // Returns false when this CTA has nothing to do (the same answer for every
   // CTA of a (request, head, row block), so the split counter stays consistent).
-  // kRowsCta: the CTA's query rows (16; split-M: kDecodeSplitMRows).
+  // kRowsCta: the CTA's query rows (16; dual-M: kDecodeDualMRows; split-M: kDecodeSplitMRows).
   template <int kRowsCta = kRows>
   __device__ static bool setup(const DecodeParams& p, Work& w) {
     w.split = blockIdx.x;
@@ -191,7 +200,7 @@ struct GqaDecode {
     const int warp = threadIdx.x / 32;
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
-      const int tok = tok_lo + (Tr::kSplitD || kRowsCta > kRows ? s : warp + s * W) * kTile;
+      const int tok = tok_lo + (Tr::kSplitD || kRowsCta == kDecodeSplitMRows ? s : warp + s * W) * kTile;
       w.first_page[s] = tok < limit ? ld_global_now(page_entry(p, w, tok)) : 0;
     }
   }
@@ -222,7 +231,7 @@ struct GqaDecode {
   // Q rows -> shared memory as MMA operands (zero rows past the valid ones). A unit
   // is 8 pairs (c, c + HD/2), so RoPE rotates in registers. Every load of a thread
   // is issued before any is used: one memory round trip per CTA, not one per unit.
-  // kQRows: the CTA's query rows (16; split-M: kDecodeSplitMRows).
+  // kQRows: the CTA's query rows (16; dual-M: kDecodeDualMRows; split-M: kDecodeSplitMRows).
   template <int kQRows = kRows>
   __device__ static void load_q(const DecodeParams& p, const Work& w, MT* q_s, float* freq_s) {
     if (Tr::kPos == pos_mode::kRope) {
@@ -617,6 +626,7 @@ struct GqaDecode {
 
 }  // namespace attnjit
 
+#include "decode/decode_dual_m.cuh"
 #include "decode/decode_split_d.cuh"
 #include "decode/decode_split_m.cuh"
 #include "decode/decode_transposed.cuh"

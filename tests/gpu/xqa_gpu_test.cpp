@@ -118,11 +118,11 @@ TEST(XqaGpu, SpeculativeDecoding) {
   }
 }
 
-// Issue 9 item 5: speculative decoding with more than 16 query rows per (request,
+// Issue 9 item 5: speculative decoding with more than 32 query rows per (request,
 // KV head) holds 64 rows per CTA (split-M, templates/decode/decode_split_m.cuh): 16
 // rows per warp over one CTA-wide ring, and the split merge over four 16-row blocks.
-// Rows 24, 32, 48 (warps without rows), 64, 96 and 128 (two 64-row CTAs, the second
-// partly valid); group x q_seq_len <= 16 (the token split) beside them; uniform and
+// Rows 48 (a warp without rows), 64, 96 and 128 (two 64-row CTAs, the second partly
+// valid); 24 and 32 at head_dim 128 take dual-M (the test below), at 64 and 256 split-M; group x q_seq_len <= 16 (the token split) beside them; uniform and
 // ragged drafts, random masks, groups 4/8/16, NHD/HND, bf16 and fp8 KV (fp8 output
 // too), sinks, windows, head dims 64/128/256, one split and many.
 TEST(XqaGpu, SpeculativeDecodingSixtyFourRowsPerCta) {
@@ -193,6 +193,43 @@ TEST(XqaGpu, SpeculativeDecodingSixtyFourRowsPerCta) {
   }
 }
 
+// Spec decoding with 17-32 query rows per (request, KV head) holds 32 rows per CTA
+// (dual-M, templates/decode/decode_dual_m.cuh): two 16-row M tiles per warp, the warps
+// splitting the tokens, the warp merge and split merge over two 16-row blocks. Rows 24
+// and 32 (g8 x 3/4, g4 x 8, g16 x 2); ragged drafts down to one token (a second M tile
+// of padding); bf16, fp16 and fp8 KV, NHD/HND, sinks, windows, one split and many.
+TEST(XqaGpu, SpeculativeDecodingThirtyTwoRowsPerCta) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  struct Shape { int qlen, group; };
+  const Shape shapes[] = {{3, 8}, {4, 8}, {8, 4}, {2, 16}};
+  std::vector<XqaCase> cases;
+  int i = 0;
+  for (const Shape& sh : shapes)
+    for (bool ragged : {false, true}) {
+      XqaCase c;
+      c.q_seq_len = sh.qlen;
+      c.group = sh.group;
+      c.ragged = ragged;
+      c.mask_kind = i % 3 == 2 ? 0 : 1;
+      c.batch = 3;
+      c.seq_lens = {sh.qlen + 1, 900 + sh.qlen, 11000 + 13 * sh.qlen};
+      c.layout = i % 2 ? KvLayout::kHND : KvLayout::kNHD;
+      c.kv_dtype = i % 3 == 1 ? DType::kFloat8E4M3 : (i == 4 ? DType::kFloat16 : DType::kBFloat16);
+      if (c.kv_dtype == DType::kFloat16) c.dtype = c.out_dtype = DType::kFloat16;
+      if (dtype_size(c.kv_dtype) == 1) c.kv_scale = 0.5f;
+      c.sm_count = i % 4 == 3 ? 1 : 0;
+      c.sinks = i % 5 == 1;
+      c.window = i % 3 == 0 ? 500 : 0;
+      ++i;
+      cases.push_back(c);
+    }
+  int n = 0;
+  for (auto& c : cases) {
+    double err = run_xqa(c, 16000 + n++);
+    EXPECT_LE(err, tolerance(c)) << describe(c);
+  }
+}
+
 // ATTNJIT_DECODE_SPLIT_M=0 (the A/B knob) renders and launches the 16-row kernel;
 // both stay correct.
 TEST(XqaGpu, SpeculativeDecodingWithSplitMOff) {
@@ -212,6 +249,26 @@ TEST(XqaGpu, SpeculativeDecodingWithSplitMOff) {
   }
   if (old) setenv("ATTNJIT_DECODE_SPLIT_M", saved.c_str(), 1);
   else unsetenv("ATTNJIT_DECODE_SPLIT_M");
+}
+
+// ATTNJIT_DECODE_DUAL_M=0 (its A/B knob) launches 32 rows as two 16-row CTAs again.
+TEST(XqaGpu, SpeculativeDecodingWithDualMOff) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  const char* old = std::getenv("ATTNJIT_DECODE_DUAL_M");
+  const std::string saved = old ? old : "";
+  setenv("ATTNJIT_DECODE_DUAL_M", "0", 1);
+  for (bool ragged : {false, true}) {
+    XqaCase c;
+    c.q_seq_len = 4;
+    c.group = 8;
+    c.ragged = ragged;
+    c.mask_kind = 1;
+    c.seq_lens = {5, 3000, 10000};
+    double err = run_xqa(c, 15100 + int(ragged));
+    EXPECT_LE(err, tolerance(c)) << describe(c) << " dual-M off";
+  }
+  if (old) setenv("ATTNJIT_DECODE_DUAL_M", saved.c_str(), 1);
+  else unsetenv("ATTNJIT_DECODE_DUAL_M");
 }
 
 

@@ -3,6 +3,7 @@
 // have it (tiling), when a launch takes it (decode_rows_per_cta, plan_xqa), the
 // knob that turns it off, the grid's row blocks, and the workspace and semaphore
 // sizing against the splits such launches plan.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -101,7 +102,9 @@ TEST(SplitMTiling, OccupancyOfTheSpecDecodeKernelIsUnchanged) {
   }
   EXPECT_EQ(off_b.split_m_stages, 0);
   EXPECT_EQ(off_f.split_m_stages, 0);
-  EXPECT_EQ(on_b.smem_bytes, off_b.smem_bytes);
+  // Dual-M's 32-row Q may add bytes (bf16), never a CTA an SM.
+  const auto ctas = [](const DecodeTiling& t) { return (t.smem_limit + 1024) / (t.smem_bytes + 1024); };
+  EXPECT_EQ(ctas(on_b), ctas(off_b));
   EXPECT_EQ(on_f.smem_bytes, off_f.smem_bytes);
   EXPECT_EQ(on_b.min_blocks, off_b.min_blocks);
   EXPECT_EQ(on_f.min_blocks, off_f.min_blocks);
@@ -134,13 +137,14 @@ TEST(SplitMTiling, RenderedTraitsCarryTheStagesAndTheKnobTurnsThemOff) {
     const render::RenderedUnit u = render::render(s);
     on = u.source;
     const int stages = decode_tiling(s).split_m_stages;
-    EXPECT_NE(on.find(", 16, true, " + std::to_string(stages) + ">;"), std::string::npos) << on;
-    bool has_m = false, has_ring = false;
+    EXPECT_NE(on.find(", 16, true, " + std::to_string(stages) + ", true>;"), std::string::npos) << on;
+    bool has_m = false, has_ring = false, has_dual = false;
     for (const auto& h : u.headers) {
       has_m |= h.path == "decode/decode_split_m.cuh";
       has_ring |= h.path == "decode/decode_cta_ring.cuh";
+      has_dual |= h.path == "decode/decode_dual_m.cuh";
     }
-    EXPECT_TRUE(has_m && has_ring) << "the unit carries the split-M and CTA ring templates";
+    EXPECT_TRUE(has_m && has_ring && has_dual) << "the unit carries the split-M, CTA ring and dual-M templates";
   }
   {
     EnvGuard k("ATTNJIT_DECODE_SPLIT_M", "0");
@@ -157,20 +161,21 @@ TEST(SplitMTiling, BadKnobValueNamesTheVariable) {
 }
 
 // Measured on the H200: 64 rows per CTA win at 64 rows (q_seq_len 8, g8) and lose at 32
-// (q_seq_len 4, g8), so split-M takes more than 32 rows.
+// (q_seq_len 4, g8), so split-M takes more than 32 rows; 17-32 take dual-M's 32-row CTAs
+// where the kernel has them (head_dim <= 128, the kernel's CTAs an SM kept).
 TEST(SplitMRows, MoreThan32RowsTake64PerCta) {
   EnvGuard k("ATTNJIT_DECODE_SPLIT_M", nullptr);
   const spec::KernelSpec g8 = spec_dec(128, 8, DType::kBFloat16, "sm_90a");
   EXPECT_EQ(decode_rows_per_cta(g8, 1), 16);
   EXPECT_EQ(decode_rows_per_cta(g8, 2), 16);  // 16 rows: one warp tile, the token split
-  for (int q : {3, 4}) EXPECT_EQ(decode_rows_per_cta(g8, q), 16) << q;  // 24 and 32 rows
+  for (int q : {3, 4}) EXPECT_EQ(decode_rows_per_cta(g8, q), kDecodeDualMRows) << q;  // 24 and 32 rows
   for (int q : {5, 6, 8, 9, 64}) EXPECT_EQ(decode_rows_per_cta(g8, q), kDecodeSplitMRows) << q;
   const spec::KernelSpec g16 = spec_dec(128, 16, DType::kFloat8E4M3, "sm_90a");
   EXPECT_EQ(decode_rows_per_cta(g16, 1), 16);
   EXPECT_EQ(decode_rows_per_cta(g16, 2), 16);
   EXPECT_EQ(decode_rows_per_cta(g16, 3), kDecodeSplitMRows);
   const spec::KernelSpec g4 = spec_dec(64, 4, DType::kBFloat16, "sm_80");
-  EXPECT_EQ(decode_rows_per_cta(g4, 8), 16);
+  EXPECT_EQ(decode_rows_per_cta(g4, 8), kDecodeDualMRows);
   EXPECT_EQ(decode_rows_per_cta(g4, 9), kDecodeSplitMRows);
   spec::KernelSpec none = g8;
   none.mask = spec::MaskMode::kNone;
@@ -202,7 +207,8 @@ TEST(SplitMRows, RowBlocksFollowTheRowsPerCta) {
 TEST(SplitMRows, PlanXqaTakesSplitMForSpecDecodeBeyond32Rows) {
   EnvGuard k("ATTNJIT_DECODE_SPLIT_M", nullptr);
   const spec::Arch arch{90, true};
-  for (int q : {2, 3, 4}) EXPECT_EQ(plan_xqa(xqa_spec_dec(q), arch).shape.rows_per_cta, 16) << q;
+  EXPECT_EQ(plan_xqa(xqa_spec_dec(2), arch).shape.rows_per_cta, 16);
+  for (int q : {3, 4}) EXPECT_EQ(plan_xqa(xqa_spec_dec(q), arch).shape.rows_per_cta, kDecodeDualMRows) << q;
   for (int q : {5, 6, 8}) {
     const XqaPlan p = plan_xqa(xqa_spec_dec(q), arch);
     EXPECT_EQ(p.shape.rows_per_cta, kDecodeSplitMRows) << q;
@@ -261,5 +267,43 @@ TEST(SplitMWorkspace, IssueShapeSplitsToFillTheGpu) {
   }
 }
 
+
+// Dual-M (32 rows a CTA, two M tiles a warp) rides on split-M's kernels at head_dim <= 128
+// where it keeps their CTAs an SM; decode_rows_per_cta takes it for 17-32 rows.
+TEST(DualMTiling, RowsPerCtaFollowTheRowsAndTheKernel) {
+  EnvGuard k("ATTNJIT_DECODE_SPLIT_M", nullptr);
+  EnvGuard d("ATTNJIT_DECODE_DUAL_M", nullptr);
+  const spec::KernelSpec b = spec_dec(128, 8, DType::kBFloat16, "sm_90a");
+  const DecodeTiling tb = decode_tiling(b);
+  EXPECT_TRUE(tb.dual_m);
+  EXPECT_EQ(tb.min_blocks, 2);
+  EXPECT_EQ(decode_rows_per_cta(b, 1), 16);
+  EXPECT_EQ(decode_rows_per_cta(b, 2), 16);   // 16 rows
+  EXPECT_EQ(decode_rows_per_cta(b, 3), kDecodeDualMRows);  // 24
+  EXPECT_EQ(decode_rows_per_cta(b, 4), kDecodeDualMRows);  // 32
+  EXPECT_EQ(decode_rows_per_cta(b, 5), kDecodeSplitMRows);  // 40
+  // The rendered traits carry it, and the TU checks the host's mirror.
+  const std::string src = decode_generate(b).source;
+  EXPECT_NE(src.find(fmt::format(", {}, true>;", tb.split_m_stages)), std::string::npos) << src;
+  EXPECT_NE(src.find("Traits::kDualM == true"), std::string::npos) << src;
+  // fp8 hd128 keeps three CTAs an SM: O for 32 rows would cost the third (registers).
+  const spec::KernelSpec f = spec_dec(128, 8, DType::kFloat8E4M3, "sm_90a");
+  EXPECT_FALSE(decode_tiling(f).dual_m);
+  EXPECT_EQ(decode_rows_per_cta(f, 4), kDecodeRowsPerCta);  // two 16-row CTAs
+  // head_dim 256: a warp cannot hold O for 32 rows.
+  const spec::KernelSpec h = spec_dec(256, 8, DType::kBFloat16, "sm_90a");
+  EXPECT_FALSE(decode_tiling(h).dual_m);
+  EXPECT_EQ(decode_rows_per_cta(h, 4), kDecodeRowsPerCta);
+}
+
+TEST(DualMTiling, TheKnobTurnsItOff) {
+  EnvGuard k("ATTNJIT_DECODE_SPLIT_M", nullptr);
+  EnvGuard d("ATTNJIT_DECODE_DUAL_M", "0");
+  const spec::KernelSpec b = spec_dec(128, 8, DType::kBFloat16, "sm_90a");
+  EXPECT_FALSE(decode_tiling(b).dual_m);
+  EXPECT_EQ(decode_rows_per_cta(b, 4), kDecodeRowsPerCta);  // 32 rows: two 16-row CTAs, as before dual-M
+  EXPECT_EQ(decode_rows_per_cta(b, 5), kDecodeSplitMRows);
+  EXPECT_NE(decode_generate(b).source.find("Traits::kDualM == false"), std::string::npos);
+}
 }  // namespace
 }  // namespace attnjit::ops

@@ -79,15 +79,23 @@ nlohmann::json tiling_json(const ops::DecodeTiling& t) {
           {"smem_bytes", t.smem_bytes},
           {"ctas_per_sm_by_smem", ctas_per_sm_by_smem(t)},
           {"lazy_rescale", t.lazy_rescale},
-          {"mma_layout", t.transposed ? "transposed: tokens in M, heads in N" : "heads in M, tokens in N"}};
+          {"mma_layout", t.transposed ? "transposed: tokens in M, heads in N" : "heads in M, tokens in N"},
+          {"dual_m", t.dual_m},
+          {"split_m_stages", t.split_m_stages}};
 }
 
 std::string tiling_text(const ops::DecodeTiling& t) {
+  // Spec decoding's wider CTAs (decode_rows_per_cta picks one per launch).
+  std::string rows;
+  if (t.dual_m) rows += "; 17-32 query rows: 32 a CTA, two M tiles a warp";
+  if (t.split_m_stages > 0)
+    rows += fmt::format("; {} query rows: 64 a CTA, one M tile a warp, {}-stage CTA ring", t.dual_m ? "33+" : "17+",
+                        t.split_m_stages);
   return fmt::format("{} warps x {}-token tiles, {}-stage cp.async ring per warp, {} dynamic smem ({} CTAs/SM by "
-                     "smem){}{}",
+                     "smem){}{}{}",
                      t.warps, t.tile, t.stages, human_bytes(t.smem_bytes), ctas_per_sm_by_smem(t),
                      t.lazy_rescale ? ", lazy rescale" : "",
-                     t.transposed ? ", transposed MMA tile (S^T = K Q^T: tokens in M, the group's heads in N)" : "");
+                     t.transposed ? ", transposed MMA tile (S^T = K Q^T: tokens in M, the group's heads in N)" : "", rows);
 }
 
 // The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.

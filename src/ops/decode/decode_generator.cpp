@@ -10,6 +10,7 @@
 
 #include "attnjit/error.hpp"
 #include "decode/decode_params.cuh"
+#include "ops/decode/decode_launch.hpp"
 #include "render/renderer.hpp"
 #include "util/env_knob.hpp"
 
@@ -55,6 +56,15 @@ bool split_m_eligible(const spec::KernelSpec& s) {
       s.pos_encoding == spec::PosEncoding::kRopeLlama || (fp8 && s.head_dim_qk % 32 != 0))
     return false;
   return util::env_knob("ATTNJIT_DECODE_SPLIT_M", 0, 1, "0 or 1").value_or(1) == 1;
+}
+
+// Dual-M (32 rows per CTA, two M tiles per warp: templates/decode/decode_dual_m.cuh)
+// rides on split-M's kernels at head_dim <= 128 with 16-bit or fp8 K/V (a warp holds O
+// for 32 rows). ATTNJIT_DECODE_DUAL_M=0 renders and launches without it, for A/B measuring.
+bool dual_m_eligible(const spec::KernelSpec& s) {
+  const bool int_kv = s.kv_dtype == DType::kInt8 || s.kv_dtype == DType::kInt32;
+  return s.head_dim_qk <= 128 && !int_kv &&
+         util::env_knob("ATTNJIT_DECODE_DUAL_M", 0, 1, "0 or 1").value_or(1) == 1;
 }
 
 DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_prefetch) {
@@ -155,11 +165,27 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   t.transposed = s.group_size <= 8 && ((s.kv_dtype == DType::kInt8 && !widen) || int4) &&
                  t.split_m_stages == 0;
   const bool q_in_regs = hd <= 128 && !four_ctas;  // Traits::kQInRegs
-  const int reg_estimate = hd / (t.transposed ? 4 : 2) + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16);
-  const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
-  const int by_smem = (t.smem_limit + 1024) / (t.smem_bytes + 1024);
   const int max_blocks = four_ctas ? (int4_transposed ? 5 : 4) : 3;  // Traits::kMaxBlocks
-  t.min_blocks = std::clamp(std::min(by_regs, by_smem), 1, max_blocks);
+  const auto blocks = [&](int smem_bytes, bool dual_m) {
+    const int reg_estimate = std::max(hd / (t.transposed ? 4 : 2) + (q_in_regs ? hd / 4 : 0) + 64 + (t.tile - 16),
+                                      dual_m ? hd + 64 + (t.tile - 16) : 0);  // dual-M: O of 32 rows
+    const int by_regs = 65536 / (t.warps * 32 * reg_estimate);
+    const int by_smem = (t.smem_limit + 1024) / (smem_bytes + 1024);
+    return std::clamp(std::min(by_regs, by_smem), 1, max_blocks);
+  };
+  t.min_blocks = blocks(t.smem_bytes, false);
+  if (t.split_m_stages > 0 && dual_m_eligible(s)) {
+    // Dual-M's layout (DecodeTraits::kDualMBytes: Q of 32 rows, the token-split rings,
+    // a merge buffer of the warps' 32 rows) and registers (O of 32 rows), only where
+    // they keep the kernel's CTAs an SM: its 16-row and 64-row launches stay as they were.
+    const int fixed_d = kDecodeDualMRows * (hd + 8) * 2 + hd * 2;
+    const int tail_d = std::max(t.warps * kDecodeDualMRows * (hd + 2) * 4, 2 * 16 * 256 * 4);
+    const int bytes_d = std::max(t.smem_bytes, fixed_d + std::max(t.stages * per_stage + beside_ring, tail_d));
+    if (bytes_d <= t.smem_limit && blocks(bytes_d, true) >= t.min_blocks) {
+      t.dual_m = true;
+      t.smem_bytes = bytes_d;
+    }
+  }
   return t;
 }
 
@@ -313,12 +339,17 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
 }
 
 // Split-M pays past 32 rows (H200, B16 L8K g8 bf16: q_seq_len 8, 64 rows, 379 -> 324 us;
-// q_seq_len 4, 32 rows, 200 -> 302 us: half the CTAs, half their warps idle).
+// q_seq_len 4, 32 rows, 200 -> 302 us: half the CTAs, half their warps idle). Dual-M takes
+// 17-32 rows where the kernel has it (H200, the same shape beside FlashInfer's XQA, us:
+// q_seq_len 3 197 -> 146, q_seq_len 4 197 -> 149; PERFORMANCE.md, twenty-fifth session).
 constexpr int64_t kSplitMMinRows = 33;
 
 int decode_rows_per_cta(const spec::KernelSpec& s, int q_seq_len) {
-  if (int64_t(s.group_size) * q_seq_len < kSplitMMinRows || !split_m_eligible(s)) return 16;
-  return decode_tiling(s).split_m_stages > 0 ? kDecodeSplitMRows : 16;
+  const int64_t rows = int64_t(s.group_size) * q_seq_len;
+  if (rows <= kDecodeRowsPerCta || !split_m_eligible(s)) return kDecodeRowsPerCta;
+  const DecodeTiling t = decode_tiling(s);
+  if (rows <= kDecodeDualMRows && t.dual_m) return kDecodeDualMRows;
+  return rows >= kSplitMMinRows && t.split_m_stages > 0 ? kDecodeSplitMRows : kDecodeRowsPerCta;
 }
 
 render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
@@ -341,7 +372,8 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       "static_assert(Traits::kSmemBytes == {expected}, \"host and kernel disagree on shared memory\");\n"
       "static_assert(Traits::kThreads == {threads} && Traits::kMinBlocks == {min_blocks}, "
       "\"host and kernel disagree on launch metadata\");\n"
-      "static_assert(Traits::kTransposed == {transposed}, \"host and kernel disagree on the MMA tile\");\n"
+      "static_assert(Traits::kTransposed == {transposed} && Traits::kDualM == {dual_m}, "
+      "\"host and kernel disagree on the MMA tile\");\n"
       "extern \"C\" __constant__ int {smem} = Traits::kSmemBytes;\n"
       "extern \"C\" __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)\n"
       "{entry}(const __grid_constant__ attnjit::DecodeParams params) {{\n"
@@ -358,9 +390,11 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       fmt::arg("feat", s.features), fmt::arg("warps", t.warps), fmt::arg("stages", t.stages),
       fmt::arg("smem_limit", t.smem_limit), fmt::arg("tile", t.tile),
       fmt::arg("lazy", t.lazy_rescale ? "true" : "false"),
-      fmt::arg("split_m", t.split_m_stages > 0 ? fmt::format(", {}", t.split_m_stages) : std::string()),
+      fmt::arg("split_m", t.split_m_stages > 0 ? fmt::format(", {}{}", t.split_m_stages, t.dual_m ? ", true" : "")
+                                               : std::string()),
       fmt::arg("expected", t.smem_bytes), fmt::arg("threads", u.launch.threads),
       fmt::arg("min_blocks", t.min_blocks), fmt::arg("transposed", t.transposed ? "true" : "false"),
+      fmt::arg("dual_m", t.dual_m ? "true" : "false"),
       fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
   return u;
 }

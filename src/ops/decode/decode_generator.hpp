@@ -20,6 +20,7 @@ struct DecodeTiling {
   bool lazy_rescale = false;
   int min_blocks = 1;  // mirrors DecodeTraits::kMinBlocks (__launch_bounds__)
   int split_m_stages = 0;  // > 0: the kernel has split-M (64 rows per CTA) with this ring
+  bool dual_m = false;     // the kernel also has dual-M (32 rows per CTA; needs split-M's kernel)
   // Tokens in the MMA's M, the group's heads in N (mirrors DecodeTraits::kTransposed):
   // int8 / int4 K/V at group <= 8, launched with one query row per head only.
   bool transposed = false;
@@ -28,8 +29,9 @@ struct DecodeTiling {
 };
 DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 // Query rows per CTA for a launch of spec with q_seq_len (max draft) tokens per
-// request: kDecodeSplitMRows where the kernel has split-M and a request has more
-// than 16 rows (group x q_seq_len), else 16. The one place that decides it.
+// request: where a request has more than 16 rows (group x q_seq_len),
+// kDecodeDualMRows up to 32 rows where the kernel has dual-M, kDecodeSplitMRows past
+// 32 where it has split-M; else 16. The one place that decides it.
 int decode_rows_per_cta(const spec::KernelSpec& spec, int q_seq_len);
 // KV heads one CTA serves: 2 with the kvpair feature (Traits::kKvPack), else 1.
 inline int decode_kv_heads_per_cta(const spec::KernelSpec& spec) { return spec.has(spec::feature::kKvPair) ? 2 : 1; }

@@ -231,7 +231,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   plan.shape.head_dim = static_cast<int>(hd);
   plan.shape.max_seq_len = p.pages_per_seq * a.page_size;
   plan.shape.window_left = p.window_left;
-  // 64 rows per CTA (split-M) where the kernel has it and a request has more than 16.
+  // 32 rows per CTA (dual-M) or 64 (split-M) where the kernel has them and a request has more than 16.
   plan.shape.rows_per_cta = ops::decode_rows_per_cta(s, a.q_seq_len);
   // CUDA grid limits: batch is gridDim.z, heads x row blocks gridDim.y (65535 each).
   ATTNJIT_REQUIRE(batch <= 65535, "q", "batch <= 65535", std::to_string(batch));

@@ -176,14 +176,18 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
   t.min_blocks = blocks(t.smem_bytes, false);
   if (t.split_m_stages > 0 && dual_m_eligible(s)) {
     // Dual-M's layout (DecodeTraits::kDualMBytes: Q of 32 rows, the token-split rings,
-    // a merge buffer of the warps' 32 rows) and registers (O of 32 rows), only where
-    // they keep the kernel's CTAs an SM: its 16-row and 64-row launches stay as they were.
+    // a merge buffer of the warps' 32 rows), only where shared memory keeps the kernel's
+    // CTAs an SM. Its registers (O of 32 rows) may cost one: fp8 hd128 runs two CTAs
+    // instead of three, and measured (H200, B16 L8K g8, TB/s) q_seq_len 2 3.40 -> 3.50,
+    // 4 1.94 -> 2.38, 8 (split-M) 1.14 -> 1.12-1.13 (PERFORMANCE.md, twenty-fifth session).
     const int fixed_d = kDecodeDualMRows * (hd + 8) * 2 + hd * 2;
     const int tail_d = std::max(t.warps * kDecodeDualMRows * (hd + 2) * 4, 2 * 16 * 256 * 4);
     const int bytes_d = std::max(t.smem_bytes, fixed_d + std::max(t.stages * per_stage + beside_ring, tail_d));
-    if (bytes_d <= t.smem_limit && blocks(bytes_d, true) >= t.min_blocks) {
+    const auto by_smem = [&](int bytes) { return (t.smem_limit + 1024) / (bytes + 1024); };
+    if (bytes_d <= t.smem_limit && by_smem(bytes_d) >= by_smem(t.smem_bytes)) {
       t.dual_m = true;
       t.smem_bytes = bytes_d;
+      t.min_blocks = blocks(bytes_d, true);
     }
   }
   return t;

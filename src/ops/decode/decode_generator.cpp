@@ -67,7 +67,9 @@ bool dual_m_eligible(const spec::KernelSpec& s) {
          util::env_knob("ATTNJIT_DECODE_DUAL_M", 0, 1, "0 or 1").value_or(1) == 1;
 }
 
-DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_prefetch) {
+// stages_floor: a ring of at least this many stages where shared memory holds it (0: the
+// default budget decides).
+DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_prefetch, int stages_floor = 0) {
   DecodeTiling t;
   t.tile = tile;
   t.lazy_rescale = lazy;
@@ -141,6 +143,7 @@ DecodeTiling tiling_for(const spec::KernelSpec& s, int tile, bool lazy, int l2_p
       ctas ? std::max(std::min(105, ((t.smem_limit + 1024) / ctas - 1024 - fixed) / 1024), tail / 1024) : 105;
   int budget = util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb).value_or(default_kb) * 1024;
   if (t.tile == 32) budget = std::max(budget, 2 * per_stage + conv);  // a 32-token ring still prefetches
+  budget = std::max(budget, stages_floor * per_stage + conv);
   // At least two stages (one tile in flight while another is computed), fewer
   // only where the arch's shared memory cannot hold two.
   t.stages = std::clamp((budget - conv) / per_stage, 2, 4);
@@ -217,8 +220,8 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // Split-D (head_dim > 256) starts from 32 too, and takes 16 where only that
   // tile lets two CTAs share an SM (below).
   // Paged (xqa) 16-bit K/V take 32 too where that keeps the 16-token tiling's CTAs an
-  // SM (head_dim 64: three): a 16-token tile's fixed work (softmax, address math,
-  // barriers) weighs most there. H200, beside FlashInfer's XQA, us, 16 -> 32: hd64 p64
+  // SM (head_dim 64: three, or two with a deeper ring, below): a 16-token tile's fixed
+  // work (softmax, address math, barriers) weighs most there. H200, beside FlashInfer's XQA, us, 16 -> 32: hd64 p64
   // B32 L8K 144.4 -> 142.7, B1 L32K 26.8 -> 26.4. At hd128 a 32-token ring of two stages
   // holds one CTA an SM, and the split plan (which sizes splits to the CTAs an SM) then
   // halves the splits: uniform batches gained (g8 B1 L32K 3.00 -> 3.14 TB/s, B16 L8K 3.90
@@ -242,6 +245,14 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
     if (take && !one_byte && !split_d(s) && !forced) {
       DecodeTiling t16 = tiling_for(s, 16, lazy, l2);
       if (t.min_blocks < t16.min_blocks) return t16;
+      // A third stage where two CTAs an SM still hold it (head_dim <= 64): two tiles in
+      // flight a warp beat a third CTA with one. H200 beside FlashInfer's XQA, hd64 p64
+      // g8, us: B32 L8K 138.3 -> 131.1, B1 L32K 26.0 -> 23.8 (PERFORMANCE.md, twenty-fifth
+      // session). ATTNJIT_DECODE_RING_KB, when set, sizes the ring instead.
+      if (t.stages == 2 && !util::env_knob("ATTNJIT_DECODE_RING_KB", 1, kMaxRingKb)) {
+        DecodeTiling t3 = tiling_for(s, 32, lazy, l2, 3);
+        if (t3.stages == 3 && t3.min_blocks >= 2) return t3;
+      }
     }
     if (take) {
       if (!split_d(s) || forced) return t;

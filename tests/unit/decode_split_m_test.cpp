@@ -237,7 +237,10 @@ TEST(SplitMWorkspace, XqaWorkspaceCoversEverySplitMCall) {
     for (int k = 0; k < 6; ++k) {
       DecodeShape call{next(batch), kv_heads, group, next(q_len), hd, next(len)};
       if (k >= 3) call.window_left = next(len) - 1;
-      if (group * call.q_seq_len > 16) call.rows_per_cta = kDecodeSplitMRows, ++split_m_calls;
+      if (group * call.q_seq_len > 16) {  // dual-M up to 32 rows, split-M past
+        call.rows_per_cta = group * call.q_seq_len <= kDecodeDualMRows ? kDecodeDualMRows : kDecodeSplitMRows;
+        ++split_m_calls;
+      }
       const int slots = sms * next(kMaxBlocksPerSmForSplit);
       const SplitPlan plan = plan_splits(call, slots, 16);
       ASSERT_GE(ws, decode_workspace_bytes(call, plan.splits))

@@ -11,6 +11,7 @@
 #include "ops/decode/decode_generator.hpp"
 #include "runtime/kernel_registry.hpp"
 #include "util/env_knob.hpp"
+#include "util/log.hpp"
 
 namespace attnjit::ops {
 
@@ -185,6 +186,10 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   grid.x = static_cast<unsigned>(splits);
   grid.y = static_cast<unsigned>(decode_head_ctas(shape) * p.row_blocks);
   grid.z = static_cast<unsigned>(l.shape.batch);
+  // What the plan chose, per launch: ATTNJIT_LOG_LEVEL=trace (the name is built only then).
+  if (util::log().should_log(spdlog::level::trace))
+    util::log().trace("decode launch {}: {} splits of {} tokens, grid {}x{}x{}, {} rows a CTA, {} SMs x {} CTAs",
+                      l.spec->name(), splits, tps, grid.x, grid.y, grid.z, p.rows_per_cta, sms, k.blocks_per_sm);
   launch_kernel(k, grid, cs, l.pdl, p);
   return splits;
 }

@@ -31,17 +31,8 @@ struct DecodeDualM {
     float* freq_s = reinterpret_cast<float*>(smem + Tr::kQBytesD);
     unsigned char* loop_s = smem + Tr::kQBytesD + Tr::kFreqBytes;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
-    unsigned char* ring = loop_s + warp * Tr::kStages * Tr::kStageBytes;
-    // The first KV tiles are in flight while Q loads (setup read their pages).
-#pragma unroll
-    for (int s = 0; s < Tr::kStages - 1; ++s) {
-      const int t = warp + s * W;
-      if (t < n_tiles)
-        Base::issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile, Tr::kPaged ? w.first_page[s] : 0,
-                         lane);
-      cp_async_commit();
-    }
+    // The first KV tiles are in flight while Q loads.
+    Base::issue_prologue(p, w, loop_s, warp, lane);
     Base::template load_q<kRowsCta>(p, w, q_s, freq_s);
     __syncthreads();
 
@@ -71,19 +62,9 @@ struct DecodeDualM {
     float* red_o = reinterpret_cast<float*>(loop_s);
     float* red_m = red_o + W * kRowsCta * HD;
     float* red_l = red_m + W * kRowsCta;
-    const int g = lane / 4, tq = lane % 4;
 #pragma unroll
-    for (int mt = 0; mt < kM; ++mt) {
-      const int r0 = warp * kRowsCta + mt * kRows + g;
-      const float l0 = quad_sum(l[mt][0]), l1 = quad_sum(l[mt][1]);
-      if (tq == 0) {
-        red_m[r0] = m[mt][0];
-        red_m[r0 + 8] = m[mt][1];
-        red_l[r0] = l0;
-        red_l[r0 + 8] = l1;
-      }
-      Base::store_warp_o(red_o + r0 * HD, o[mt], tq);
-    }
+    for (int mt = 0; mt < kM; ++mt)
+      Base::store_partial(red_o, red_m, red_l, warp * kRowsCta + mt * kRows, m[mt], l[mt], o[mt], lane);
     __syncthreads();
     DecodeMerge<Tr, W, kRowsCta>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
   }

@@ -59,19 +59,8 @@ struct DecodeSplitM {
     float* red_o = reinterpret_cast<float*>(ring);
     float* red_m = red_o + kRowsCta * HD;
     float* red_l = red_m + kRowsCta;
-    const int g = lane / 4, tq = lane % 4;
-    l[0] = quad_sum(l[0]);
-    l[1] = quad_sum(l[1]);
-    if (wv.rows_valid > 0) {  // warp-uniform; rows past rows_valid are never read
-      const int r0 = warp * kRows + g;
-      if (tq == 0) {
-        red_m[r0] = m[0];
-        red_m[r0 + 8] = m[1];
-        red_l[r0] = l[0];
-        red_l[r0 + 8] = l[1];
-      }
-      Base::store_warp_o(red_o + r0 * HD, o, tq);
-    }
+    // Warp-uniform; rows past rows_valid are never read.
+    if (wv.rows_valid > 0) Base::store_partial(red_o, red_m, red_l, warp * kRows, m, l, o, lane);
     __syncthreads();
     DecodeMerge<Tr, 1, kRowsCta>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
   }

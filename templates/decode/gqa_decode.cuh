@@ -94,16 +94,7 @@ struct GqaDecode : DecodeSoftmax<Tr> {
     unsigned char* loop_s = smem + Tr::kQBytes + Tr::kFreqBytes;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // The first KV tiles are in flight while Q loads.
-    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
-    unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
-    // setup() read the first tiles' pages (again, where a window moved the start).
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      int t = warp + s * W;
-      if (t < n_tiles)
-        issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile, Tr::kPaged ? w.first_page[s] : 0, lane);
-      cp_async_commit();
-    }
+    issue_prologue(p, w, loop_s, warp, lane);
     load_q(p, w, q_s, freq_s);
     __syncthreads();
     // Each warp's partial (row max, sum, O), in the ring's bytes once the loop drains it.
@@ -114,6 +105,37 @@ struct GqaDecode : DecodeSoftmax<Tr> {
     else warp_partial(p, w, q_s, freq_s, loop_s, warp, lane, red_o, red_m, red_l);
     __syncthreads();
     DecodeMerge<Tr>::merge_and_store(p, w, red_o, red_m, red_l, reinterpret_cast<unsigned*>(smem));
+  }
+
+  // The first S - 1 tiles of this warp's private ring (every W-th tile of the CTA's
+  // span from the warp's own), each its own cp.async group. setup() read their pages
+  // (again, where a window moved the start).
+  __device__ static void issue_prologue(const DecodeParams& p, const Work& w, unsigned char* loop_s, int warp,
+                                        int lane) {
+    const int n_tiles = (w.tok_hi - w.tok_lo + kTile - 1) / kTile;
+    unsigned char* ring = loop_s + warp * S * Tr::kStageBytes;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      int t = warp + s * W;
+      if (t < n_tiles)
+        issue_tile(p, w, ring + s * Tr::kStageBytes, w.tok_lo + t * kTile, Tr::kPaged ? w.first_page[s] : 0, lane);
+      cp_async_commit();
+    }
+  }
+
+  // One warp's partial for its 16 rows (row max, the quad-summed row sum, O) into the
+  // merge buffers at row row0: the token-split, split-M and dual-M loops' ends.
+  __device__ static void store_partial(float* red_o, float* red_m, float* red_l, int row0, const float (&m)[2],
+                                       const float (&l)[2], const float (&o)[HD / 8][4], int lane) {
+    const int g = lane / 4, tq = lane % 4;
+    const float l0 = quad_sum(l[0]), l1 = quad_sum(l[1]);
+    if (tq == 0) {
+      red_m[row0 + g] = m[0];
+      red_m[row0 + g + 8] = m[1];
+      red_l[row0 + g] = l0;
+      red_l[row0 + g + 8] = l1;
+    }
+    store_warp_o(red_o + (row0 + g) * HD, o, tq);
   }
 
   // The row-major tile's loop, then the warp's partial into the merge buffers.
@@ -130,16 +152,7 @@ struct GqaDecode : DecodeSoftmax<Tr> {
     cp_async_wait<0>();
     __syncthreads();  // the ring is now reused for the warp merge
     pdl_launch_dependents();
-    const int g = lane / 4, tq = lane % 4;
-    l[0] = quad_sum(l[0]);
-    l[1] = quad_sum(l[1]);
-    if (tq == 0) {
-      red_m[warp * kRows + g] = m[0];
-      red_m[warp * kRows + g + 8] = m[1];
-      red_l[warp * kRows + g] = l[0];
-      red_l[warp * kRows + g + 8] = l[1];
-    }
-    store_warp_o(red_o + (warp * kRows + g) * HD, o, tq);
+    store_partial(red_o, red_m, red_l, warp * kRows, m, l, o, lane);
   }
 
   // Returns false when this CTA has nothing to do (the same answer for every

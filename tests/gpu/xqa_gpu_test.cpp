@@ -1,9 +1,9 @@
 // xqa (paged GQA decode, spec decode) on the GPU against the float64 reference.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <vector>
 
+#include "common/env_guard.hpp"
 #include "xqa_gpu_case.hpp"
 
 namespace attnjit {
@@ -234,9 +234,7 @@ TEST(XqaGpu, SpeculativeDecodingThirtyTwoRowsPerCta) {
 // both stay correct.
 TEST(XqaGpu, SpeculativeDecodingWithSplitMOff) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  const char* old = std::getenv("ATTNJIT_DECODE_SPLIT_M");
-  const std::string saved = old ? old : "";
-  setenv("ATTNJIT_DECODE_SPLIT_M", "0", 1);
+  testing::EnvGuard off("ATTNJIT_DECODE_SPLIT_M", "0");
   for (bool ragged : {false, true}) {
     XqaCase c;
     c.q_seq_len = 6;
@@ -247,16 +245,12 @@ TEST(XqaGpu, SpeculativeDecodingWithSplitMOff) {
     double err = run_xqa(c, 15000 + int(ragged));
     EXPECT_LE(err, tolerance(c)) << describe(c) << " split-M off";
   }
-  if (old) setenv("ATTNJIT_DECODE_SPLIT_M", saved.c_str(), 1);
-  else unsetenv("ATTNJIT_DECODE_SPLIT_M");
 }
 
 // ATTNJIT_DECODE_DUAL_M=0 (its A/B knob) launches 32 rows as two 16-row CTAs again.
 TEST(XqaGpu, SpeculativeDecodingWithDualMOff) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  const char* old = std::getenv("ATTNJIT_DECODE_DUAL_M");
-  const std::string saved = old ? old : "";
-  setenv("ATTNJIT_DECODE_DUAL_M", "0", 1);
+  testing::EnvGuard off("ATTNJIT_DECODE_DUAL_M", "0");
   for (bool ragged : {false, true}) {
     XqaCase c;
     c.q_seq_len = 4;
@@ -267,8 +261,6 @@ TEST(XqaGpu, SpeculativeDecodingWithDualMOff) {
     double err = run_xqa(c, 15100 + int(ragged));
     EXPECT_LE(err, tolerance(c)) << describe(c) << " dual-M off";
   }
-  if (old) setenv("ATTNJIT_DECODE_DUAL_M", saved.c_str(), 1);
-  else unsetenv("ATTNJIT_DECODE_DUAL_M");
 }
 
 

@@ -52,7 +52,9 @@ struct MlaArgs {
   LseBase lse_base = LseBase::kE;
   std::optional<bool> enable_pdl;  // default: on where supported (sm_90+)
   std::optional<int> sm_count;     // inferred when absent
-  Backend backend = Backend::kAuto;  // auto takes xqa (the only mla kernel built so far)
+  // auto: on sm_90a the wgmma kernel (trtllm-gen) for 16-bit KV and dense fp8 KV, xqa for
+  // sparse fp8 KV and elsewhere. trtllm-gen loads fp8 pages by TMA: it refuses sparse fp8 KV.
+  Backend backend = Backend::kAuto;
 };
 
 // Workspace bytes any call with at most this batch, num_heads, q_len and max_seq_len (for

@@ -14,17 +14,23 @@
 // Q's rope dims (512..575) live in registers, so their shared-memory block holds B's P.
 // The hand-overs are named barriers between the warpgroups; the loads complete on
 // mbarriers. Split-KV CTAs merge in the last one (mla_epilogue.cuh).
+// fp8 KV: each half tile lands as fp8 and is widened to fp16 in place by the warpgroup
+// that loaded it, just before its first use (mla_hopper_fp8.cuh); the math runs in fp16.
 #pragma once
 
 #include "common/hopper.cuh"
 #include "common/wgmma.cuh"
 #include "mla/mla_epilogue.cuh"
+#include "mla/mla_hopper_fp8.cuh"
 
 namespace attnjit {
 
-template <class T_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_>
+template <class QT_, class KVT_, class OT_, int kPageSize_, bool kSparse_, unsigned kFeatures_>
 struct MlaHopperTraits {
-  using T = T_;
+  using QT = QT_;
+  using KVT = KVT_;
+  static constexpr bool kFp8Kv = IsFp8<KVT_>::value;
+  using T = typename Select<kFp8Kv, half_t, QT_>::type;  // the wgmma operands' type
   using OT = OT_;
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kSparse = kSparse_;
@@ -35,11 +41,14 @@ struct MlaHopperTraits {
   static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
   static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims
   // Row maxima, tile A's and B's rescale factors, the two row sums, the sparse
-  // row flags of both buffers, an mbarrier per buffer and column block, the split flag.
-  static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16;
+  // row flags of both buffers, an mbarrier per buffer and column block, the split flag,
+  // an mbarrier per buffer and half for fp8's staged bytes.
+  static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
   // 1024: slack to align the swizzled tiles. Q, two KV buffers, A's P.
   static constexpr int kSmemBytes = 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
-  static_assert(!IsFp8<T>::value, "the wgmma MLA kernel reads 16-bit KV");
+  static_assert(!IsFp8<QT_>::value || kFp8Kv, "an fp8 query needs an fp8 KV cache");
+  static_assert(!kFp8Kv || !kSparse_, "fp8 KV lands by TMA: dense pages only (sparse fp8 is the xqa kernel's)");
+  static_assert(IsFp8<KVT_>::value || sizeof(KVT_) == 2, "16-bit or fp8 KV");
   static_assert(kRows == 64 && kTile == 64, "64 rows x 64-token tiles");
 };
 
@@ -48,7 +57,9 @@ struct MlaHopperTraits {
 template <class Tr, bool kTma>
 struct MlaHopperLoop {
   using T = typename Tr::T;
+  using QT = typename Tr::QT;
   using Out = MlaEpilogue<Tr, Tr::kRows>;
+  using Fp8 = MlaHopperFp8<Tr>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, kTile = Tr::kTile;
   static constexpr int kBlk = Tr::kBlockBytes, kLeftBlocks = 4;  // warpgroup 0 loads blocks 0..3
   // Named barriers between the warpgroups (id 0 is __syncthreads'): one side arrives,
@@ -75,8 +86,9 @@ struct MlaHopperLoop {
     float* scale_b;       // [64] tile B's
     float* lsum;          // [2][64] the warpgroups' row sums, at the end
     int* tok;             // [2][64] sparse: whether each row of the buffer's tile holds a key
-    u64* full;            // [buffer * 9 + block]: the block's TMA bytes, or its 128 loaders' cp.async arrivals
+    u64* full;            // [buffer * 9 + block]: the block's TMA bytes, or its 128 loaders' cp.async (fp8: widening) arrivals
     unsigned* flag;
+    u64* staged;          // fp8: [buffer * 2 + half]: the half's staged fp8 bytes (TMA)
   };
 
   __device__ static Smem carve(unsigned char* raw) {
@@ -94,6 +106,7 @@ struct MlaHopperLoop {
     sm.tok = reinterpret_cast<int*>(sm.m + 320);
     sm.full = reinterpret_cast<u64*>(sm.m + 448);
     sm.flag = reinterpret_cast<unsigned*>(sm.full + 18);
+    sm.staged = reinterpret_cast<u64*>(sm.m + 488);
     return sm;
   }
 
@@ -146,7 +159,11 @@ struct MlaHopperLoop {
   template <int kb0, int kb1>
   __device__ static void load(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
                               bool flags) {
-    if constexpr (kTma) {
+    if constexpr (Tr::kFp8Kv) {
+      if (tid == 0)
+        Fp8::template load_tma<kb0, kb1>(&p.kv_map, sm.kv + (it % 2) * Tr::kTileBytes,
+                                         &sm.staged[(it % 2) * 2 + (kb0 == 0 ? 0 : 1)], w.lo + it * kTile, e);
+    } else if constexpr (kTma) {
       if (tid == 0) load_half_tma<kb0, kb1>(p, w, sm, it, e);
     } else {
       load_half<kb0, kb1>(p, w, sm, tid, it, e, flags);
@@ -158,7 +175,7 @@ struct MlaHopperLoop {
   // tile it's V zeroes those rows of it first (only the range's last tile has any).
   __device__ static void zero_tail(const MlaParams& p, const Work& w, const Smem& sm, int it, int half, int tid) {
     const int valid = w.hi - w.lo - it * kTile;
-    if (!kTma || valid >= kTile) return;
+    if (!kTma || Tr::kFp8Kv || valid >= kTile) return;  // (fp8: the widening wrote zeros there)
     unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2) + half * kLeftBlocks * kBlk;
     for (int i = tid; i < (kTile - valid) * kLeftBlocks * 8; i += 128) {  // rows x 4 blocks x 8 chunks
       const int r = valid + i / (kLeftBlocks * 8), cb = (i / 8) % kLeftBlocks;
@@ -210,6 +227,17 @@ struct MlaHopperLoop {
 #pragma unroll
       for (int j = 0; j < 4; ++j) cp_async_16(dst + j * 16 * 128 + cb * kBlk, src[j] + cb * 128, bytes[j]);
       cp_async_mbar_arrive(&sm.full[buf * 9 + cb]);
+    }
+  }
+
+  // fp8: widens this warpgroup's half of tile it (blocks [kb0, kb1)), once its bytes have
+  // landed; the wgmma side then waits on the blocks' `full` barriers as for 16-bit KV.
+  template <int kb0, int kb1>
+  __device__ static void widen(const Work& w, const Smem& sm, int it, int tid) {
+    if constexpr (Tr::kFp8Kv) {
+      const int buf = it % 2, half = kb0 == 0 ? 0 : 1;
+      Fp8::template widen<kb0, kb1>(sm.base + Tr::kTileBytes * (1 + buf), &sm.staged[buf * 2 + half], (it / 2) & 1,
+                                    &sm.full[buf * 9], w.hi - w.lo - it * kTile, tid, kTokBar + half);
     }
   }
 
@@ -346,7 +374,9 @@ struct MlaHopperLoop {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 0) {
+      widen<0, kLeftBlocks>(w, sm, 0, tid);
       qk<0, 4>(s, sm, 0, rq, false);
+      if (w.n_tiles > 1) widen<0, kLeftBlocks>(w, sm, 1, tid);  // (B's first S waits for it)
       qk<4, 9>(s, sm, 0, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
@@ -393,6 +423,7 @@ struct MlaHopperLoop {
         pv_smem(o, sm.p1, sm, a + 1, 0);
       }
       if (next_a) {
+        widen<0, kLeftBlocks>(w, sm, a + 2, tid);
         qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
@@ -402,6 +433,7 @@ struct MlaHopperLoop {
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       wgmma_fence_operands(s);
+      if (next_b) widen<0, kLeftBlocks>(w, sm, a + 3, tid);  // for warpgroup 1's next S
     }
   }
 
@@ -410,7 +442,9 @@ struct MlaHopperLoop {
                                  const int (&limit)[2], float scale_log2, float (&o)[128], float (&m)[2], float (&l)[2]) {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
+    if (w.n_tiles > 0) widen<kLeftBlocks, 9>(w, sm, 0, tid);  // (A's first S waits for it)
     if (w.n_tiles > 1) {
+      widen<kLeftBlocks, 9>(w, sm, 1, tid);
       qk<4, 9>(s, sm, 1, rq, false);
       qk<0, 4>(s, sm, 1, rq, true);
       wgmma_wait<0>();
@@ -454,10 +488,14 @@ struct MlaHopperLoop {
       wgmma_fence_operands(o);
       if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
       if (next_b) {
+        widen<kLeftBlocks, 9>(w, sm, a + 3, tid);
         qk<4, 9>(s, sm, a + 3, rq, false);
+        if (next_a) widen<kLeftBlocks, 9>(w, sm, a + 2, tid);  // for warpgroup 0's S, behind this one
         qk<0, 4>(s, sm, a + 3, rq, true);
         wgmma_wait<0>();
         wgmma_fence_operands(s);
+      } else if (next_a) {
+        widen<kLeftBlocks, 9>(w, sm, a + 2, tid);
       }
     }
   }
@@ -491,8 +529,11 @@ struct MlaHopperLoop {
 
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
-    if (threadIdx.x == 0)
-      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma ? 1 : 128);  // TMA: one expect_tx arrival
+    if (threadIdx.x == 0) {
+      // TMA: one expect_tx arrival; cp.async and fp8's widening: the warpgroup's 128 threads.
+      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
+      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], 1);
+    }
     __syncthreads();
     pdl_wait_prior_grid();
     Work w;
@@ -507,7 +548,17 @@ struct MlaHopperLoop {
     w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    load_q(p, w, sm, threadIdx.x);
+    if constexpr (Tr::kFp8Kv) {
+      const QT* q = static_cast<const QT*>(p.q);
+      Fp8::load_q(sm.base, threadIdx.x, [&](int j) -> const unsigned char* {
+        const int row = w.rb * Tr::kRows + threadIdx.x / 8 + 32 * j, f = w.group * p.rows_per_group + row;
+        if (row >= p.rows_per_group) return nullptr;
+        return reinterpret_cast<const unsigned char*>(q + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t +
+                                                      (f % p.num_heads) * p.q_stride_h);
+      });
+    } else {
+      load_q(p, w, sm, threadIdx.x);
+    }
     cp_async_commit();
     // Tiles 0 and 1, each warpgroup its half of the columns.
     for (int it = 0; it < 2 && it < w.n_tiles; ++it) {
@@ -593,7 +644,9 @@ template <class Tr>
 struct MlaHopper {
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
-    if constexpr (!Tr::kSparse) {
+    if constexpr (Tr::kFp8Kv) {
+      return MlaHopperLoop<Tr, true>::run(p, smem_raw);  // the host builds fp8's tensor map always
+    } else if constexpr (!Tr::kSparse) {
       if (p.kv_tma != 0) return MlaHopperLoop<Tr, true>::run(p, smem_raw);
     }
     MlaHopperLoop<Tr, false>::run(p, smem_raw);

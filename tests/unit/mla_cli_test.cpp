@@ -51,12 +51,12 @@ TEST_F(MlaCliTest, DeepseekV3PrewarmBuildsTheMlaVariants) {
   json j = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.all();
   // bf16 KV on the wgmma kernel (auto's pick on sm_90a at every shape); the fp8 e4m3 KV the
-  // config lists (xqa), read with a bf16 and with an fp8 query.
+  // config lists, read with a bf16 and with an fp8 query (the wgmma kernel too: dense pages).
   EXPECT_EQ(j["total"], 3) << j.dump(2);
   EXPECT_EQ(j["compiled"], 3) << j.dump(2);
   for (const char* name : {"mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
-                           "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a",
-                           "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a"})
+                           "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
+                           "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"})
     EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << j.dump(2);
   EXPECT_EQ(j["failed"], 0) << j.dump(2);
   EXPECT_TRUE(j["skipped"].empty()) << j.dump(2);
@@ -84,6 +84,10 @@ TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_NE(r.out.find("backend:    trtllm-gen"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wgmma, two math warpgroups (seesaw): 64 head rows x "), std::string::npos) << r.out;
+  Result f = run("inspect mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a");
+  ASSERT_EQ(f.code, 0) << f.all();
+  EXPECT_NE(f.out.find("backend:    trtllm-gen"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("fp8 KV landed by TMA and widened to fp16 in shared memory"), std::string::npos) << f.out;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheFp8Variants) {

@@ -167,7 +167,10 @@ TEST(MlaPlan, Fp8KvPlansWithEveryQueryDtype) {
       {DType::kFloat8E4M3, DType::kBFloat16, "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a"},
   };
   for (const Case& c : cases) {
-    const MlaPlan p = plan_mla(fp8_kv_args(c.q, c.out), kPlanArch);
+    // (xqa's kernel, which serves every arch; auto takes the wgmma one on sm_90a.)
+    MlaArgs args = fp8_kv_args(c.q, c.out);
+    args.backend = Backend::kXqa;
+    const MlaPlan p = plan_mla(args, kPlanArch);
     EXPECT_EQ(p.spec.q_dtype, c.q);
     EXPECT_EQ(p.spec.kv_dtype, DType::kFloat8E4M3);
     EXPECT_EQ(p.spec.out_dtype, c.out);
@@ -250,9 +253,10 @@ MlaArgs wide_mla(bool sparse = false) {
   return a;
 }
 
-// The wgmma kernel serves 16-bit Q and KV on sm_90a, and auto takes it there at every shape
-// (measured faster at all, one short request included). fp8 KV,
-// FIA's split rope and every other arch take xqa; asking trtllm-gen for those names the backend.
+// The wgmma kernel serves 16-bit Q and KV and dense fp8 KV on sm_90a, and auto takes it there
+// at every shape (measured faster at all, one short request included). Sparse fp8 KV, fp8 KV
+// in a view TMA cannot describe, FIA's split rope and every other arch take xqa; asking
+// trtllm-gen for those names the backend (or the argument).
 TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesIt) {
   for (bool sparse : {false, true}) {
     MlaArgs a = wide_mla(sparse);
@@ -282,12 +286,29 @@ TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesIt) {
     a.backend = Backend::kXqa;
     EXPECT_EQ(plan_mla(a, spec::Arch::parse(arch)).spec.backend, spec::Backend::kXqa) << arch;
   }
-  MlaArgs fp8 = wide_mla();
-  fp8.kv_cache.dtype = DType::kFloat8E4M3;
-  fp8.backend = Backend::kTrtllmGen;
-  expect_error([&] { plan_mla(fp8, kPlanArch); }, ErrorCode::kUnsupported, {"backend trtllm-gen", "16-bit"});
-  fp8.backend = Backend::kAuto;
-  EXPECT_EQ(plan_mla(fp8, kPlanArch).spec.backend, spec::Backend::kXqa);
+  for (DType q : {DType::kBFloat16, DType::kFloat8E4M3}) {
+    MlaArgs fp8 = wide_mla();
+    fp8.query.dtype = q;
+    fp8.kv_cache = TensorView::contiguous(fp8.kv_cache.data, DType::kFloat8E4M3, {fp8.kv_cache.shape[0], 64, 576});
+    for (Backend b : {Backend::kTrtllmGen, Backend::kAuto}) {
+      fp8.backend = b;
+      EXPECT_EQ(plan_mla(fp8, kPlanArch).spec.backend, spec::Backend::kTrtllmGen);
+    }
+    // Pages that overlap (a page stride below page_size rows): TMA cannot describe them.
+    MlaArgs overlap = fp8;
+    overlap.kv_cache.stride[0] = 576 * 32;
+    overlap.backend = Backend::kTrtllmGen;
+    expect_error([&] { plan_mla(overlap, kPlanArch); }, kBad, {"kv_cache", "TMA"});
+    overlap.backend = Backend::kAuto;
+    EXPECT_EQ(plan_mla(overlap, kPlanArch).spec.backend, spec::Backend::kXqa);
+    MlaArgs sparse = wide_mla(true);
+    sparse.query.dtype = q;
+    sparse.kv_cache = TensorView::contiguous(sparse.kv_cache.data, DType::kFloat8E4M3, {sparse.kv_cache.shape[0], 64, 576});
+    sparse.backend = Backend::kTrtllmGen;
+    expect_error([&] { plan_mla(sparse, kPlanArch); }, ErrorCode::kUnsupported, {"backend trtllm-gen", "sparse"});
+    sparse.backend = Backend::kAuto;
+    EXPECT_EQ(plan_mla(sparse, kPlanArch).spec.backend, spec::Backend::kXqa);
+  }
   a.backend = static_cast<Backend>(9);
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"backend"});
 }
@@ -348,6 +369,7 @@ TEST(MlaPlan, CanImplementRefusesWhatTheKernelDoesNotServe) {
 TEST(MlaPlan, StagesKnobReachesTheSourceOrNamesItself) {
   MlaArgs a = valid_mla();
   a.kv_cache.dtype = DType::kFloat8E4M3;
+  a.backend = Backend::kXqa;  // the stages are the mma.sync kernel's
   spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
   ASSERT_EQ(setenv("ATTNJIT_MLA_STAGES", "3", 1), 0);
   EXPECT_EQ(mla_tiling(s).stages, 3);
@@ -477,7 +499,9 @@ TEST(MlaPlan, WgmmaUnitDeclaresItsLaunchMetadata) {
   EXPECT_EQ(mla_const::kHopperTile % u.launch.split_granule, 0);  // splits are whole tiles
   EXPECT_LE(u.launch.smem_bytes, 227 * 1024);
   EXPECT_NE(u.source.find("mla/mla_hopper.cuh"), std::string::npos);
-  EXPECT_NE(u.source.find("MlaHopperTraits<attnjit::bf16_t, attnjit::bf16_t, 64, true,"), std::string::npos) << u.source;
+  EXPECT_NE(u.source.find("MlaHopperTraits<attnjit::bf16_t, attnjit::bf16_t, attnjit::bf16_t, 64, true,"),
+            std::string::npos)
+      << u.source;
 }
 
 // prewarm_mla compiles from shapes alone (null data), with no GPU, the spec a call would launch.

@@ -102,16 +102,20 @@ std::string tiling_text(const ops::DecodeTiling& t) {
 nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
   return {{"kernel", t.hopper ? "wgmma, two math warpgroups (seesaw)" : "mma.sync"},
           {"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
-          {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", t.kv_elem_bytes == 1},
+          {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", !t.hopper && t.kv_elem_bytes == 1},
+          {"kv_widened_in_smem", t.hopper && t.kv_elem_bytes == 1},
           {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
 }
 std::string mla_tiling_text(const ops::MlaTiling& t) {
   if (t.hopper)
     return fmt::format("wgmma, two math warpgroups (seesaw): {} head rows x {}-token tiles of 576 dims, two "
                        "tiles at a time (each warpgroup S and softmax of one, P V of both for its half of the "
-                       "512 O columns, cp.async loads of its half of the columns); {} buffers, {} dynamic smem "
-                       "({} CTA/SM by smem)",
-                       t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024));
+                       "512 O columns, loads of its half of the columns: TMA for dense pages, cp.async for sparse "
+                       "rows); {} buffers, {} dynamic smem ({} CTA/SM by smem){}",
+                       t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
+                       t.kv_elem_bytes == 1 ? ", fp8 KV landed by TMA and widened to fp16 in shared memory by the "
+                                              "warpgroup that loaded it"
+                                            : "");
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
                      "ring, {} dynamic smem ({} CTAs/SM by smem){}",
                      t.rows, t.tile, t.warps, t.stages, human_bytes(t.smem_bytes),

@@ -206,6 +206,18 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   if (a.bmm1_scale.device_ptr || a.bmm2_scale.device_ptr) s.features |= spec::feature::kScalePointers;
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
+  if (s.backend == spec::Backend::kTrtllmGen && s.kv_dtype == DType::kFloat8E4M3) {
+    // The wgmma kernel lands fp8 pages by TMA only: a view whose rows or pages overlap goes to xqa.
+    MlaParams view{};
+    view.kv_stride_tok = a.kv_cache.stride[kr - 2];
+    view.kv_stride_page = a.kv_cache.stride[0];
+    if (!mla_kv_tma_describable(view, static_cast<int>(page_size))) {
+      ATTNJIT_REQUIRE(a.backend == Backend::kAuto, "kv_cache",
+                      "rows and pages that do not overlap (backend trtllm-gen loads fp8 pages by TMA)",
+                      fmt::format("strides {} per page, {} per token", view.kv_stride_page, view.kv_stride_tok));
+      s.backend = spec::Backend::kXqa;
+    }
+  }
   plan.shape = {batch, static_cast<int>(heads), static_cast<int>(q_len), sparse ? a.sparse_mla_top_k : a.max_seq_len,
                 sparse};
   plan.shape.rows_per_cta = s.backend == spec::Backend::kTrtllmGen ? mla_const::kHopperRows : mla_const::kRowsPerCta;

@@ -33,14 +33,16 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   if (s.backend == spec::Backend::kTrtllmGen) {
     // MlaHopperTraits: two math warpgroups; 64 rows, Q and two 64-token buffers of 576
     // dims (9 swizzled 64 x 64 blocks each), A's P (B's sits in Q's rope block), the row
-    // statistics and sparse flags, an mbarrier per buffer and column block, the split flag.
+    // statistics and sparse flags, an mbarrier per buffer and column block, the split flag,
+    // an mbarrier per buffer and half for fp8's staged bytes (fp8 lands inside the buffers).
     t.hopper = true;
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
     t.stages = 2;
     t.rows = mla_const::kHopperRows;
-    t.kv_row_bytes = mla_const::kHeadDimQk * 2;
-    const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16;
+    t.kv_row_bytes = mla_const::kHeadDimQk * 2;  // (as widened: fp8 lands in the same buffers)
+    t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
+    const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
     t.smem_bytes = 1024 + 3 * 9 * block + block + small;
     return t;
   }
@@ -66,8 +68,10 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.backend == spec::Backend::kTrtllmGen) {
     if (arch.sm != 90 || !arch.arch_specific)
       return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma), not {}", arch.str()); });
-    if (s.kv_dtype == DType::kFloat8E4M3 || s.q_dtype == DType::kFloat8E4M3)
-      return refuse([] { return std::string("the trtllm-gen mla kernel reads 16-bit Q and KV; fp8 KV is xqa's"); });
+    if (s.kv_dtype == DType::kFloat8E4M3 && s.mask == spec::MaskMode::kCustom)
+      return refuse([] {
+        return std::string("the trtllm-gen mla kernel loads fp8 KV by TMA, page by page: sparse indices with fp8 KV are xqa's");
+      });
     if (s.has(spec::feature::kSplitRope))
       return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is the xqa mla kernel's"); });
   }
@@ -113,8 +117,8 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
   // 1024-aligned shared memory for its swizzled tiles); the rest of the unit is one text.
   const std::string sparse = s.mask == spec::MaskMode::kCustom ? "true" : "false";
   const std::string traits =
-      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}u>", device_type(s.q_dtype),
-                             device_type(s.out_dtype), s.page_size, sparse, s.features)
+      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}, {}u>", device_type(s.q_dtype),
+                             device_type(s.kv_dtype), device_type(s.out_dtype), s.page_size, sparse, s.features)
                : fmt::format("MlaTraits<{}, {}, {}, {}, {}, {}u, {}>", device_type(s.q_dtype), device_type(s.kv_dtype),
                              device_type(s.out_dtype), s.page_size, sparse, s.features, t.stages);
   u.source = fmt::format(

@@ -15,7 +15,7 @@ struct MlaTiling {
   int stages = 2;      // cp.async KV tiles in flight + being computed (fp8 KV: 4)
   int tile = 32;       // KV tokens per tile (the split granule)
   int rows = 16;       // head rows per CTA
-  int kv_elem_bytes = 2;  // 1: fp8 KV, widened to fp16 in registers
+  int kv_elem_bytes = 2;  // 1: fp8 KV, widened to fp16 in registers (xqa) or in shared memory (wgmma)
   int kv_row_bytes = 0;   // a shared-memory KV row: 576 elements + 16 bytes of padding
   int smem_bytes = 0;  // mirrors MlaTraits::kSmemBytes
   int smem_limit = 0;  // the arch's opt-in maximum per block

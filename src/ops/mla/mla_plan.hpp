@@ -55,5 +55,8 @@ spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 // with ATTNJIT_MLA_TMA=0) kv_tma = 0 and the kernel copies rows with cp.async. Takes the
 // driver: call it at launch, after plan_mla.
 void mla_set_kv_map(const MlaArgs& args, MlaPlan& plan);
+// Whether TMA can describe the cache view (rows and pages that do not overlap; the
+// 16-byte rules plan_mla checks for every view).
+bool mla_kv_tma_describable(const MlaParams& p, int page_size);
 
 }  // namespace attnjit::ops

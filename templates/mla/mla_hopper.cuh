@@ -230,14 +230,16 @@ struct MlaHopperLoop {
     }
   }
 
-  // fp8: widens this warpgroup's half of tile it (blocks [kb0, kb1)), once its bytes have
-  // landed; the wgmma side then waits on the blocks' `full` barriers as for 16-bit KV.
+  // fp8: warpgroup wg widens half [kb0, kb1) of tile it once its bytes have landed (either
+  // warpgroup may have loaded it); the wgmma side waits on the blocks' `full` barriers as for
+  // 16-bit KV. Each warpgroup widens the tile whose S it computes, both halves, just before
+  // that S: the other warpgroup's P V reads the half only after the P hand-over, which follows.
   template <int kb0, int kb1>
-  __device__ static void widen(const Work& w, const Smem& sm, int it, int tid) {
+  __device__ static void widen(const Work& w, const Smem& sm, int it, int wg, int tid) {
     if constexpr (Tr::kFp8Kv) {
       const int buf = it % 2, half = kb0 == 0 ? 0 : 1;
       Fp8::template widen<kb0, kb1>(sm.base + Tr::kTileBytes * (1 + buf), &sm.staged[buf * 2 + half], (it / 2) & 1,
-                                    &sm.full[buf * 9], w.hi - w.lo - it * kTile, tid, kTokBar + half);
+                                    &sm.full[buf * 9], w.hi - w.lo - it * kTile, tid, kTokBar + wg);
     }
   }
 
@@ -374,9 +376,9 @@ struct MlaHopperLoop {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
     if (w.n_tiles > 0) {
-      widen<0, kLeftBlocks>(w, sm, 0, tid);
+      widen<0, kLeftBlocks>(w, sm, 0, 0, tid);
       qk<0, 4>(s, sm, 0, rq, false);
-      if (w.n_tiles > 1) widen<0, kLeftBlocks>(w, sm, 1, tid);  // (B's first S waits for it)
+      widen<kLeftBlocks, 9>(w, sm, 0, 0, tid);
       qk<4, 9>(s, sm, 0, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
@@ -423,17 +425,17 @@ struct MlaHopperLoop {
         pv_smem(o, sm.p1, sm, a + 1, 0);
       }
       if (next_a) {
-        widen<0, kLeftBlocks>(w, sm, a + 2, tid);
+        widen<0, kLeftBlocks>(w, sm, a + 2, 0, tid);
         qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
         if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false);
+        widen<kLeftBlocks, 9>(w, sm, a + 2, 0, tid);
         qk<4, 9>(s, sm, a + 2, rq, true);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       wgmma_fence_operands(s);
-      if (next_b) widen<0, kLeftBlocks>(w, sm, a + 3, tid);  // for warpgroup 1's next S
     }
   }
 
@@ -442,10 +444,10 @@ struct MlaHopperLoop {
                                  const int (&limit)[2], float scale_log2, float (&o)[128], float (&m)[2], float (&l)[2]) {
     const int warp = tid / 32, lane = tid % 32;
     float s[32];
-    if (w.n_tiles > 0) widen<kLeftBlocks, 9>(w, sm, 0, tid);  // (A's first S waits for it)
     if (w.n_tiles > 1) {
-      widen<kLeftBlocks, 9>(w, sm, 1, tid);
+      widen<kLeftBlocks, 9>(w, sm, 1, 1, tid);
       qk<4, 9>(s, sm, 1, rq, false);
+      widen<0, kLeftBlocks>(w, sm, 1, 1, tid);
       qk<0, 4>(s, sm, 1, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
@@ -488,14 +490,12 @@ struct MlaHopperLoop {
       wgmma_fence_operands(o);
       if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
       if (next_b) {
-        widen<kLeftBlocks, 9>(w, sm, a + 3, tid);
+        widen<kLeftBlocks, 9>(w, sm, a + 3, 1, tid);
         qk<4, 9>(s, sm, a + 3, rq, false);
-        if (next_a) widen<kLeftBlocks, 9>(w, sm, a + 2, tid);  // for warpgroup 0's S, behind this one
+        widen<0, kLeftBlocks>(w, sm, a + 3, 1, tid);
         qk<0, 4>(s, sm, a + 3, rq, true);
         wgmma_wait<0>();
         wgmma_fence_operands(s);
-      } else if (next_a) {
-        widen<kLeftBlocks, 9>(w, sm, a + 2, tid);
       }
     }
   }

@@ -1,10 +1,10 @@
 // fp8 e4m3 KV for the Hopper MLA kernel (mla_hopper.cuh). wgmma reads 16-bit operands
 // from shared memory (an fp8 one needs an fp8 partner and a K-major V), so each half
 // tile is widened once: TMA lands its fp8 bytes in the upper part of the half's own
-// 16-bit region (a staging area, no extra shared memory), and the warpgroup that loaded
-// it widens them in place to fp16 (exact for e4m3) in the swizzled layout the bf16 path
-// loads, zeroing rows past the range. Its 128 threads then arrive on the blocks'
-// `full` barriers, which the wgmma side waits on as before. Q is widened to fp16 once,
+// 16-bit region (a staging area, no extra shared memory), and the warpgroup that computes
+// the tile's S widens them in place to fp16 (exact for e4m3) in the swizzled layout the
+// bf16 path loads, zeroing rows past the range. Its 128 threads then arrive on the
+// blocks' `full` barriers, which the wgmma side waits on as before. Q is widened to fp16 once,
 // at load (a bf16 query is rounded to fp16, as the xqa kernel's fp8 path does).
 #pragma once
 
@@ -44,22 +44,33 @@ struct MlaHopperFp8 {
                     (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
   }
 
-  // 16 fp8 (one staged chunk) -> 16 fp16 into row r, dims 16q..16q+15 of the block at `blk`
-  // (its two swizzled 16-byte chunks); zeros for a row past the range.
-  __device__ static void put16(unsigned char* blk, int r, int q, uint4 v, bool keep) {
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
+  // Four e4m3 (a 32-bit word) -> two fp16 pairs. The word splits into its 16-bit halves
+  // as registers (no mask or shift instructions), each converted by one cvt.
+  __device__ static void widen4(u32 w, u32& lo, u32& hi) {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+  }
+
+  // A staged chunk (16 fp8 of row r), or zeros for a row past the range: V meets P = 0 there.
+  __device__ static uint4 staged_chunk(const unsigned char* at, bool keep) {
+    return keep ? *reinterpret_cast<const uint4*>(at) : make_uint4(0u, 0u, 0u, 0u);
+  }
+
+  // 16 fp8 -> 16 fp16 into row r, dims 16q..16q+15 of the block at `blk` (its two swizzled
+  // 16-byte chunks).
+  __device__ static void put16(unsigned char* blk, int r, int q, uint4 v) {
     u32 h[8];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      h[2 * i] = keep ? widen_lo(KVT{}, w[i]) : 0u;
-      h[2 * i + 1] = keep ? widen_hi(KVT{}, w[i]) : 0u;
-    }
+    widen4(v.x, h[0], h[1]);
+    widen4(v.y, h[2], h[3]);
+    widen4(v.z, h[4], h[5]);
+    widen4(v.w, h[6], h[7]);
     *reinterpret_cast<uint4*>(blk + swizzled_offset<64>(r, q * 16)) = make_uint4(h[0], h[1], h[2], h[3]);
     *reinterpret_cast<uint4*>(blk + swizzled_offset<64>(r, q * 16 + 8)) = make_uint4(h[4], h[5], h[6], h[7]);
   }
 
   // Widens blocks [kb0, kb1) of the tile in buffer `buf` (generic pointer), by the 128
-  // threads of the warpgroup that loaded them: thread t takes chunk q = t % 4 of rows
+  // threads of one warpgroup (`bar_id` its named barrier): thread t takes chunk q = t % 4 of rows
   // t / 4 and 32 + t / 4 of each block. Blocks before first_overlapping() write outside
   // the staging area; the rest are read whole first, then a warpgroup barrier, then written.
   // `valid`: rows of the tile in the range (the rest become zeros: V meets P = 0 there).
@@ -74,20 +85,21 @@ struct MlaHopperFp8 {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int r = r0 + 32 * j;
-        const uint4 v = *reinterpret_cast<const uint4*>(stage + (cb - kb0) * kStageBlk + r * 64 + q * 16);
-        put16(buf + cb * kBlk, r, q, v, r < valid);
+        put16(buf + cb * kBlk, r, q, staged_chunk(stage + (cb - kb0) * kStageBlk + r * 64 + q * 16, r < valid));
       }
     uint4 v[kb1 - kSplit][2];
 #pragma unroll
     for (int cb = kSplit; cb < kb1; ++cb)
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-        v[cb - kSplit][j] = *reinterpret_cast<const uint4*>(stage + (cb - kb0) * kStageBlk + (r0 + 32 * j) * 64 + q * 16);
+      for (int j = 0; j < 2; ++j) {
+        const int r = r0 + 32 * j;
+        v[cb - kSplit][j] = staged_chunk(stage + (cb - kb0) * kStageBlk + r * 64 + q * 16, r < valid);
+      }
     named_barrier_sync(bar_id, 128);  // every staged byte of the half is in registers
 #pragma unroll
     for (int cb = kSplit; cb < kb1; ++cb)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) put16(buf + cb * kBlk, r0 + 32 * j, q, v[cb - kSplit][j], r0 + 32 * j < valid);
+      for (int j = 0; j < 2; ++j) put16(buf + cb * kBlk, r0 + 32 * j, q, v[cb - kSplit][j]);
     fence_proxy_async_shared();  // generic stores, read by wgmma after the barriers complete
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) mbar_arrive(&full[cb]);

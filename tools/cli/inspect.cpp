@@ -114,7 +114,7 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
                        "rows); {} buffers, {} dynamic smem ({} CTA/SM by smem){}",
                        t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
                        t.kv_elem_bytes == 1 ? ", fp8 KV landed by TMA and widened to fp16 in shared memory by the "
-                                              "warpgroup that loaded it"
+                                              "warpgroup that computes the tile's S"
                                             : "");
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
                      "ring, {} dynamic smem ({} CTAs/SM by smem){}",

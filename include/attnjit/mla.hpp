@@ -52,8 +52,9 @@ struct MlaArgs {
   LseBase lse_base = LseBase::kE;
   std::optional<bool> enable_pdl;  // default: on where supported (sm_90+)
   std::optional<int> sm_count;     // inferred when absent
-  // auto: on sm_90a the wgmma kernel (trtllm-gen) for 16-bit KV and dense fp8 KV, xqa for
-  // sparse fp8 KV and elsewhere. trtllm-gen loads fp8 pages by TMA: it refuses sparse fp8 KV.
+  // auto: on sm_90a the wgmma kernel (trtllm-gen), 16-bit or fp8 KV; xqa elsewhere. Dense fp8
+  // pages land by TMA there: a cache view whose rows or pages overlap goes to xqa (an explicit
+  // trtllm-gen names kv_cache).
   Backend backend = Backend::kAuto;
 };
 

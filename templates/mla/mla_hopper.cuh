@@ -47,7 +47,6 @@ struct MlaHopperTraits {
   // 1024: slack to align the swizzled tiles. Q, two KV buffers, A's P.
   static constexpr int kSmemBytes = 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
   static_assert(!IsFp8<QT_>::value || kFp8Kv, "an fp8 query needs an fp8 KV cache");
-  static_assert(!kFp8Kv || !kSparse_, "fp8 KV lands by TMA: dense pages only (sparse fp8 is the xqa kernel's)");
   static_assert(IsFp8<KVT_>::value || sizeof(KVT_) == 2, "16-bit or fp8 KV");
   static_assert(kRows == 64 && kTile == 64, "64 rows x 64-token tiles");
 };
@@ -58,6 +57,7 @@ template <class Tr, bool kTma>
 struct MlaHopperLoop {
   using T = typename Tr::T;
   using QT = typename Tr::QT;
+  using KVT = typename Tr::KVT;
   using Out = MlaEpilogue<Tr, Tr::kRows>;
   using Fp8 = MlaHopperFp8<Tr>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, kTile = Tr::kTile;
@@ -159,7 +159,7 @@ struct MlaHopperLoop {
   template <int kb0, int kb1>
   __device__ static void load(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
                               bool flags) {
-    if constexpr (Tr::kFp8Kv) {
+    if constexpr (Tr::kFp8Kv && kTma) {
       if (tid == 0)
         Fp8::template load_tma<kb0, kb1>(&p.kv_map, sm.kv + (it % 2) * Tr::kTileBytes,
                                          &sm.staged[(it % 2) * 2 + (kb0 == 0 ? 0 : 1)], w.lo + it * kTile, e);
@@ -203,8 +203,7 @@ struct MlaHopperLoop {
         named_barrier_sync(kTokBar + (kb0 == 0 ? 0 : 1), 128);
       }
     }
-    unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + swizzled_offset<64>(r0, cc * 8);
-    const unsigned char* src[4];
+    const unsigned char* src[4];  // the rows' first bytes (the cache's base where nothing is stored)
     unsigned bytes[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -217,9 +216,30 @@ struct MlaHopperLoop {
         page = e[j];
         slot = (j0 + r) % Tr::kPageSize;
       }
-      src[j] = (e[j] >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * 2 : kv) + cc * 16;
+      src[j] = e[j] >= 0 ? kv + (page * p.kv_stride_page + slot * p.kv_stride_tok) * int(sizeof(KVT)) : kv;
       bytes[j] = e[j] >= 0 ? 16u : 0u;
     }
+    if constexpr (Tr::kFp8Kv) {
+      // fp8: into the half's dense staging area (64-byte rows a block), two blocks per pass:
+      // chunk cc takes 16 bytes of block kb0 + 2 pass + cc / 4. One arrival on the half's
+      // staged barrier fires once all of the thread's copies have landed.
+      unsigned char* stage = sm.base + Tr::kTileBytes * (1 + buf) + Fp8::template stage_offset<kb0, kb1>();
+      const int q = cc % 4;
+#pragma unroll
+      for (int pass = 0; pass < (kb1 - kb0 + 1) / 2; ++pass) {
+        const int cb = kb0 + 2 * pass + cc / 4;
+        if (cb < kb1)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            cp_async_16(stage + (cb - kb0) * Fp8::kStageBlk + (r0 + 16 * j) * 64 + q * 16, src[j] + cb * 64 + q * 16,
+                        bytes[j]);
+      }
+      cp_async_mbar_arrive(&sm.staged[buf * 2 + (kb0 == 0 ? 0 : 1)]);
+      return;
+    }
+    unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + swizzled_offset<64>(r0, cc * 8);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) src[j] += cc * 16;
     // Block by block: a thread's arrival on a block's barrier fires once all its copies so
     // far have landed, so the block's S can start while later blocks are in flight.
 #pragma unroll
@@ -532,7 +552,7 @@ struct MlaHopperLoop {
     if (threadIdx.x == 0) {
       // TMA: one expect_tx arrival; cp.async and fp8's widening: the warpgroup's 128 threads.
       for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
-      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], 1);
+      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
     }
     __syncthreads();
     pdl_wait_prior_grid();
@@ -645,11 +665,14 @@ struct MlaHopper {
   __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
     if constexpr (Tr::kFp8Kv) {
-      return MlaHopperLoop<Tr, true>::run(p, smem_raw);  // the host builds fp8's tensor map always
-    } else if constexpr (!Tr::kSparse) {
-      if (p.kv_tma != 0) return MlaHopperLoop<Tr, true>::run(p, smem_raw);
+      // Dense fp8 always by TMA (the host builds its map, or routes the call to xqa); sparse rows by cp.async.
+      MlaHopperLoop<Tr, !Tr::kSparse>::run(p, smem_raw);
+    } else {
+      if constexpr (!Tr::kSparse) {
+        if (p.kv_tma != 0) return MlaHopperLoop<Tr, true>::run(p, smem_raw);
+      }
+      MlaHopperLoop<Tr, false>::run(p, smem_raw);
     }
-    MlaHopperLoop<Tr, false>::run(p, smem_raw);
   }
 };
 

@@ -1,7 +1,8 @@
 // fp8 e4m3 KV for the Hopper MLA kernel (mla_hopper.cuh). wgmma reads 16-bit operands
 // from shared memory (an fp8 one needs an fp8 partner and a K-major V), so each half
-// tile is widened once: TMA lands its fp8 bytes in the upper part of the half's own
-// 16-bit region (a staging area, no extra shared memory), and the warpgroup that computes
+// tile is widened once: its fp8 bytes land (TMA for dense pages, cp.async for sparse rows)
+// in the upper part of the half's own 16-bit region (a staging area, no extra shared
+// memory), and the warpgroup that computes
 // the tile's S widens them in place to fp16 (exact for e4m3) in the swizzled layout the
 // bf16 path loads, zeroing rows past the range. Its 128 threads then arrive on the
 // blocks' `full` barriers, which the wgmma side waits on as before. Q is widened to fp16 once,
@@ -76,6 +77,7 @@ struct MlaHopperFp8 {
   // `valid`: rows of the tile in the range (the rest become zeros: V meets P = 0 there).
   template <int kb0, int kb1>
   __device__ static void widen(unsigned char* buf, u64* staged, u32 parity, u64* full, int valid, int tid, int bar_id) {
+    // (cp.async's rows are generic-proxy writes: the barrier's completion orders them too.)
     constexpr int kSplit = first_overlapping<kb0, kb1>();
     mbar_wait(staged, parity);
     const unsigned char* stage = buf + stage_offset<kb0, kb1>();

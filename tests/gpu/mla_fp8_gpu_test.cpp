@@ -1,12 +1,12 @@
 // batch_decode_mla with fp8 e4m3 KV on the GPU against the float64 reference
 // (mla_gpu_case.hpp), on both kernels: the mma.sync one (MlaGpuFp8, fp8 widened in
-// registers) and the wgmma one (MlaGpuHopperFp8, each half tile widened in shared memory).
+// registers) and the wgmma one (MlaGpuHopperFp8, each half tile widened in shared memory;
+// dense pages by TMA, sparse rows by cp.async).
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
-#include "attnjit/error.hpp"
 #include "mla_gpu_case.hpp"
 
 namespace attnjit {
@@ -14,10 +14,9 @@ namespace {
 
 using namespace mla_gpu;
 
-// The case on `backend`; sparse fp8 is the mma.sync kernel's alone, so trtllm-gen's suites
-// send those through auto (which takes xqa for them).
+// The case on `backend` (sparse ones included: the wgmma kernel copies their rows by cp.async).
 MlaCase& on(Backend backend, MlaCase& c) {
-  c.backend = backend == Backend::kTrtllmGen && c.top_k > 0 ? Backend::kAuto : backend;
+  c.backend = backend;
   return c;
 }
 
@@ -157,6 +156,24 @@ TEST(MlaGpuHopperFp8, Basic) {
   EXPECT_LE(run_mla(c, 12), kTol) << describe(c);
 }
 
+// The same for sparse indices (rows copied by cp.async into the staging areas): -1 and
+// out-of-cache entries, a top_k that is not a tile multiple, an fp8 query, device scales.
+TEST(MlaGpuHopperFp8, SparseBasic) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  MlaCase c;
+  c.backend = Backend::kTrtllmGen;
+  c.dtype = DType::kFloat8E4M3;
+  c.q_sigma = 16.0f;
+  c.fp8_kv = true;
+  c.heads = 64;
+  c.q_len = 2;
+  c.seq_lens = {300, 2048};
+  c.top_k = 519;
+  c.sinks = c.lse = c.scale_ptrs = true;
+  c.bmm1 = 1.0f / (24.0f * 16.0f);
+  EXPECT_LE(run_mla(c, 13), kTol) << describe(c);
+}
+
 // The wgmma kernel's fp8 tiles at every page size (boxes of 16 to 64 slots), long ragged
 // requests split across the GPU, a request shorter than its queries, base-2 LSE and sinks;
 // auto takes the wgmma kernel for dense fp8 on sm_90a.
@@ -182,33 +199,6 @@ TEST(MlaGpuHopperFp8, PagesSplitsAndAuto) {
       c.bmm1 = 1.0f / (24.0f * c.q_sigma);
       EXPECT_LE(run_mla(c, 8100 + n++), kTol) << describe(c);
     }
-}
-
-// Sparse indices with fp8 KV are the mma.sync kernel's: asking trtllm-gen for them is an
-// error naming the backend.
-TEST(MlaGpuHopperFp8, SparseFp8IsRefusedNamingTheBackend) {
-  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  if (testing::gpu_test_prewarm_arch()) return;
-  DeviceTensor q(DType::kBFloat16, {1, 1, 16, 576}), kv(DType::kFloat8E4M3, {2, 64, 576}),
-      out(DType::kBFloat16, {1, 1, 16, 512}), bt(DType::kInt32, {1, 2}), sl(DType::kInt32, {1}),
-      idx(DType::kInt32, {1, 1, 64});
-  MlaArgs a;
-  a.query = q.view;
-  a.kv_cache = kv.view;
-  a.out = out.view;
-  a.block_tables = bt.view;
-  a.seq_lens = sl.view;
-  a.max_seq_len = 128;
-  a.sparse_mla_top_k = 64;
-  a.indices = idx.view;
-  a.backend = Backend::kTrtllmGen;
-  try {
-    batch_decode_mla(a);
-    ADD_FAILURE() << "trtllm-gen served a sparse fp8-KV mla call: its fp8 tiles land by TMA, page by page";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

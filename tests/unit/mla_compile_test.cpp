@@ -54,14 +54,14 @@ TEST(MlaVariantMatrix, CompilesForEveryArchWithoutSpills) {
     specs.push_back(mla_spec(DType::kFloat16, 16, false, feature::kSplitRope, a));
   }
   // The wgmma (trtllm-gen) kernel: sm_90a, 16-bit Q and KV, every page size, dense and sparse;
-  // dense fp8 KV with a bf16, fp16 or fp8 query (its tiles widened in shared memory).
+  // fp8 KV with a bf16, fp16 or fp8 query, dense and sparse (its tiles widened in shared memory).
   for (int page : {16, 32, 64, 128}) {
     KernelSpec h = mla_spec(page % 32 ? DType::kFloat16 : DType::kBFloat16, page, page >= 64,
                             page == 128 ? feature::kSinks | feature::kReturnLse | feature::kScalePointers : 0u, "sm_90a");
     h.backend = spec::Backend::kTrtllmGen;
     specs.push_back(h);
     const DType fq = page == 16 ? DType::kFloat16 : page == 32 ? DType::kFloat8E4M3 : DType::kBFloat16;
-    KernelSpec f = mla_spec(fq, page, false, page == 64 ? feature::kSinks | feature::kReturnLse : 0u, "sm_90a");
+    KernelSpec f = mla_spec(fq, page, page == 32, page == 64 ? feature::kSinks | feature::kReturnLse : 0u, "sm_90a");
     f.kv_dtype = DType::kFloat8E4M3;
     f.backend = spec::Backend::kTrtllmGen;
     specs.push_back(f);

@@ -253,10 +253,10 @@ MlaArgs wide_mla(bool sparse = false) {
   return a;
 }
 
-// The wgmma kernel serves 16-bit Q and KV and dense fp8 KV on sm_90a, and auto takes it there
-// at every shape (measured faster at all, one short request included). Sparse fp8 KV, fp8 KV
-// in a view TMA cannot describe, FIA's split rope and every other arch take xqa; asking
-// trtllm-gen for those names the backend (or the argument).
+// The wgmma kernel serves 16-bit and fp8 KV on sm_90a, and auto takes it there at every shape
+// (measured faster at all, one short request included). Dense fp8 KV in a view TMA cannot
+// describe, FIA's split rope and every other arch take xqa; asking trtllm-gen for those names
+// the backend (or the argument).
 TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesIt) {
   for (bool sparse : {false, true}) {
     MlaArgs a = wide_mla(sparse);
@@ -301,13 +301,15 @@ TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesIt) {
     expect_error([&] { plan_mla(overlap, kPlanArch); }, kBad, {"kv_cache", "TMA"});
     overlap.backend = Backend::kAuto;
     EXPECT_EQ(plan_mla(overlap, kPlanArch).spec.backend, spec::Backend::kXqa);
+    // Sparse rows land by cp.async: any view serves.
     MlaArgs sparse = wide_mla(true);
     sparse.query.dtype = q;
     sparse.kv_cache = TensorView::contiguous(sparse.kv_cache.data, DType::kFloat8E4M3, {sparse.kv_cache.shape[0], 64, 576});
-    sparse.backend = Backend::kTrtllmGen;
-    expect_error([&] { plan_mla(sparse, kPlanArch); }, ErrorCode::kUnsupported, {"backend trtllm-gen", "sparse"});
-    sparse.backend = Backend::kAuto;
-    EXPECT_EQ(plan_mla(sparse, kPlanArch).spec.backend, spec::Backend::kXqa);
+    sparse.kv_cache.stride[0] = 576 * 32;
+    for (Backend b : {Backend::kTrtllmGen, Backend::kAuto}) {
+      sparse.backend = b;
+      EXPECT_EQ(plan_mla(sparse, kPlanArch).spec.backend, spec::Backend::kTrtllmGen);
+    }
   }
   a.backend = static_cast<Backend>(9);
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"backend"});

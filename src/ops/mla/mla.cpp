@@ -206,8 +206,8 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   if (a.bmm1_scale.device_ptr || a.bmm2_scale.device_ptr) s.features |= spec::feature::kScalePointers;
   s.arch = arch;
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
-  if (s.backend == spec::Backend::kTrtllmGen && s.kv_dtype == DType::kFloat8E4M3) {
-    // The wgmma kernel lands fp8 pages by TMA only: a view whose rows or pages overlap goes to xqa.
+  if (s.backend == spec::Backend::kTrtllmGen && s.kv_dtype == DType::kFloat8E4M3 && !sparse) {
+    // The wgmma kernel lands dense fp8 pages by TMA only: a view whose rows or pages overlap goes to xqa.
     MlaParams view{};
     view.kv_stride_tok = a.kv_cache.stride[kr - 2];
     view.kv_stride_page = a.kv_cache.stride[0];

@@ -68,10 +68,6 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.backend == spec::Backend::kTrtllmGen) {
     if (arch.sm != 90 || !arch.arch_specific)
       return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma), not {}", arch.str()); });
-    if (s.kv_dtype == DType::kFloat8E4M3 && s.mask == spec::MaskMode::kCustom)
-      return refuse([] {
-        return std::string("the trtllm-gen mla kernel loads fp8 KV by TMA, page by page: sparse indices with fp8 KV are xqa's");
-      });
     if (s.has(spec::feature::kSplitRope))
       return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is the xqa mla kernel's"); });
   }
@@ -147,14 +143,18 @@ namespace {
 // correctly on the H200 (MlaGpuHopper); sm_100/103 have no tcgen05 kernel, so xqa serves there.
 constexpr render::VerifiedBackend kVerified[] = {{spec::Backend::kXqa, 0}, {spec::Backend::kTrtllmGen, 90}};
 
-// sm_90a: the wgmma kernel wherever it serves the spec (16-bit Q and KV): with its splits
+// sm_90a: the wgmma kernel wherever it serves the spec: 16-bit Q and KV (with its splits
 // merged by the combine launch it was 1.2-5.7x xqa at every measured shape, one short
-// request to B128 (docs/PERFORMANCE.md, fifteenth session). xqa for fp8 KV and FIA's split rope.
+// request to B128: docs/PERFORMANCE.md, fifteenth session) and fp8 KV (1.4-5.0x xqa at
+// every measured dense shape, twenty-sixth session). xqa for FIA's split rope.
 spec::Backend measured_faster(const spec::KernelSpec& s, const char** why) {
   spec::KernelSpec h = s;
   h.backend = spec::Backend::kTrtllmGen;
   const bool ok = mla_can_implement(h, s.arch, nullptr);
-  if (why) *why = ok ? "the wgmma kernel: 1.2-5.7x xqa at every measured shape" : "xqa: the wgmma kernel does not serve this spec";
+  if (why)
+    *why = ok ? (s.kv_dtype == DType::kFloat8E4M3 ? "the wgmma kernel: 1.4-5.0x xqa at every measured fp8 shape"
+                                                  : "the wgmma kernel: 1.2-5.7x xqa at every measured shape")
+              : "xqa: the wgmma kernel does not serve this spec";
   return ok ? spec::Backend::kTrtllmGen : spec::Backend::kXqa;
 }
 

@@ -47,10 +47,10 @@ def test_config_expansion_matches_the_cli(config):
     cli_names, cli_notes = cli_list(config)
     assert sorted(names) == sorted(cli_names)
     assert notes == cli_notes
-    if config == "deepseek-v3":  # its ops are mla: bf16 KV (the wgmma kernel, auto's pick), fp8 KV (xqa)
+    if config == "deepseek-v3":  # its ops are mla: bf16 and fp8 KV, both on the wgmma kernel (auto's pick)
         assert sorted(names) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
-                                 "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a",
-                                 "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.sm90a"]
+                                 "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
+                                 "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
         assert notes == []
 
 

@@ -72,8 +72,8 @@ def test_fia_prewarm_then_inspect():
 
 
 def test_mla_backends_by_shape_and_by_request():
-    # auto on sm_90a: the wgmma (trtllm-gen) kernel for 16-bit KV at every shape (128 heads x batch
-    # 16, and mla_call's 16 heads x batch 2); either on request; fp8 KV and other archs refuse
+    # auto on sm_90a: the wgmma (trtllm-gen) kernel for 16-bit and fp8 KV at every shape (128 heads
+    # x batch 16, and mla_call's 16 heads x batch 2); either on request; other archs refuse
     # trtllm-gen, naming the backend.
     wide = mla_call(query=S([16, 1, 128, 576], "bf16"), block_tables=S([16, 4], "int32"), seq_lens=S([16], "int32"))
     assert attnjit.prewarm(wide, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
@@ -85,8 +85,11 @@ def test_mla_backends_by_shape_and_by_request():
     assert info["op"] == "mla" and info["origin"] == "memory"
     with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):
         attnjit.prewarm(dict(wide, backend="trtllm-gen"), arch="sm_120")
-    with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):
-        attnjit.prewarm(dict(wide, kv_cache=S([64, 64, 576], "fp8_e4m3"), backend="trtllm-gen"), arch=ARCH)
+    fp8 = dict(wide, kv_cache=S([64, 64, 576], "fp8_e4m3"))
+    for backend in ("trtllm-gen", "auto"):
+        assert attnjit.prewarm(dict(fp8, backend=backend), arch=ARCH) == [
+            "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    assert attnjit.prewarm(dict(fp8, backend="xqa"), arch=ARCH) == ["mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.sm90a"]
 
 
 def test_inspect_rejects_mla_and_prefill_names_it_cannot_build():

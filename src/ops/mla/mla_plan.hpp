@@ -52,7 +52,8 @@ spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 
 // The wgmma kernel's dense KV as a TMA tensor map in plan.params.kv_map (kv_tma = 1), where
 // the plan took trtllm-gen for a dense call and the cache's layout allows one; otherwise (or
-// with ATTNJIT_MLA_TMA=0) kv_tma = 0 and the kernel copies rows with cp.async. Takes the
+// with ATTNJIT_MLA_TMA=0, 16-bit KV only) kv_tma = 0 and the kernel copies rows with cp.async.
+// Dense fp8 always gets its map (plan_mla sent views TMA cannot describe to xqa). Takes the
 // driver: call it at launch, after plan_mla.
 void mla_set_kv_map(const MlaArgs& args, MlaPlan& plan);
 // Whether TMA can describe the cache view (rows and pages that do not overlap; the

@@ -48,6 +48,9 @@ int bench_fia(int iters, bool prefill_only = false);
 // FIA at Q_S = 1 against xqa (and single_decode at batch 1) on the same shapes:
 // TB/s and the ratio (issue 11: >= 95% of xqa's). bench_fia_decode.cpp.
 int bench_fia_decode(const Options& o);
+// Issue 13: prefill over paged K/V (block_size 128-512) and TND variable lengths beside the
+// same work contiguous, both backends (bench_fia_layouts.cpp).
+int bench_fia_layouts(const Options& o);
 // MLA inside FIA (query_rope/key_rope) beside batch_decode_mla, same shapes: TB/s and the ratio.
 int bench_fia_mla(const Options& o);
 // Issue 12: B = 16 over a shared prefix against B = 1 and against the prefix copied into

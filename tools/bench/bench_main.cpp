@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child();
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-prefill] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3] [--layout BSND|BNSD]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-prefill] [--fia-layouts] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3] [--layout BSND|BNSD]\n");
       return 0;
     }
     driver::require_available();
@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
     if (has("--startup")) rc |= startup(argv[0]);
     if (has("--fia")) return rc | bench::bench_fia(o.iters);
     if (has("--fia-prefill")) return rc | bench::bench_fia(o.iters, true);  // the wgmma prefill rows only
+    if (has("--fia-layouts")) return rc | bench::bench_fia_layouts(o);       // paged K/V and TND prefill
     if (has("--fia-decode")) return rc | bench::bench_fia_decode(o);  // only --fia's decode rows
     if (has("--fia-mla")) return rc | bench::bench_fia_mla(o);        // FIA's MLA beside batch_decode_mla
     if (has("--fia-quant")) return rc | bench::bench_fia_quant(o);    // quantised K/V beside 16-bit KV

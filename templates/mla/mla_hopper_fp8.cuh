@@ -1,12 +1,12 @@
 // fp8 e4m3 KV for the Hopper MLA kernel (mla_hopper.cuh). wgmma reads 16-bit operands
 // from shared memory (an fp8 one needs an fp8 partner and a K-major V), so each half
-// tile is widened once: its fp8 bytes land (TMA for dense pages, cp.async for sparse rows)
-// in the upper part of the half's own 16-bit region (a staging area, no extra shared
-// memory), and the warpgroup that computes
-// the tile's S widens them in place to fp16 (exact for e4m3) in the swizzled layout the
-// bf16 path loads, zeroing rows past the range. Its 128 threads then arrive on the
-// blocks' `full` barriers, which the wgmma side waits on as before. Q is widened to fp16 once,
-// at load (a bf16 query is rounded to fp16, as the xqa kernel's fp8 path does).
+// tile is widened once: its fp8 bytes land (TMA for dense pages, cp.async for sparse
+// rows) in the upper part of the half's own 16-bit region (a staging area, no extra
+// shared memory), and the warpgroup that computes the tile's S widens them in place to
+// fp16 (exact for e4m3) in the swizzled layout the bf16 path loads, zeroing rows past
+// the range. Its 128 threads then arrive on the blocks' `full` barriers, which the wgmma
+// side waits on as before. Q is widened to fp16 once, at load (a bf16 query is rounded
+// to fp16, as the xqa kernel's fp8 path does).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -20,6 +20,7 @@ struct MlaHopperFp8 {
   static constexpr int kBlk = Tr::kBlockBytes;      // one 64-row x 64-dim fp16 block
   static constexpr int kStageBlk = 64 * 64;          // the same block in fp8: 64 rows x 64 bytes
   static constexpr int kBoxRows = Tr::kPageSize < 64 ? Tr::kPageSize : 64;
+  static_assert(sizeof(KVT) == 1 && IsFp8<KVT>::value, "e4m3 KV (widen4's cvt)");
 
   // Byte offset (from the buffer's start) of the staging area of blocks [kb0, kb1): the
   // last (kb1 - kb0) x 4 KB of the half's region [kb0, kb1) x 8 KB.
@@ -71,8 +72,8 @@ struct MlaHopperFp8 {
   }
 
   // Widens blocks [kb0, kb1) of the tile in buffer `buf` (generic pointer), by the 128
-  // threads of one warpgroup (`bar_id` its named barrier): thread t takes chunk q = t % 4 of rows
-  // t / 4 and 32 + t / 4 of each block. Blocks before first_overlapping() write outside
+  // threads of one warpgroup (`bar_id` its named barrier): thread t takes chunk q = t % 4
+  // of rows t / 4 and 32 + t / 4 of each block. Blocks before first_overlapping() write outside
   // the staging area; the rest are read whole first, then a warpgroup barrier, then written.
   // `valid`: rows of the tile in the range (the rest become zeros: V meets P = 0 there).
   template <int kb0, int kb1>

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "attnjit/fia.hpp"
 #include "attnjit/tensor.hpp"
 
 namespace attnjit::bench {
@@ -45,6 +46,9 @@ std::vector<Result> bench_single_decode(DType kv_dtype, const Options& o);
 // prefill_only (--fia-prefill): only the prefill rows, only the wgmma (trtllm-gen) kernel
 // (tuning sweeps of its knobs).
 int bench_fia(int iters, bool prefill_only = false);
+// The median ms of `iters` timed fused_infer_attention_score calls after three untimed
+// ones; -1, printing `what` (in `width` columns) and the error, where the call is refused.
+double time_fia_call(FiaArgs& a, int iters, const std::string& what, int width);
 // FIA at Q_S = 1 against xqa (and single_decode at batch 1) on the same shapes:
 // TB/s and the ratio (issue 11: >= 95% of xqa's). bench_fia_decode.cpp.
 int bench_fia_decode(const Options& o);

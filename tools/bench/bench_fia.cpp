@@ -21,6 +21,26 @@ namespace {
 constexpr double kGemmTflops = 790.0;  // measured H200 bf16 GEMM rate (DESIGN.md)
 }
 
+double time_fia_call(FiaArgs& a, int iters, const std::string& what, int width) {
+  try {
+    for (int i = 0; i < 3; ++i) fused_infer_attention_score(a);
+  } catch (const Error& e) {  // trtllm-gen off sm_90a
+    fmt::print("{:<{}} {}\n", what, width, e.what());
+    return -1;
+  }
+  driver::ctx_sync();
+  std::vector<float> ms;
+  driver::EventTimer t;
+  for (int i = 0; i < iters; ++i) {
+    t.start(nullptr);
+    fused_infer_attention_score(a);
+    t.stop(nullptr);
+    ms.push_back(t.elapsed_ms());
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Returns 0, printing one line per shape and backend: median ms, TFLOP/s and % of
 // the GEMM rate. FLOPs = 2 * S_q * S_kv * (D_qk + D_v) * H * B, halved for causal
 // (sparse_mode 3). The shapes are the Hopper prefill issue's (cuDNN's figures there).
@@ -63,23 +83,8 @@ int bench_fia(int iters, bool prefill_only) {
           a.atten_mask = mask.view;
         }
         const char* name = backend == Backend::kXqa ? "xqa" : "trtllm-gen";
-        try {
-          for (int i = 0; i < 3; ++i) fused_infer_attention_score(a);
-        } catch (const Error& e) {  // trtllm-gen off sm_90a
-          fmt::print("{:<44} {}\n", name, e.what());
-          continue;
-        }
-        driver::ctx_sync();
-        std::vector<float> ms;
-        driver::EventTimer t;
-        for (int i = 0; i < iters; ++i) {
-          t.start(nullptr);
-          fused_infer_attention_score(a);
-          t.stop(nullptr);
-          ms.push_back(t.elapsed_ms());
-        }
-        std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-        const double med = ms[ms.size() / 2];
+        const double med = time_fia_call(a, iters, name, 44);
+        if (med < 0) continue;
         const double flops =
             2.0 * s.seq * double(s.seq) * (2 * s.hd) * s.heads * s.batch * (causal ? 0.5 : 1.0);
         const double tflops = flops / (med * 1e-3) / 1e12;

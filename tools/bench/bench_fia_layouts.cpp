@@ -24,28 +24,6 @@ namespace {
 constexpr double kGemmTflops = 790.0;  // measured H200 bf16 GEMM rate (DESIGN.md)
 constexpr int kHeads = 32, kKvHeads = 8, kHd = 128;
 
-// Median ms of `iters` timed calls after three untimed ones; -1 (printed) where the backend
-// cannot serve the call.
-double time_call(FiaArgs& a, int iters, const char* what) {
-  try {
-    for (int i = 0; i < 3; ++i) fused_infer_attention_score(a);
-  } catch (const Error& e) {
-    fmt::print("{:<52} {}\n", what, e.what());
-    return -1;
-  }
-  driver::ctx_sync();
-  std::vector<float> ms;
-  driver::EventTimer t;
-  for (int i = 0; i < iters; ++i) {
-    t.start(nullptr);
-    fused_infer_attention_score(a);
-    t.stop(nullptr);
-    ms.push_back(t.elapsed_ms());
-  }
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return ms[ms.size() / 2];
-}
-
 void fill(testing::DeviceTensor& t, size_t n, std::mt19937& rng) {
   const auto vals = testing::random_values(std::min<size_t>(n, 1 << 22), rng);
   std::vector<float> full(n);
@@ -111,7 +89,7 @@ int bench_fia_layouts(const Options& o) {
         }
         const std::string what = fmt::format("{} {} {}", bs ? fmt::format("block_size {}", bs) : std::string("contiguous"),
                                              causal ? "causal" : "full", name(b));
-        report(what, time_call(a, o.iters, what.c_str()), double(B) * S * double(S) * (causal ? 0.5 : 1.0));
+        report(what, time_fia_call(a, o.iters, what, 52), double(B) * S * double(S) * (causal ? 0.5 : 1.0));
       }
   }
 
@@ -152,7 +130,7 @@ int bench_fia_layouts(const Options& o) {
         a.atten_mask = mask.view;
       }
       const std::string what = fmt::format("TND {} {}", causal ? "causal" : "full", name(b));
-      report(what, time_call(a, o.iters, what.c_str()), pairs * (causal ? 0.5 : 1.0), kTndQk + kTndV);
+      report(what, time_fia_call(a, o.iters, what, 52), pairs * (causal ? 0.5 : 1.0), kTndQk + kTndV);
     }
   return 0;
 }

@@ -87,7 +87,7 @@ TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
   Result f = run("inspect mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a");
   ASSERT_EQ(f.code, 0) << f.all();
   EXPECT_NE(f.out.find("backend:    trtllm-gen"), std::string::npos) << f.out;
-  EXPECT_NE(f.out.find("fp8 KV landed by TMA and widened to fp16 in shared memory"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("fp8 KV landed in the tile buffers and widened to fp16 in shared memory"), std::string::npos) << f.out;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheFp8Variants) {

@@ -113,7 +113,7 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
                        "512 O columns, loads of its half of the columns: TMA for dense pages, cp.async for sparse "
                        "rows); {} buffers, {} dynamic smem ({} CTA/SM by smem){}",
                        t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
-                       t.kv_elem_bytes == 1 ? ", fp8 KV landed by TMA and widened to fp16 in shared memory by the "
+                       t.kv_elem_bytes == 1 ? ", fp8 KV landed in the tile buffers and widened to fp16 in shared memory by the "
                                               "warpgroup that computes the tile's S"
                                             : "");
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "

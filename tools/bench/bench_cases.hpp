@@ -49,6 +49,11 @@ int bench_fia(int iters, bool prefill_only = false);
 // The median ms of `iters` timed fused_infer_attention_score calls after three untimed
 // ones; -1, printing `what` (in `width` columns) and the error, where the call is refused.
 double time_fia_call(FiaArgs& a, int iters, const std::string& what, int width);
+// A prefill call's arguments: q/k/v/out in `layout`, scale 1 / sqrt(head_dim), and with
+// `causal_mask` (the 2048 x 2048 mask) sparse_mode 3; paging and lengths are the caller's.
+FiaArgs fia_prefill_args(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                         const char* layout, int heads, int kv_heads, int head_dim, Backend backend,
+                         const TensorView* causal_mask);
 // FIA at Q_S = 1 against xqa (and single_decode at batch 1) on the same shapes:
 // TB/s and the ratio (issue 11: >= 95% of xqa's). bench_fia_decode.cpp.
 int bench_fia_decode(const Options& o);

@@ -44,6 +44,26 @@ double time_fia_call(FiaArgs& a, int iters, const std::string& what, int width) 
 // Returns 0, printing one line per shape and backend: median ms, TFLOP/s and % of
 // the GEMM rate. FLOPs = 2 * S_q * S_kv * (D_qk + D_v) * H * B, halved for causal
 // (sparse_mode 3). The shapes are the Hopper prefill issue's (cuDNN's figures there).
+FiaArgs fia_prefill_args(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                         const char* layout, int heads, int kv_heads, int head_dim, Backend backend,
+                         const TensorView* causal_mask) {
+  FiaArgs a;
+  a.query = q;
+  a.key = k;
+  a.value = v;
+  a.attention_out = out;
+  a.input_layout = layout;
+  a.num_heads = heads;
+  a.num_key_value_heads = kv_heads;
+  a.scale = 1.0 / std::sqrt(double(head_dim));
+  a.backend = backend;
+  if (causal_mask) {
+    a.sparse_mode = 3;
+    a.atten_mask = *causal_mask;
+  }
+  return a;
+}
+
 int bench_fia(int iters, bool prefill_only) {
   struct Shape {
     int batch, seq, heads, kv_heads, hd;
@@ -68,20 +88,8 @@ int bench_fia(int iters, bool prefill_only) {
     for (bool causal : {false, true}) {
       for (Backend backend : {Backend::kXqa, Backend::kTrtllmGen}) {
         if (prefill_only && backend != Backend::kTrtllmGen) continue;
-        FiaArgs a;
-        a.query = q.view;
-        a.key = k.view;
-        a.value = v.view;
-        a.attention_out = o.view;
-        a.input_layout = "BSND";
-        a.num_heads = s.heads;
-        a.num_key_value_heads = s.kv_heads;
-        a.scale = 1.0 / std::sqrt(double(s.hd));
-        a.backend = backend;
-        if (causal) {
-          a.sparse_mode = 3;
-          a.atten_mask = mask.view;
-        }
+        FiaArgs a = fia_prefill_args(q.view, k.view, v.view, o.view, "BSND", s.heads, s.kv_heads, s.hd, backend,
+                                     causal ? &mask.view : nullptr);
         const char* name = backend == Backend::kXqa ? "xqa" : "trtllm-gen";
         const double med = time_fia_call(a, iters, name, 44);
         if (med < 0) continue;

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -68,24 +67,12 @@ int bench_fia_layouts(const Options& o) {
     }
     for (bool causal : {false, true})
       for (Backend b : backends) {
-        FiaArgs a;
-        a.query = q.view;
-        a.key = k.view;
-        a.value = v.view;
-        a.attention_out = o_t.view;
-        a.input_layout = "BSND";
-        a.num_heads = kHeads;
-        a.num_key_value_heads = kKvHeads;
-        a.scale = 1.0 / std::sqrt(double(kHd));
-        a.backend = b;
+        FiaArgs a = fia_prefill_args(q.view, k.view, v.view, o_t.view, "BSND", kHeads, kKvHeads, kHd, b,
+                                     causal ? &mask.view : nullptr);
         if (bs) {
           a.block_table = bt.view;
           a.block_size = bs;
           a.actual_seq_lengths_kv.assign(B, S);
-        }
-        if (causal) {
-          a.sparse_mode = 3;
-          a.atten_mask = mask.view;
         }
         const std::string what = fmt::format("{} {} {}", bs ? fmt::format("block_size {}", bs) : std::string("contiguous"),
                                              causal ? "causal" : "full", name(b));
@@ -113,22 +100,10 @@ int bench_fia_layouts(const Options& o) {
   fill(tv, size_t(total) * kHeads * kTndV, rng);
   for (bool causal : {false, true})
     for (Backend b : backends) {
-      FiaArgs a;
-      a.query = tq.view;
-      a.key = tk.view;
-      a.value = tv.view;
-      a.attention_out = to.view;
-      a.input_layout = "TND";
-      a.num_heads = kHeads;
-      a.num_key_value_heads = kHeads;
+      FiaArgs a = fia_prefill_args(tq.view, tk.view, tv.view, to.view, "TND", kHeads, kHeads, kTndQk, b,
+                                   causal ? &mask.view : nullptr);
       a.actual_seq_lengths = cum;
       a.actual_seq_lengths_kv = cum;
-      a.scale = 1.0 / std::sqrt(double(kTndQk));
-      a.backend = b;
-      if (causal) {
-        a.sparse_mode = 3;
-        a.atten_mask = mask.view;
-      }
       const std::string what = fmt::format("TND {} {}", causal ? "causal" : "full", name(b));
       report(what, time_fia_call(a, o.iters, what, 52), pairs * (causal ? 0.5 : 1.0), kTndQk + kTndV);
     }

@@ -208,13 +208,11 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   runtime::select_backend(static_cast<runtime::BackendChoice>(a.backend), s);
   if (s.backend == spec::Backend::kTrtllmGen && s.kv_dtype == DType::kFloat8E4M3 && !sparse) {
     // The wgmma kernel lands dense fp8 pages by TMA only: a view whose rows or pages overlap goes to xqa.
-    MlaParams view{};
-    view.kv_stride_tok = a.kv_cache.stride[kr - 2];
-    view.kv_stride_page = a.kv_cache.stride[0];
-    if (!mla_kv_tma_describable(view, static_cast<int>(page_size))) {
+    const int64_t stride_page = a.kv_cache.stride[0], stride_tok = a.kv_cache.stride[kr - 2];
+    if (!mla_kv_tma_describable(stride_page, stride_tok, static_cast<int>(page_size))) {
       ATTNJIT_REQUIRE(a.backend == Backend::kAuto, "kv_cache",
                       "rows and pages that do not overlap (backend trtllm-gen loads fp8 pages by TMA)",
-                      fmt::format("strides {} per page, {} per token", view.kv_stride_page, view.kv_stride_tok));
+                      fmt::format("strides {} per page, {} per token", stride_page, stride_tok));
       s.backend = spec::Backend::kXqa;
     }
   }

@@ -56,8 +56,8 @@ spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 // Dense fp8 always gets its map (plan_mla sent views TMA cannot describe to xqa). Takes the
 // driver: call it at launch, after plan_mla.
 void mla_set_kv_map(const MlaArgs& args, MlaPlan& plan);
-// Whether TMA can describe the cache view (rows and pages that do not overlap; the
-// 16-byte rules plan_mla checks for every view).
-bool mla_kv_tma_describable(const MlaParams& p, int page_size);
+// Whether TMA can describe the cache view of these strides (elements): rows and pages
+// that do not overlap (the 16-byte rules plan_mla checks for every view).
+bool mla_kv_tma_describable(int64_t stride_page, int64_t stride_tok, int page_size);
 
 }  // namespace attnjit::ops

@@ -9,8 +9,8 @@
 
 namespace attnjit::ops {
 
-bool mla_kv_tma_describable(const MlaParams& p, int page_size) {
-  return p.kv_stride_tok >= mla_const::kHeadDimQk && p.kv_stride_page >= int64_t(page_size) * p.kv_stride_tok;
+bool mla_kv_tma_describable(int64_t stride_page, int64_t stride_tok, int page_size) {
+  return stride_tok >= mla_const::kHeadDimQk && stride_page >= int64_t(page_size) * stride_tok;
 }
 
 void mla_set_kv_map(const MlaArgs& a, MlaPlan& plan) {
@@ -25,7 +25,7 @@ void mla_set_kv_map(const MlaArgs& a, MlaPlan& plan) {
   const uint64_t elem = fp8 ? 1 : 2;
   // plan_mla required a 16-byte aligned base and strides (TMA's rule too); a view whose rows
   // or pages overlap keeps the cp.async path.
-  if (!mla_kv_tma_describable(p, s.page_size)) return;
+  if (!mla_kv_tma_describable(p.kv_stride_page, p.kv_stride_tok, s.page_size)) return;
   driver::TiledTensorMapDesc d;
   d.dtype = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                 : s.kv_dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;

@@ -467,8 +467,17 @@ TEST_F(ModelConfigCliTest, WrongTypesAndUnknownValuesNameTheField) {
   expect_error("", R"(, "backend": 1)", {"model config: ops[0].backend: expected a string, got number"});
   expect_error("", R"(, "backend": "bogus")", {"model config: ops[0].backend: expected \"auto\"", "bogus"});
   expect_error("", R"(, "kv_cache_dtypes": ["fp7"])", {"model config: ops[0].kv_cache_dtypes: unknown dtype 'fp7'"});
+  // Integer lists say what they hold.
+  CliResult r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+                         "ops": [{"op": "fia", "sparse_modes": ["x"]}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].sparse_modes: expected sparse modes (0-4), got \"x\""), std::string::npos) << r.err;
+  r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+              "ops": [{"op": "fia", "block_sizes": [1.5]}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].block_sizes: expected block sizes in tokens, got 1.5"), std::string::npos) << r.err;
   // Unknown op: every planned family is listed.
-  CliResult r = list(R"({"name": "x", "ops": [{"op": "bogus"}]})");
+  r = list(R"({"name": "x", "ops": [{"op": "bogus"}]})");
   EXPECT_EQ(r.code, 1) << r.all();
   for (const char* op :
        {"'bogus'", "decode", "xqa", "mla", "batch_decode_mla", "fused_infer_attention_score", "prefill"})

@@ -145,15 +145,18 @@ std::vector<spec::KvLayout> layout_list(const json& v, const std::string& field)
   return out;
 }
 
-// Integers only: which page sizes the op serves is plan_xqa's to say.
-std::vector<int> page_size_list(const json& v, const std::string& field) {
+// Integers only (`what` they are): which values the op serves (page sizes) is its plan's to say.
+std::vector<int> int_list(const json& v, const std::string& field, const char* what) {
   std::vector<int> out;
   for (const auto& item : v) {
     const std::optional<int> p = as_int(item);
-    if (!p) bad(field, fmt::format("expected page sizes in tokens, got {}", item.dump()));
+    if (!p) bad(field, fmt::format("expected {}, got {}", what, item.dump()));
     out.push_back(*p);
   }
   return out;
+}
+std::vector<int> page_size_list(const json& v, const std::string& field) {
+  return int_list(v, field, "page sizes in tokens");
 }
 
 struct ModelShape {
@@ -313,9 +316,9 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
     if (name == "fia" || name == "fused_infer_attention_score") {
       check_fields(op, kFiaFields, where);
       std::vector<int> modes = {0, 3};
-      if (op.contains("sparse_modes")) modes = page_size_list(op["sparse_modes"], where + ".sparse_modes");
+      if (op.contains("sparse_modes")) modes = int_list(op["sparse_modes"], where + ".sparse_modes", "sparse modes (0-4)");
       std::vector<int> blocks = {0};
-      if (op.contains("block_sizes")) blocks = page_size_list(op["block_sizes"], where + ".block_sizes");
+      if (op.contains("block_sizes")) blocks = int_list(op["block_sizes"], where + ".block_sizes", "block sizes in tokens");
       const bool mask = get_bool(op, "atten_mask", false, where);
       const bool lse = get_bool(op, "return_lse", false, where);
       const bool pse = get_bool(op, "pse_shift", false, where);

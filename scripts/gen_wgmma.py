@@ -7,7 +7,9 @@ after changing the shapes or dtypes: python3 scripts/gen_wgmma.py
 """
 import pathlib
 
-SHAPES = [32, 64, 80, 96, 128, 160, 176, 192, 256]
+SHAPES = [16, 32, 64, 80, 96, 128, 160, 176, 192, 256]
+# Shapes that also get ss_amn (A MN-major): the narrow MLA tile's O^T = V^T P^T.
+AMN_SHAPES = [16]
 DTYPES = [("half_t", "f16"), ("bf16_t", "bf16")]
 
 
@@ -17,6 +19,20 @@ def regs(first, count):
 
 def acc_operands(count):
     return ", ".join(f'"+f"(d[{i}])' for i in range(count))
+
+
+def ss_amn(n, ptx):
+    acc = n // 2
+    return f'''
+  // D(64x{n}) (+)= A(64x16, shared, MN-major: the transposed form) * B(16x{n}, shared, K-major)
+  static __device__ __forceinline__ void ss_amn(float (&d)[{acc}], u64 desc_a, u64 desc_b, int accumulate) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 2}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
+        "{{{regs(0, acc)}}}, %{acc}, %{acc + 1}, p, 1, 1, 1, 0;\\n}}\\n"
+        : {acc_operands(acc)}
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }}''' if n in AMN_SHAPES else ""
 
 
 def ss(n, ctype, ptx):
@@ -57,7 +73,7 @@ def ss(n, ctype, ptx):
         "{{{regs(0, acc)}}}, {{{regs(acc, 4)}}}, %{acc + 4}, p, 1, 1, 1;\\n}}\\n"
         : {acc_operands(acc)}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-  }}
+  }}{ss_amn(n, ptx)}
 }};
 '''
 

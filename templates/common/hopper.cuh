@@ -116,6 +116,14 @@ __device__ __forceinline__ void stmatrix_x4(u32 addr, u32 x0, u32 x1, u32 x2, u3
                : "memory");
 }
 
+// The same, each matrix transposed: lane 8j + r gives the address of row r of matrix j's
+// transpose (column r of the fragment).
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, u32 x0, u32 x1, u32 x2, u32 x3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(x0), "r"(x1),
+               "r"(x2), "r"(x3)
+               : "memory");
+}
+
 // The wgmma shared-memory matrix descriptor: start, leading and stride byte
 // offsets (16-byte units), layout 1 = 128-byte swizzle.
 __device__ __forceinline__ u64 smem_desc(u32 addr, u32 lead_bytes, u32 stride_bytes) {

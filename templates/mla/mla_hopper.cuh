@@ -22,6 +22,7 @@
 #include "common/wgmma.cuh"
 #include "mla/mla_epilogue.cuh"
 #include "mla/mla_hopper_io.cuh"
+#include "mla/mla_hopper_narrow.cuh"
 
 namespace attnjit {
 
@@ -36,7 +37,8 @@ struct MlaHopperTraits {
   static constexpr bool kSparse = kSparse_;
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr bool kSplitRope = false;
-  static constexpr int kRows = mla_const::kHopperRows, kTile = mla_const::kHopperTile;
+  static constexpr bool kNarrow = (kFeatures_ & mla_const::kFeatNarrow) != 0;  // mla_hopper_narrow.cuh's tile
+  static constexpr int kRows = kNarrow ? mla_const::kNarrowRows : mla_const::kHopperRows, kTile = mla_const::kHopperTile;
   static constexpr int kThreads = 256, kMinBlocks = 1;
   static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
   static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims
@@ -48,7 +50,7 @@ struct MlaHopperTraits {
   static constexpr int kSmemBytes = 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
   static_assert(!IsFp8<QT_>::value || kFp8Kv, "an fp8 query needs an fp8 KV cache");
   static_assert(IsFp8<KVT_>::value || sizeof(KVT_) == 2, "16-bit or fp8 KV");
-  static_assert(kRows == 64 && kTile == 64, "64 rows x 64-token tiles");
+  static_assert(kTile == 64, "64-token tiles");
 };
 
 // The two math warpgroups over the loads of MlaHopperIo; kTma picks the load path, so each
@@ -236,7 +238,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       // (the refill is read at the next S, within a microsecond; the hand-over waits less).
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, true);
+      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, Io::kTokBar);
       float sb[2];
       get_rows(sm.scale_b, sb, warp, lane);
       get_rows(sm.m, m, warp, lane);
@@ -259,7 +261,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
         qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
-        if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false);
+        if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, -1);
         widen<kLeftBlocks, 9>(w, sm, a + 2, 0, tid);
         qk<4, 9>(s, sm, a + 2, rq, true);
       }
@@ -314,11 +316,11 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       if (has_b) {
         wgmma_wait<1>();  // B's P V: B's right half is free
         wgmma_fence_operands(o);
-        if (next_b) load<kLeftBlocks, 9>(p, w, sm, tid, a + 3, eb, true);
+        if (next_b) load<kLeftBlocks, 9>(p, w, sm, tid, a + 3, eb, Io::kTokBar + 1);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false);  // A's right half is free
+      if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, -1);  // A's right half is free
       if (next_b) {
         widen<kLeftBlocks, 9>(w, sm, a + 3, 1, tid);
         qk<4, 9>(s, sm, a + 3, rq, false);
@@ -330,7 +332,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     }
   }
 
-  __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+  __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
     if (threadIdx.x == 0) {
       // TMA: one expect_tx arrival; cp.async and fp8's widening: the warpgroup's 128 threads.
@@ -367,8 +369,8 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     for (int it = 0; it < 2 && it < w.n_tiles; ++it) {
       int e[4];
       lookup_rows(p, w, it, tid, e);
-      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it == 0);
-      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it == 1);
+      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it == 0 ? Io::kTokBar : -1);
+      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it == 1 ? Io::kTokBar + 1 : -1);
     }
     cp_async_wait<0>();  // Q (the committed group)
     fence_proxy_async_shared();
@@ -442,20 +444,28 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   }
 };
 
-// The kernel's entry: the combine pass, or the attention pass on its load path.
+// The kernel's entry: the combine pass, or the attention pass on its tile (wide: 64 rows
+// in M; kNarrow: at most 16 rows, in N) and its load path.
 template <class Tr>
 struct MlaHopper {
-  __device__ static void run(const MlaParams& p, unsigned char* smem_raw) {
-    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
+  // (Inlined: a wgmma pipeline that crosses a call is serialized by ptxas, C7510.)
+  template <template <class, bool> class Loop>
+  __device__ __forceinline__ static void attend(const MlaParams& p, unsigned char* smem_raw) {
     if constexpr (Tr::kFp8Kv) {
       // Dense fp8 always by TMA (the host builds its map, or routes the call to xqa); sparse rows by cp.async.
-      MlaHopperLoop<Tr, !Tr::kSparse>::run(p, smem_raw);
+      Loop<Tr, !Tr::kSparse>::run(p, smem_raw);
     } else {
       if constexpr (!Tr::kSparse) {
-        if (p.kv_tma != 0) return MlaHopperLoop<Tr, true>::run(p, smem_raw);
+        if (p.kv_tma != 0) return Loop<Tr, true>::run(p, smem_raw);
       }
-      MlaHopperLoop<Tr, false>::run(p, smem_raw);
+      Loop<Tr, false>::run(p, smem_raw);
     }
+  }
+
+  __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
+    if constexpr (Tr::kNarrow) attend<MlaHopperNarrow>(p, smem_raw);
+    else attend<MlaHopperLoop>(p, smem_raw);
   }
 };
 

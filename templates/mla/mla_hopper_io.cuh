@@ -114,9 +114,10 @@ struct MlaHopperIo {
   }
 
   // One warpgroup's half of tile it (kb0 == 0: blocks 0..3, else 4..8), by TMA or cp.async.
+  // flags_bar >= 0 (sparse): publish the rows' flags, then sync the loading warpgroup on it.
   template <int kb0, int kb1>
   __device__ static void load(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
-                              bool flags) {
+                              int flags_bar) {
     if constexpr (Tr::kFp8Kv && kTma) {
       if (tid == 0)
         Fp8::template load_tma<kb0, kb1>(&p.kv_map, sm.kv + (it % 2) * Tr::kTileBytes,
@@ -124,7 +125,7 @@ struct MlaHopperIo {
     } else if constexpr (kTma) {
       if (tid == 0) load_half_tma<kb0, kb1>(p, w, sm, it, e);
     } else {
-      load_half<kb0, kb1>(p, w, sm, tid, it, e, flags);
+      load_half<kb0, kb1>(p, w, sm, tid, it, e, flags_bar);
     }
   }
 
@@ -147,18 +148,18 @@ struct MlaHopperIo {
   // copies chunk t % 8 of rows t / 8 + 16 j (one address per row; in the swizzled
   // buffer every destination is the thread's base plus a constant). Rows without a
   // key are zero-filled: V meets P = 0 there, and 0 * garbage could be NaN. The copies
-  // arrive on the half's mbarrier; `flags`: publish the rows' sparse flags too.
+  // arrive on the half's mbarrier; flags_bar >= 0: publish the rows' sparse flags too.
   template <int kb0, int kb1>
   __device__ static void load_half(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
-                                   bool flags) {
+                                   int flags_bar) {
     const unsigned char* kv = static_cast<const unsigned char*>(p.kv);
     const int buf = it % 2, j0 = w.lo + it * kTile, cc = tid % 8, r0 = tid / 8;
     if constexpr (Tr::kSparse) {
-      if (flags) {
+      if (flags_bar >= 0) {
         if (cc == 0)
 #pragma unroll
           for (int j = 0; j < 4; ++j) sm.tok[buf * 64 + r0 + 16 * j] = e[j] >= 0;
-        named_barrier_sync(kTokBar + (kb0 == 0 ? 0 : 1), 128);
+        named_barrier_sync(flags_bar, 128);
       }
     }
     const unsigned char* src[4];  // the rows' first bytes (the cache's base where nothing is stored)

@@ -20,11 +20,15 @@ constexpr int kMaxSplits = 256;
 // The wgmma (trtllm-gen, sm_90a) kernel: 64 rows per CTA, 64-token tiles, two stages.
 constexpr int kHopperRows = 64;
 constexpr int kHopperTile = 64;
+// Its narrow tile (mla_hopper_narrow.cuh, kFeatNarrow): CTAs of at most 16 rows, in wgmma's N.
+constexpr int kNarrowRows = 16;
 // Feature bits the kernel reads; equal to spec::feature (a CPU test checks).
 constexpr unsigned kFeatSinks = 1u << 2, kFeatLse = 1u << 3, kFeatScalePtr = 1u << 4;
 // FIA's MLA (query_rope/key_rope): nope and rope dims in separate tensors, per-batch query
 // lengths, FIA's LSE (natural log, strided, +inf for a row that sees nothing).
 constexpr unsigned kFeatSplitRope = 1u << 8;
+// The wgmma kernel's narrow tile (kNarrowRows rows in N, tokens in M): spec::feature::kNarrowTile.
+constexpr unsigned kFeatNarrow = 1u << 16;
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 }  // namespace mla_const
 
@@ -65,7 +69,7 @@ struct MlaParams {
   long long num_tokens;        // num_pages * page_size: sparse indices at or past it are unused
   int top_k;                   // sparse: indices per query row (0: dense)
   int rows_per_group;          // dense: q_len * num_heads (one group); sparse: num_heads per query token
-  int row_blocks;              // ceil(rows_per_group / 16); gridDim.y = groups * row_blocks
+  int row_blocks;              // ceil(rows_per_group / the kernel's rows per CTA); gridDim.y = groups * row_blocks
   int num_splits;              // gridDim.x of the attention pass
   // 0: the attention pass, its last CTA per row block merging the splits (semaphores);
   // 1: the attention pass writing partials only, a combine launch (2) merging them after:

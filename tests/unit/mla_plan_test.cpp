@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "attnjit/error.hpp"
 #include "common/expect_error.hpp"
@@ -35,7 +36,10 @@ TEST(MlaPlan, ValidDenseAndSparseArgsPlan) {
       EXPECT_EQ(p.spec.page_size, testing::kMlaPage);
       EXPECT_EQ(p.spec.mask, sparse ? spec::MaskMode::kCustom : spec::MaskMode::kCausal);
       EXPECT_EQ(p.spec.backend, spec::Backend::kTrtllmGen);  // auto on sm_90a: the wgmma kernel
-      EXPECT_EQ(p.shape.rows_per_cta, mla_const::kHopperRows);
+      // Dense: 2 query tokens x 16 heads, the wide tile; sparse: 16 heads a CTA, the narrow one.
+      EXPECT_EQ(p.shape.rows_per_cta, sparse ? mla_const::kNarrowRows : mla_const::kHopperRows);
+      EXPECT_EQ(p.spec.has(spec::feature::kNarrowTile), sparse);
+      EXPECT_EQ(p.shape.tile_tokens, mla_const::kHopperTile);
       EXPECT_EQ(p.params.kv_stride_tok, 576);
       EXPECT_EQ(p.params.kv_stride_page, testing::kMlaPage * 576);
       EXPECT_EQ(p.params.rows_per_group, sparse ? testing::kMlaHeads : testing::kMlaHeads * testing::kMlaQLen);
@@ -412,15 +416,16 @@ TEST(MlaPlan, SplitsFillTheGpuForOneLongSequence) {
   EXPECT_EQ(mla_row_blocks(MlaShape{1, 7, 3, 64, true}), 1);
   EXPECT_EQ(mla_base_ctas(MlaShape{2, 7, 3, 64, true}), 6);
   // The wgmma kernel: 64 rows per CTA, splits of whole 64-token tiles.
-  EXPECT_EQ(mla_row_blocks(MlaShape{1, 128, 2, 64, false, mla_const::kHopperRows}), 4);
-  EXPECT_EQ(mla_row_blocks(MlaShape{1, 16, 1, 64, false, mla_const::kHopperRows}), 1);
-  const MlaSplit long_one = mla_plan_splits(MlaShape{1, 128, 1, 32768, false, mla_const::kHopperRows}, 132);
+  constexpr int kT = mla_const::kHopperTile;
+  EXPECT_EQ(mla_row_blocks(MlaShape{1, 128, 2, 64, false, mla_const::kHopperRows, kT}), 4);
+  EXPECT_EQ(mla_row_blocks(MlaShape{1, 16, 1, 64, false, mla_const::kHopperRows, kT}), 1);
+  const MlaSplit long_one = mla_plan_splits(MlaShape{1, 128, 1, 32768, false, mla_const::kHopperRows, kT}, 132);
   EXPECT_GT(long_one.splits, 1);
   EXPECT_EQ(long_one.tokens_per_split % mla_const::kHopperTile, 0);
 }
 
 TEST(MlaPlan, ForcedSplitCountsStayWithinTheWorkspace) {
-  const MlaShape b128{128, 128, 1, 4096, false, mla_const::kHopperRows};  // 256 CTAs before splitting
+  const MlaShape b128{128, 128, 1, 4096, false, mla_const::kHopperRows, mla_const::kHopperTile};  // 256 CTAs before splitting
   unsetenv("ATTNJIT_MLA_SPLITS");
   EXPECT_EQ(mla_plan_splits(b128, 132).splits, 1);
   ASSERT_EQ(setenv("ATTNJIT_MLA_SPLITS", "3", 1), 0);
@@ -438,7 +443,7 @@ TEST(MlaPlan, ForcedSplitCountsStayWithinTheWorkspace) {
 
 TEST(MlaPlan, SplitsMergeInACombineLaunch) {
   unsetenv("ATTNJIT_MLA_COMBINE");
-  const MlaShape b1{1, 128, 1, 32768, false, mla_const::kHopperRows};
+  const MlaShape b1{1, 128, 1, 32768, false, mla_const::kHopperRows, mla_const::kHopperTile};
   const MlaSplit sp = mla_plan_splits(b1, 132);
   EXPECT_GT(sp.splits, 1);
   EXPECT_TRUE(mla_combine_pays(sp.splits));  // every split count, 2 included
@@ -466,8 +471,10 @@ TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
           const size_t bound = mla_workspace_bytes(batch, heads, q_len, len, sms);
           for (int b = 1; b <= batch; b = b * 2 + 1)
             for (int slots_per_sm = 1; slots_per_sm <= 4; ++slots_per_sm)
-              for (int rows : {mla_const::kRowsPerCta, mla_const::kHopperRows}) {  // either backend's kernel
-                MlaShape s{b, heads, q_len, len, false, rows};
+              for (const auto [rows, tile] : {std::pair{mla_const::kRowsPerCta, mla_const::kTileTokens},  // xqa
+                                              std::pair{mla_const::kNarrowRows, mla_const::kHopperTile},
+                                              std::pair{mla_const::kHopperRows, mla_const::kHopperTile}}) {
+                MlaShape s{b, heads, q_len, len, false, rows, tile};
                 const MlaSplit sp = mla_plan_splits(s, sms * slots_per_sm);
                 EXPECT_LE(mla_workspace_need(s, sp.splits), bound) << "batch " << batch << " b " << b << " heads "
                                                                    << heads << " q_len " << q_len << " len " << len

@@ -48,10 +48,15 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
   if (const auto forced = util::env_knob("ATTNJIT_MLA_SPLITS", 1, mla_const::kMaxSplits, "1 to 256"))
     plan.splits = static_cast<int>(std::min<int64_t>(
         {*forced, ceil_div(4 * int64_t(slots), mla_base_ctas(s)), ceil_div(len, 256), mla_const::kMaxSplits}));
-  const int tile = s.rows_per_cta == mla_const::kHopperRows ? mla_const::kHopperTile : mla_const::kTileTokens;
+  const int tile = s.tile_tokens;
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
   plan.splits = static_cast<int>(ceil_div(len, plan.tokens_per_split));
   return plan;
+}
+
+int mla_hopper_rows(int rows_per_group) {
+  const bool narrow = util::env_knob("ATTNJIT_MLA_NARROW", 0, 1, "0 or 1").value_or(1) == 1;
+  return narrow && rows_per_group <= mla_const::kNarrowRows ? mla_const::kNarrowRows : mla_const::kHopperRows;
 }
 
 bool mla_combine_pays(int splits) {
@@ -218,7 +223,11 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   }
   plan.shape = {batch, static_cast<int>(heads), static_cast<int>(q_len), sparse ? a.sparse_mla_top_k : a.max_seq_len,
                 sparse};
-  plan.shape.rows_per_cta = s.backend == spec::Backend::kTrtllmGen ? mla_const::kHopperRows : mla_const::kRowsPerCta;
+  if (s.backend == spec::Backend::kTrtllmGen) {
+    plan.shape.rows_per_cta = mla_hopper_rows(sparse ? static_cast<int>(heads) : static_cast<int>(heads * q_len));
+    plan.shape.tile_tokens = mla_const::kHopperTile;
+    if (plan.shape.rows_per_cta == mla_const::kNarrowRows) s.features |= spec::feature::kNarrowTile;
+  }
   MlaParams& p = plan.params;
   p = MlaParams{};
   p.q = a.query.data;

@@ -24,7 +24,7 @@ const char* device_type(DType d) {
   }
 }
 constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers |
-                                   spec::feature::kSplitRope;
+                                   spec::feature::kSplitRope | spec::feature::kNarrowTile;
 }  // namespace
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
@@ -39,7 +39,8 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
     t.stages = 2;
-    t.rows = mla_const::kHopperRows;
+    // The narrow tile (<= 16 rows in wgmma's N) has the same buffers and shared-memory plan.
+    t.rows = s.has(spec::feature::kNarrowTile) ? mla_const::kNarrowRows : mla_const::kHopperRows;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;  // (as widened: fp8 lands in the same buffers)
     t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
     const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
@@ -70,6 +71,8 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
       return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma), not {}", arch.str()); });
     if (s.has(spec::feature::kSplitRope))
       return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is the xqa mla kernel's"); });
+  } else if (s.has(spec::feature::kNarrowTile)) {
+    return refuse([] { return std::string("narrow (rows in wgmma's N) is a tile of the trtllm-gen mla kernel"); });
   }
   if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16 && s.q_dtype != DType::kFloat8E4M3)
@@ -88,7 +91,7 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
     return refuse([] { return std::string("mla masks are causal (dense) or custom (sparse indices)"); });
   if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("mla applies no positional encoding (RoPE is in the 64 rope dims)"); });
-  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr and splitrope", s.features); });
+  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope and narrow", s.features); });
   if (s.has(spec::feature::kSplitRope) &&
       (s.kv_dtype != s.q_dtype || s.q_dtype == DType::kFloat8E4M3 || s.mask != spec::MaskMode::kCausal))
     return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is dense (causal) with 16-bit Q and KV of one dtype"); });

@@ -17,7 +17,9 @@ struct MlaShape {
   int q_len = 1;
   int range = 1;       // tokens a request's CTAs split: max_seq_len, or top_k when sparse
   bool sparse = false;
-  int rows_per_cta = mla_const::kRowsPerCta;  // 16 (xqa) or mla_const::kHopperRows (trtllm-gen)
+  // 16 (xqa); trtllm-gen: kHopperRows (the wide tile), or kNarrowRows where a group's rows fit it.
+  int rows_per_cta = mla_const::kRowsPerCta;
+  int tile_tokens = mla_const::kTileTokens;  // the split granule: 32 (xqa), kHopperTile (trtllm-gen)
 };
 
 int mla_row_blocks(const MlaShape& s);   // per group: ceil(rows_per_group / rows_per_cta)
@@ -28,7 +30,7 @@ struct MlaSplit {
   int tokens_per_split = 1;
 };
 // Splits that fill `slots` CTA slots (the decode family's choose_splits), rounded to the
-// kernel's tiles (32 tokens, 64 for trtllm-gen).
+// kernel's tiles (s.tile_tokens).
 MlaSplit mla_plan_splits(const MlaShape& s, int slots);
 // How the splits merge (MlaParams::split_pass): by a combine launch spread over many CTAs
 // wherever there are splits, or (ATTNJIT_MLA_COMBINE=0) by the attention pass's last CTA of
@@ -48,6 +50,10 @@ struct MlaPlan {
   size_t workspace_bytes = 0;  // what the caller's workspace_buffer holds
 };
 MlaPlan plan_mla(const MlaArgs& args, const spec::Arch& arch);
+// The wgmma kernel's rows per CTA for rows_per_group rows a group: the narrow tile (rows in
+// wgmma's N) where they fit it, else the wide one. ATTNJIT_MLA_NARROW=0 keeps the wide tile
+// everywhere (a measuring knob: both tiles are in every wgmma kernel).
+int mla_hopper_rows(int rows_per_group);
 spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 
 // The wgmma kernel's dense KV as a TMA tensor map in plan.params.kv_map (kv_tma = 1), where

@@ -1,0 +1,370 @@
+// The Hopper MLA kernel's narrow tile (trtllm-gen backend, sm_90a): CTAs of at most 16
+// query rows (16 heads and one query token: the memory-bound case). The wide tile
+// (mla_hopper.cuh) puts the rows in wgmma's M, which is 64, so at 16 rows three quarters
+// of its tensor work is padding and a tile costs what it costs at 128 heads. Here the
+// tokens sit in M and the rows in N:
+//   S^T (64 tokens x 16 rows) = K (64 x 576) . Q^T: both operands K-major in shared memory;
+//   O^T (512 x 16) += V^T (512 x 64) . P^T: V^T read MN-major from the same tile, P^T
+//   stored from registers by stmatrix.trans.
+// The two math warpgroups take alternate tiles (0 the even ones, 1 the odd), each with its
+// own buffer, running max, row sums and O^T, and each loads its own next tile once its P V
+// has freed the buffer. They meet only at the end, where their halves of the sums merge.
+// The softmax runs down the columns: a row's max over a tile's 64 tokens is reduced over
+// the warp by shuffles and over the warpgroup's four warps through shared memory.
+// Loads, waits, the fp8 widening and the shared-memory plan are MlaHopperIo's.
+#pragma once
+
+#include "common/hopper.cuh"
+#include "common/wgmma.cuh"
+#include "mla/mla_epilogue.cuh"
+#include "mla/mla_hopper_io.cuh"
+
+namespace attnjit {
+
+template <class Tr, bool kTma>
+struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
+  using Io = MlaHopperIo<Tr, kTma>;
+  using typename Io::T;
+  using typename Io::QT;
+  using typename Io::Work;
+  using typename Io::Smem;
+  using typename Io::Fp8;
+  using Io::DV;
+  using Io::kTile;
+  using Io::kBlk;
+  using Io::kLeftBlocks;
+  using Io::kTokBar;
+  using Io::carve;
+  using Io::lookup_rows;
+  using Io::load;
+  using Io::widen;
+  using Io::wait_block;
+  static constexpr int kN = mla_const::kNarrowRows;  // query rows: wgmma's N
+  using Out = MlaEpilogue<Tr, kN>;
+  enum : int { kColBar = 7 };               // + warpgroup: among the warpgroup's four warps
+  static constexpr int kPBytes = kN * 128;  // a warpgroup's P^T: 16 rows x 64 tokens, swizzled
+  static constexpr int kOStride = DV + 4;   // floats a row of the merged O (padded: no bank conflicts)
+  static_assert(kN == 16 && kTile == 64 && Tr::kRows == kN, "the fragment maps below are m64n16's");
+
+  // Value i of a thread's m64n16 fragment (S^T or a 64-dim block of O^T) sits in column
+  // (query row) 8 (i / 4) + 2 (lane % 4) + i % 2, so a thread holds four columns: ci(i).
+  __device__ static constexpr int ci(int i) { return 2 * (i / 4) + i % 2; }
+  __device__ static int col(int c, int lane) { return 8 * (c / 2) + 2 * (lane & 3) + c % 2; }
+  // ... and in fragment row warp * 16 + lane / 4 + 8 ((i % 4) / 2) (a token of S^T, a dim of O^T).
+  __device__ static int frag_row(int i, int warp, int lane) { return warp * 16 + (lane >> 2) + 8 * ((i % 4) / 2); }
+
+  // S^T = K Q^T over tile it's nine column blocks, each once it has landed.
+  __device__ static void qk(float (&s)[8], const Smem& sm, int it) {
+    const u64 dk = desc_k_major<64>(sm.kv + (it % 2) * Tr::kTileBytes, 0), dq = desc_k_major<64>(sm.q, 0);
+#pragma unroll
+    for (int cb = 0; cb < 9; ++cb) {
+      wait_block(sm, it, cb);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int k0 = cb * 64 + kk * 16;
+        const u32 off = k_major_offset<64>(k0);
+        Wgmma<T, kN>::ss(s, desc_step(dk, off), desc_step(dq, off), k0 > 0);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // O^T += V^T P^T: the tile's eight 64-dim blocks of V as MN-major A, P^T (at pt) as B.
+  __device__ static void pv(float (&o)[8][8], const Smem& sm, int it, u32 pt) {
+    const u32 v = sm.kv + (it % 2) * Tr::kTileBytes;
+    const u64 dp = desc_k_major<kN>(pt, 0);
+    wgmma_fence();
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb) {
+      const u64 dv = desc_mn_major<64>(v + mb * kBlk, 0);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        Wgmma<T, kN>::ss_amn(o[mb], desc_step(dv, mn_major_offset(kk * 16)), desc_step(dp, k_major_offset<kN>(kk * 16)),
+                             1);
+    }
+    wgmma_commit();
+  }
+
+  // Masks and scales S^T of tile it (the warpgroup's k-th), then the online softmax per
+  // column: m moves to the new max, l (this thread's tokens' share) is rescaled and gains
+  // the tile's, s becomes P, alpha is the columns' rescale factor for what came before.
+  __device__ static void softmax(float (&s)[8], const Work& w, const Smem& sm, int it, int k, const int (&limit)[4],
+                                 int lim_min, float scale_log2, float (&m)[4], float (&l)[4], float (&alpha)[4], int wg,
+                                 int warp, int lane) {
+    const int j0 = it * kTile;
+    float mx[4] = {kNegInf, kNegInf, kNegInf, kNegInf};
+    // A tile whose every key the thread's columns see: the max on the raw scores (a
+    // positive scale keeps it the max), the scale folded into the exponent's multiply-add.
+    const bool interior = !Tr::kSparse && scale_log2 > 0.f && j0 + kTile <= lim_min;
+    if (interior) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) mx[ci(i)] = fmaxf(mx[ci(i)], s[i]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) mx[c] *= scale_log2;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int tok = frag_row(i, warp, lane);
+        bool vis = j0 + tok < limit[ci(i)];
+        if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % 2) * 64 + tok] != 0;
+        s[i] = vis ? s[i] * scale_log2 : kNegInf;
+        mx[ci(i)] = fmaxf(mx[ci(i)], s[i]);
+      }
+    }
+    // The warp's 16 tokens (its lanes of one lane % 4), then the warpgroup's four warps.
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], off));
+    float* x = sm.m + wg * 128 + (k & 1) * 64;  // [warp][column]; two slots, so one barrier a tile
+    if (lane < 4)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) x[warp * 16 + col(c, lane)] = mx[c];
+    named_barrier_sync(kColBar + wg, 128);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int n = col(c, lane);
+      const float t = fmaxf(fmaxf(x[n], x[16 + n]), fmaxf(x[32 + n], x[48 + n]));
+      const float m_new = fmaxf(m[c], t);
+      const float ref = safe_ref(m_new);
+      alpha[c] = fast_exp2(m[c] - ref);
+      m[c] = m_new;
+      mx[c] = ref;
+      l[c] *= alpha[c];
+    }
+    const float mul = interior ? scale_log2 : 1.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      s[i] = fast_exp2(fmaf(s[i], mul, -mx[ci(i)]));
+      l[ci(i)] += s[i];
+    }
+  }
+
+  // P^T (16 rows x 64 tokens, K-major for the P V wgmma's B) from the warp's 16 tokens of
+  // S^T: one stmatrix.trans, whose four matrices are (tokens 0-7 / 8-15) x (columns 0-7 / 8-15).
+  __device__ static void store_pt(u32 pt, const float (&s)[8], int warp, int lane) {
+    const int j = lane / 8, row = (j / 2) * 8 + lane % 8, tok = warp * 16 + (j % 2) * 8;
+    stmatrix_x4_trans(pt + swizzled_offset<kN>(row, tok), pack2<T>(s[0], s[1]), pack2<T>(s[2], s[3]),
+                      pack2<T>(s[4], s[5]), pack2<T>(s[6], s[7]));
+  }
+
+  __device__ static void rescale(float (&o)[8][8], const float (&a)[4]) {
+    // Once the maxima settle, the factors are 1 across the warp: skip it.
+    if (__all_sync(0xffffffffu, a[0] == 1.f && a[1] == 1.f && a[2] == 1.f && a[3] == 1.f)) return;
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[mb][i] *= a[ci(i)];
+  }
+
+  // TMA: rows past the range end hold whatever their page holds there, and V meets P = 0
+  // in them (0 * NaN is NaN): zeroed in V's eight blocks before the P V (only the range's
+  // last tile has any; fp8's widening wrote zeros there, cp.async zero-fills them).
+  __device__ static void zero_tail(const Work& w, const Smem& sm, int it, int tid) {
+    const int valid = w.hi - w.lo - it * kTile;
+    if (!kTma || Tr::kFp8Kv || valid >= kTile) return;
+    unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2);
+    for (int i = tid; i < (kTile - valid) * 64; i += 128) {  // rows x 8 blocks x 8 chunks
+      const int r = valid + i / 64, cb = (i / 8) % 8;
+      *reinterpret_cast<uint4*>(v + cb * kBlk + r * 128 + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+
+  // Both halves of tile it into buffer it % 2, by warpgroup wg (sparse: with the rows' flags).
+  __device__ static void load_tile(const MlaParams& p, const Work& w, const Smem& sm, int wg, int tid, int it,
+                                   const int (&e)[4]) {
+    load<0, kLeftBlocks>(p, w, sm, tid, it, e, Tr::kSparse ? kTokBar + wg : -1);
+    load<kLeftBlocks, 9>(p, w, sm, tid, it, e, -1);
+  }
+
+  // Warpgroup wg: tiles wg, wg + 2, ...; on return m is its columns' max, l this thread's
+  // share of their sums, o its O^T (relative to m).
+  __device__ static void run_wg(const MlaParams& p, const Work& w, const Smem& sm, int wg, int tid,
+                                const int (&limit)[4], int lim_min, float scale_log2, float (&o)[8][8], float (&m)[4],
+                                float (&l)[4]) {
+    const int warp = tid / 32, lane = tid % 32;
+    const u32 pt = sm.p0 + wg * kPBytes;
+    for (int it = wg, k = 0; it < w.n_tiles; it += 2, ++k) {
+      widen<0, kLeftBlocks>(w, sm, it, wg, tid);
+      widen<kLeftBlocks, 9>(w, sm, it, wg, tid);
+      float s[8];
+      qk(s, sm, it);
+      int e[4];
+      lookup_rows(p, w, it + 2, tid, e);  // the next tile's pages, while S runs
+      wgmma_wait<0>();
+      wgmma_fence_operands(s);
+      float alpha[4];
+      softmax(s, w, sm, it, k, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
+      store_pt(pt, s, warp, lane);
+      zero_tail(w, sm, it, tid);
+      fence_proxy_async_shared();  // generic stores (P^T, zeroed rows), read by the wgmma
+      named_barrier_sync(kColBar + wg, 128);
+      rescale(o, alpha);
+      pv(o, sm, it, pt);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);
+      if (it + 2 < w.n_tiles) {
+        named_barrier_sync(kColBar + wg, 128);  // every warp's share of the P V has read the buffer
+        load_tile(p, w, sm, wg, tid, it + 2, e);
+      }
+    }
+  }
+
+  __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+    const Smem sm = carve(smem_raw);
+    if (threadIdx.x == 0) {
+      // TMA: one expect_tx arrival; cp.async and fp8's widening: the warpgroup's 128 threads.
+      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
+      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
+    }
+    __syncthreads();
+    pdl_wait_prior_grid();
+    Work w;
+    w.split = blockIdx.x;
+    w.b = blockIdx.z;
+    w.group = blockIdx.y / p.row_blocks;
+    w.rb = blockIdx.y % p.row_blocks;
+    w.seq_len = __ldg(p.seq_lens + w.b);
+    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
+    w.lo = w.split * p.tokens_per_split;
+    w.hi = min(range, w.lo + p.tokens_per_split);
+    w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
+
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    // Q's 16 rows into rows 0..15 of the 64-row Q tile (the N = 16 descriptors read no more).
+    auto q_row = [&](int r) -> const QT* {
+      const int row = w.rb * kN + r, f = w.group * p.rows_per_group + row;
+      if (r >= kN || row >= p.rows_per_group) return nullptr;
+      return static_cast<const QT*>(p.q) + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t +
+             (f % p.num_heads) * p.q_stride_h;
+    };
+    if constexpr (Tr::kFp8Kv) {
+      Fp8::load_q(sm.base, threadIdx.x, [&](int j) {
+        return reinterpret_cast<const unsigned char*>(q_row(threadIdx.x / 8 + 32 * j));
+      });
+    } else {
+      for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
+        const int r = i / 72, cb = (i % 72) / 8, cc = i % 8;
+        const QT* src = q_row(r);
+        cp_async_16(sm.base + swizzled_offset<64>(r, cb * 64 + cc * 8),
+                    src ? src + cb * 64 + cc * 8 : static_cast<const QT*>(p.q), src ? 16u : 0u);
+      }
+    }
+    cp_async_commit();
+    if (wg < w.n_tiles) {
+      int e[4];
+      lookup_rows(p, w, wg, tid, e);
+      load_tile(p, w, sm, wg, tid, wg, e);
+    }
+    cp_async_wait<0>();  // Q (the committed group)
+    fence_proxy_async_shared();
+    __syncthreads();
+
+    // Range offset limits of the thread's four columns: query token t of the request sees
+    // positions < seq_len - q_len + t + 1 (dense: and no key past the block table).
+    int limit[4], lim_min = 0x7fffffff;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int t = (w.group * p.rows_per_group + w.rb * kN + col(c, lane)) / p.num_heads;
+      limit[c] = (Tr::kSparse ? w.hi : min(min(w.hi, w.seq_len - p.q_len + t + 1), p.pages_per_seq * Tr::kPageSize)) -
+                 w.lo;
+      lim_min = min(lim_min, limit[c]);
+    }
+    const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+    float o[8][8], m[4] = {kNegInf, kNegInf, kNegInf, kNegInf}, l[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[mb][i] = 0.f;
+    run_wg(p, w, sm, wg, tid, limit, lim_min, scale_log2, o, m, l);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    pdl_launch_dependents();
+    finish(p, w, sm, wg, warp, lane, o, m, l);
+  }
+
+  // The two warpgroups' halves merged (each rescaled to the columns' common max) through
+  // shared memory, then written row by row: the output, or this split's partial.
+  __device__ static void finish(const MlaParams& p, const Work& w, const Smem& sm, int wg, int warp, int lane,
+                                const float (&o)[8][8], const float (&m)[4], float (&l)[4]) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) l[c] += __shfl_xor_sync(0xffffffffu, l[c], off);
+    __syncthreads();  // both loops are done: the buffers and the exchange slots are free
+    float* st = sm.m;  // [2][16] maxima, [2][4][16] warp sums, then the rows' totals: [16] m, [16] l
+    if (lane < 4)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        st[32 + wg * 64 + warp * 16 + col(c, lane)] = l[c];
+        if (warp == 0) st[wg * 16 + col(c, lane)] = m[c];
+      }
+    __syncthreads();
+    float f[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int n = col(c, lane);
+      const float m_tot = fmaxf(st[n], st[16 + n]);
+      float l_tot = 0.f;
+#pragma unroll
+      for (int g = 0; g < 2; ++g) {
+        const float* ls = st + 32 + g * 64 + n;
+        l_tot += merge_weight(st[g * 16 + n], m_tot) * (ls[0] + ls[16] + ls[32] + ls[48]);
+      }
+      f[c] = merge_weight(m[c], m_tot);
+      if (wg == 0 && warp == 0 && lane < 4) {
+        st[160 + n] = m_tot;
+        st[176 + n] = l_tot;
+      }
+    }
+    float* of = reinterpret_cast<float*>(sm.base + Tr::kTileBytes * (1 + wg));  // this warpgroup's O, [16][kOStride]
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        of[col(ci(i), lane) * kOStride + mb * 64 + frag_row(i, warp, lane)] = o[mb][i] * f[ci(i)];
+    __syncthreads();
+    // 16 threads a row, each 8 dims of each 128-dim run.
+    const int row = threadIdx.x / 16, sub = threadIdx.x % 16;
+    const float* o0 = reinterpret_cast<const float*>(sm.base + Tr::kTileBytes) + row * kOStride;
+    const float* o1 = o0 + Tr::kTileBytes / 4;
+    const float m_row = st[160 + row], l_row = st[176 + row];
+    float* part = nullptr;
+    const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
+    if (p.num_splits > 1) part = Out::partial(p, cta, w.split);
+#pragma unroll
+    for (int run = 0; run < DV / 128; ++run) {
+      const int d0 = run * 128 + sub * 8;
+      float acc[8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 a = *reinterpret_cast<const float4*>(o0 + d0 + 4 * h);
+        const float4 b = *reinterpret_cast<const float4*>(o1 + d0 + 4 * h);
+        acc[4 * h] = a.x + b.x;
+        acc[4 * h + 1] = a.y + b.y;
+        acc[4 * h + 2] = a.z + b.z;
+        acc[4 * h + 3] = a.w + b.w;
+      }
+      if (part) {
+        float4* dst = reinterpret_cast<float4*>(part + row * DV + d0);
+        dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      } else {
+        Out::template finish_row<8, 4, 8>(p, w.b, w.group, w.rb * kN + row, d0, m_row, l_row, acc,
+                                          run == 0 && sub == 0);
+      }
+    }
+    if (!part) return;
+    if (sub == 0) {
+      part[kN * DV + row] = m_row;
+      part[kN * DV + kN + row] = l_row;
+    }
+    if (p.split_pass == 1) return;  // a combine launch merges them
+    // Every thread is here (one call site): a plain __syncthreads; 16 threads a row merge.
+    if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
+      Out::template merge<16>(p, w.b, w.group, w.rb, cta, threadIdx.x);
+  }
+};
+
+}  // namespace attnjit

@@ -1,0 +1,125 @@
+// The wgmma MLA kernel's narrow tile (<= 16 query rows a CTA, in wgmma's N): which calls
+// plan it, the spec bit that selects it, what can_implement and the generator do with it,
+// and that it compiles for sm_90a without spills. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attnjit/error.hpp"
+#include "common/env_guard.hpp"
+#include "common/op_args.hpp"
+#include "common/compile_check.hpp"
+#include "common/expect_error.hpp"
+#include "mla/mla_params.cuh"
+#include "ops/mla/mla_family.hpp"
+#include "ops/mla/mla_plan.hpp"
+#include "render/renderer.hpp"
+#include "spec/kernel_spec.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+using testing::fake;
+using testing::kPlanArch;
+
+// batch_decode_mla's arguments with H heads and q_len query tokens (dense), or H heads a
+// query token (sparse): rows_per_group = H * q_len, or H.
+MlaArgs mla_with(int heads, int q_len, bool sparse = false) {
+  MlaArgs a = testing::valid_mla(sparse);
+  const int64_t B = a.query.shape[0];
+  a.query = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {B, q_len, heads, 576});
+  a.out = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {B, q_len, heads, 512});
+  if (sparse) a.indices = TensorView::contiguous(fake(0x500000), DType::kInt32, {B, q_len, testing::kMlaTopK});
+  return a;
+}
+
+TEST(MlaNarrow, FeatureBitMatchesTheKernels) {
+  EXPECT_EQ(mla_const::kFeatNarrow, spec::feature::kNarrowTile);
+  EXPECT_EQ(mla_const::kNarrowRows, 16);
+}
+
+// Up to 16 rows a group take the narrow tile on the wgmma kernel; more take the wide one;
+// xqa has no narrow tile.
+TEST(MlaNarrow, RowsThatFitTakeTheNarrowTile) {
+  testing::EnvGuard knob("ATTNJIT_MLA_NARROW", nullptr);
+  struct Case {
+    int heads, q_len;
+    bool sparse, narrow;
+  };
+  for (const Case c : {Case{16, 1, false, true}, Case{1, 1, false, true}, Case{8, 2, false, true},
+                       Case{5, 3, false, true}, Case{16, 2, false, false}, Case{17, 1, false, false},
+                       Case{128, 1, false, false}, Case{16, 4, true, true}, Case{32, 1, true, false}}) {
+    const MlaPlan p = plan_mla(mla_with(c.heads, c.q_len, c.sparse), kPlanArch);
+    const std::string what = p.spec.name();
+    EXPECT_EQ(p.spec.backend, spec::Backend::kTrtllmGen) << what;
+    EXPECT_EQ(p.spec.has(spec::feature::kNarrowTile), c.narrow) << what;
+    EXPECT_EQ(p.shape.rows_per_cta, c.narrow ? mla_const::kNarrowRows : mla_const::kHopperRows) << what;
+    EXPECT_EQ(p.shape.tile_tokens, mla_const::kHopperTile) << what;
+    EXPECT_EQ(p.params.row_blocks, c.narrow ? 1 : ((c.sparse ? c.heads : c.heads * c.q_len) + 63) / 64) << what;
+    EXPECT_EQ(what.find(".narrow.") != std::string::npos, c.narrow) << what;
+    EXPECT_EQ(spec::KernelSpec::from_name(what), p.spec) << what;
+  }
+  EXPECT_EQ(plan_mla(mla_with(16, 1), kPlanArch).spec.name(),
+            "mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a");
+  // xqa and the archs without the wgmma kernel: 16-row CTAs of their own, no bit.
+  MlaArgs x = mla_with(16, 1);
+  x.backend = Backend::kXqa;
+  EXPECT_FALSE(plan_mla(x, kPlanArch).spec.has(spec::feature::kNarrowTile));
+  EXPECT_EQ(plan_mla(x, kPlanArch).shape.tile_tokens, mla_const::kTileTokens);
+  x.backend = Backend::kAuto;
+  EXPECT_FALSE(plan_mla(x, spec::Arch::parse("sm_120")).spec.has(spec::feature::kNarrowTile));
+}
+
+// ATTNJIT_MLA_NARROW=0 keeps the wide tile (a measuring knob); a bad value names itself.
+TEST(MlaNarrow, KnobKeepsTheWideTile) {
+  {
+    testing::EnvGuard knob("ATTNJIT_MLA_NARROW", "0");
+    const MlaPlan p = plan_mla(mla_with(16, 1), kPlanArch);
+    EXPECT_FALSE(p.spec.has(spec::feature::kNarrowTile));
+    EXPECT_EQ(p.shape.rows_per_cta, mla_const::kHopperRows);
+  }
+  {
+    testing::EnvGuard knob("ATTNJIT_MLA_NARROW", "2");
+    testing::expect_error([] { plan_mla(mla_with(16, 1), kPlanArch); }, ErrorCode::kInvalidArgument,
+                          {"ATTNJIT_MLA_NARROW", "2"});
+  }
+}
+
+TEST(MlaNarrow, OnlyTheWgmmaKernelHasIt) {
+  const spec::KernelSpec s = plan_mla(mla_with(16, 1), kPlanArch).spec;
+  std::string why;
+  EXPECT_TRUE(mla_can_implement(s, kPlanArch, &why)) << why;
+  EXPECT_EQ(mla_tiling(s).rows, mla_const::kNarrowRows);
+  EXPECT_EQ(mla_tiling(s).smem_bytes, mla_tiling(plan_mla(mla_with(128, 1), kPlanArch).spec).smem_bytes);
+  spec::KernelSpec x = s;
+  x.backend = spec::Backend::kXqa;
+  EXPECT_FALSE(mla_can_implement(x, kPlanArch, &why));
+  EXPECT_NE(why.find("narrow"), std::string::npos) << why;
+  // Other families refuse the bit.
+  spec::KernelSpec d;
+  d.features = spec::feature::kNarrowTile;
+  EXPECT_THROW(render::render(d), Error);
+}
+
+// The rendered unit carries the bit into the traits; every variant compiles for sm_90a with
+// no spills and no serialized wgmma (compile_check.hpp).
+TEST(MlaNarrow, CompilesWithoutSpills) {
+  std::vector<spec::KernelSpec> specs;
+  for (bool sparse : {false, true})
+    for (DType kv : {DType::kBFloat16, DType::kFloat8E4M3}) {
+      MlaArgs a = mla_with(16, 1, sparse);
+      a.kv_cache = TensorView::contiguous(a.kv_cache.data, kv, {a.kv_cache.shape[0], 64, 576});
+      const spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
+      ASSERT_TRUE(s.has(spec::feature::kNarrowTile)) << s.name();
+      const render::RenderedUnit u = render::render(s);
+      EXPECT_EQ(u.launch.threads, 256);
+      EXPECT_EQ(u.launch.split_granule, mla_const::kHopperTile);
+      EXPECT_NE(u.source.find(std::to_string(spec::feature::kNarrowTile) + "u>"), std::string::npos) << u.source;
+      specs.push_back(s);
+    }
+  testing::expect_compiles_without_spills(specs, "mla narrow-tile kernels");
+}
+
+}  // namespace
+}  // namespace attnjit::ops

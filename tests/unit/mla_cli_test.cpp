@@ -51,13 +51,15 @@ TEST_F(MlaCliTest, DeepseekV3PrewarmBuildsTheMlaVariants) {
   json j = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.all();
   // bf16 KV on the wgmma kernel (auto's pick on sm_90a at every shape); the fp8 e4m3 KV the
-  // config lists, read with a bf16 and with an fp8 query (the wgmma kernel too: dense pages).
-  EXPECT_EQ(j["total"], 3) << j.dump(2);
-  EXPECT_EQ(j["compiled"], 3) << j.dump(2);
-  for (const char* name : {"mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
-                           "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
-                           "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"})
-    EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << j.dump(2);
+  // config lists, read with a bf16 and with an fp8 query (the wgmma kernel too: dense pages);
+  // each for 128 heads (the wide tile) and, at tensor parallelism 8, 16 (the narrow one).
+  EXPECT_EQ(j["total"], 6) << j.dump(2);
+  EXPECT_EQ(j["compiled"], 6) << j.dump(2);
+  for (const char* v : {"mla.bf16.hd576x512", "mla.bf16.kve4m3.hd576x512", "mla.e4m3.obf16.hd576x512"})
+    for (const char* tile : {"", "narrow."}) {
+      const std::string name = std::string(v) + ".g1.p64.nhd.causal." + tile + "trtllmgen.sm90a";
+      EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << j.dump(2);
+    }
   EXPECT_EQ(j["failed"], 0) << j.dump(2);
   EXPECT_TRUE(j["skipped"].empty()) << j.dump(2);
 
@@ -88,6 +90,47 @@ TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
   ASSERT_EQ(f.code, 0) << f.all();
   EXPECT_NE(f.out.find("backend:    trtllm-gen"), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("fp8 KV landed in the tile buffers and widened to fp16 in shared memory"), std::string::npos) << f.out;
+}
+
+TEST_F(MlaCliTest, InspectShowsTheNarrowTile) {
+  Result r = run("inspect mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("backend:    trtllm-gen"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wgmma, narrow tile: up to 16 head rows in N and 64-token tiles of 576 dims in M"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp8 KV landed in the tile buffers"), std::string::npos) << r.out;
+  Result j = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a --json");
+  ASSERT_EQ(j.code, 0) << j.all();
+  EXPECT_NE(j.out.find("\"rows_per_cta\": 16"), std::string::npos) << j.out;
+  // xqa has no narrow tile: inspect says why.
+  Result bad = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.sm90a");
+  EXPECT_NE(bad.code, 0) << bad.all();
+  EXPECT_NE(bad.all().find("narrow (rows in wgmma's N) is a tile of the trtllm-gen mla kernel"), std::string::npos)
+      << bad.all();
+}
+
+// tensor_parallel: each degree's heads a GPU; one that does not divide the heads names the field.
+TEST_F(MlaCliTest, TensorParallelDegreesChooseTheTiles) {
+  auto config = [&](const std::string& tp) {
+    const std::string path = dir_ + "/m.json";
+    std::ofstream(path, std::ios::trunc)
+        << R"({"name": "m", "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 192, "ops": [)"
+        << R"({"op": "mla", "page_sizes": [32], "tensor_parallel": )" << tp << "}]}";
+    return run("prewarm --config '" + path + "' --arch sm_90a --list");
+  };
+  Result r = config("[1, 4]");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("mla.bf16.hd576x512.g1.p32.nhd.causal.trtllmgen.sm90a\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mla.bf16.hd576x512.g1.p32.nhd.causal.narrow.trtllmgen.sm90a\n"), std::string::npos) << r.out;
+  r = config("[2]");  // 32 heads a GPU: the wide tile only
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(r.out.find("narrow"), std::string::npos) << r.out;
+  r = config("[3]");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].tensor_parallel: 3 does not divide num_attention_heads 64"), std::string::npos) << r.err;
+  r = config("[\"8\"]");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].tensor_parallel: expected tensor-parallel degrees"), std::string::npos) << r.err;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheFp8Variants) {

@@ -13,6 +13,7 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
 #include "ops/fia/prefill_family.hpp"
+#include "mla/mla_params.cuh"
 #include "ops/mla/mla_family.hpp"
 #include "render/renderer.hpp"
 #include "runtime/backend.hpp"
@@ -100,22 +101,32 @@ std::string tiling_text(const ops::DecodeTiling& t) {
 
 // The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.
 nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
-  return {{"kernel", t.hopper ? "wgmma, two math warpgroups (seesaw)" : "mma.sync"},
+  const bool narrow = t.hopper && t.rows == mla_const::kNarrowRows;
+  return {{"kernel", narrow ? "wgmma, narrow tile (rows in N), two math warpgroups on alternate tiles"
+                     : t.hopper ? "wgmma, two math warpgroups (seesaw)" : "mma.sync"},
           {"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
           {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", !t.hopper && t.kv_elem_bytes == 1},
           {"kv_widened_in_smem", t.hopper && t.kv_elem_bytes == 1},
           {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
 }
 std::string mla_tiling_text(const ops::MlaTiling& t) {
+  const char* fp8 = t.kv_elem_bytes == 1 ? ", fp8 KV landed in the tile buffers and widened to fp16 in shared memory by the "
+                                           "warpgroup that computes the tile's S"
+                                         : "";
+  if (t.hopper && t.rows == mla_const::kNarrowRows)
+    return fmt::format("wgmma, narrow tile: up to {} head rows in N and {}-token tiles of 576 dims in M (S^T = K Q^T, "
+                       "O^T = V^T P^T), two math warpgroups on alternate tiles, each with its own buffer, softmax and "
+                       "O^T, merged at the end; loads: TMA for dense pages, cp.async for sparse rows; {} buffers, {} "
+                       "dynamic smem ({} CTA/SM by smem){}",
+                       t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
+                       fp8);
   if (t.hopper)
     return fmt::format("wgmma, two math warpgroups (seesaw): {} head rows x {}-token tiles of 576 dims, two "
                        "tiles at a time (each warpgroup S and softmax of one, P V of both for its half of the "
                        "512 O columns, loads of its half of the columns: TMA for dense pages, cp.async for sparse "
                        "rows); {} buffers, {} dynamic smem ({} CTA/SM by smem){}",
                        t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
-                       t.kv_elem_bytes == 1 ? ", fp8 KV landed in the tile buffers and widened to fp16 in shared memory by the "
-                                              "warpgroup that computes the tile's S"
-                                            : "");
+                       fp8);
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
                      "ring, {} dynamic smem ({} CTAs/SM by smem){}",
                      t.rows, t.tile, t.warps, t.stages, human_bytes(t.smem_bytes),

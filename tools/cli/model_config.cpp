@@ -78,7 +78,7 @@ const std::set<std::string> kFiaFields = {"op", "backend", "sparse_modes", "atte
                                           "return_lse", "pse_shift", "decode", "query_rope"};
 const std::set<std::string> kMlaFields = {"op", "kv_cache_dtypes", "page_sizes", "backend", "kv_lora_rank",
                                           "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sinks",
-                                          "scale_pointers", "return_lse", "sparse"};
+                                          "scale_pointers", "return_lse", "sparse", "tensor_parallel"};
 
 void check_fields(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
@@ -439,6 +439,15 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       const bool scale_pointers = get_bool(op, "scale_pointers", false, where);
       const bool lse = get_bool(op, "return_lse", false, where);
       const bool sparse = get_bool(op, "sparse", false, where);
+      // Tensor-parallel degrees: each GPU runs num_attention_heads / tp heads, and at 16 or
+      // fewer a CTA the wgmma kernel takes its narrow tile, a kernel of its own.
+      std::vector<int64_t> head_counts;
+      for (int tp : int_list(list_field(c, op, "tensor_parallel", json::array({1}), where, &field), field,
+                             "tensor-parallel degrees")) {
+        if (tp < 1 || H % tp != 0)
+          bad(field, fmt::format("{} does not divide num_attention_heads {}", tp, H));
+        head_counts.push_back(H / tp);
+      }
       const float* fake_scale = reinterpret_cast<const float*>(uintptr_t{256});
       for (DType kv : kv_dtypes) {
         // An fp8 cache is read with the model's query dtype or with an fp8 query (FlashInfer's
@@ -447,31 +456,32 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
         if (kv == DType::kFloat8E4M3) q_dtypes.push_back(DType::kFloat8E4M3);
         for (DType q : q_dtypes)
           for (int page : pages)
-            for (bool sp : {false, true}) {
-              if (sp && !sparse) continue;
-              // batch_decode_mla's arguments, shapes only (batch 1, one page).
-              MlaArgs a;
-              a.query = TensorView::contiguous(nullptr, q, {1, 1, H, 576});
-              a.kv_cache = TensorView::contiguous(nullptr, kv, {1, page, 576});
-              a.block_tables = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
-              a.seq_lens = TensorView::contiguous(nullptr, DType::kInt32, {1});
-              a.max_seq_len = page;
-              a.out = TensorView::contiguous(nullptr, ops::mla_out_dtype(q), {1, 1, H, 512});
-              if (op.contains("kv_lora_rank")) a.kv_lora_rank = get_int(op, "kv_lora_rank", where + ".");
-              if (op.contains("qk_rope_head_dim")) a.qk_rope_head_dim = get_int(op, "qk_rope_head_dim", where + ".");
-              if (op.contains("qk_nope_head_dim")) a.qk_nope_head_dim = get_int(op, "qk_nope_head_dim", where + ".");
-              if (sp) {
-                a.sparse_mla_top_k = 1;
-                a.indices = TensorView::contiguous(nullptr, DType::kInt32, {1, 1, 1});
+            for (bool sp : {false, true})
+              for (int64_t heads : head_counts) {
+                if (sp && !sparse) continue;
+                // batch_decode_mla's arguments, shapes only (batch 1, one page).
+                MlaArgs a;
+                a.query = TensorView::contiguous(nullptr, q, {1, 1, heads, 576});
+                a.kv_cache = TensorView::contiguous(nullptr, kv, {1, page, 576});
+                a.block_tables = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
+                a.seq_lens = TensorView::contiguous(nullptr, DType::kInt32, {1});
+                a.max_seq_len = page;
+                a.out = TensorView::contiguous(nullptr, ops::mla_out_dtype(q), {1, 1, heads, 512});
+                if (op.contains("kv_lora_rank")) a.kv_lora_rank = get_int(op, "kv_lora_rank", where + ".");
+                if (op.contains("qk_rope_head_dim")) a.qk_rope_head_dim = get_int(op, "qk_rope_head_dim", where + ".");
+                if (op.contains("qk_nope_head_dim")) a.qk_nope_head_dim = get_int(op, "qk_nope_head_dim", where + ".");
+                if (sp) {
+                  a.sparse_mla_top_k = 1;
+                  a.indices = TensorView::contiguous(nullptr, DType::kInt32, {1, 1, 1});
+                }
+                if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {heads});
+                if (lse) a.lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, heads});
+                if (scale_pointers) a.bmm1_scale = a.bmm2_scale = fake_scale;
+                a.backend = op_backend;
+                const std::string combo = fmt::format("mla, kv {}, query {}, page_size {}, {} heads{}", dtype_name(kv),
+                                                      dtype_name(q), page, heads, sp ? ", sparse" : "");
+                add(where, combo, [&](const spec::Arch& arch) { return ops::mla_prewarm_spec(a, arch); });
               }
-              if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {H});
-              if (lse) a.lse = TensorView::contiguous(nullptr, DType::kFloat32, {1, H});
-              if (scale_pointers) a.bmm1_scale = a.bmm2_scale = fake_scale;
-              a.backend = op_backend;
-              const std::string combo = fmt::format("mla, kv {}, query {}, page_size {}{}", dtype_name(kv),
-                                                    dtype_name(q), page, sp ? ", sparse" : "");
-              add(where, combo, [&](const spec::Arch& arch) { return ops::mla_prewarm_spec(a, arch); });
-            }
       }
     } else {
       check_fields(op, kXqaFields, where);

@@ -15,7 +15,7 @@
 // The hand-overs are named barriers between the warpgroups; the loads complete on
 // mbarriers. Split-KV CTAs merge in the last one (mla_epilogue.cuh).
 // fp8 KV: each half tile lands as fp8 and is widened to fp16 in place by the warpgroup
-// that loaded it, just before its first use (mla_hopper_fp8.cuh); the math runs in fp16.
+// that computes the tile's S, just before that S (mla_hopper_fp8.cuh); the math runs in fp16.
 // CTAs of 16 or fewer rows (the narrow spec bit) run mla_hopper_narrow.cuh's tile instead.
 #pragma once
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <random>
 
 #include "attnjit/mla.hpp"
@@ -26,6 +28,20 @@ constexpr double kGemmTflops = 790.0;  // measured bf16 GEMM rate of the H200
 struct MlaShape {
   int heads, batch, q_len, len;
   DType q = DType::kBFloat16, kv = DType::kBFloat16;  // an fp8 query writes bf16
+};
+
+// Sets an environment variable for a scope, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { old_.empty() ? unsetenv(name_) : setenv(name_, old_.c_str(), 1); }
+
+ private:
+  const char* name_;
+  std::string old_;
 };
 
 Result time_mla(const MlaShape& sh, Backend backend, const Options& o, std::mt19937& rng, double* tflops) {
@@ -97,7 +113,8 @@ std::vector<Result> bench_mla(const Options& o) {
   std::vector<Result> out;
   // Every dense shape runs on both backends (xqa: mma.sync; trtllm-gen: the sm_90a wgmma kernel) in
   // the same run; the last column is xqa's time over trtllm-gen's.
-  fmt::print("{:<24} {:<12} {:<22} {:>10} {:>8} {:>7} {:>9} {:>7} {:>8}\n", "mla (page 64)", "backend", "q / kv", "us",
+  // trtllm-gen/16 and /64: its narrow tile (16 or fewer rows a CTA) and, for those shapes, its 64-row tile.
+  fmt::print("{:<24} {:<14} {:<22} {:>10} {:>8} {:>7} {:>9} {:>7} {:>8}\n", "mla (page 64)", "backend", "q / kv", "us",
              "TB/s", "% HBM", "TFLOP/s", "% GEMM", "vs xqa");
   const int cc = driver::device_info(driver::current_device()).sm_major * 10 +
                  driver::device_info(driver::current_device()).sm_minor;
@@ -106,14 +123,21 @@ std::vector<Result> bench_mla(const Options& o) {
     if (o.only_kv && std::string(o.only_kv) != dtype_name(sh.kv)) continue;
     const bool both = cc == 90;
     double xqa_ms = 0;
-    for (Backend b : {Backend::kXqa, Backend::kTrtllmGen}) {
+    // Up to 16 rows: trtllm-gen runs its narrow tile, then (same run) the 64-row tile for comparison.
+    const bool narrow = sh.heads * sh.q_len <= 16;
+    for (int pass = 0; pass < (both && narrow ? 3 : 2); ++pass) {
+      const Backend b = pass == 0 ? Backend::kXqa : Backend::kTrtllmGen;
       if (b == Backend::kTrtllmGen && !both) continue;
+      std::optional<ScopedEnv> wide;
+      if (pass == 2) wide.emplace("ATTNJIT_MLA_NARROW", "0");
       double tflops = 0;
       Result r = time_mla(sh, b, o, rng, &tflops);
+      if (pass == 2) r.op += " wide";
       if (b == Backend::kXqa) xqa_ms = r.ms;
-      fmt::print("{:<24} {:<12} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>8}\n", r.shape,
-                 b == Backend::kXqa ? "xqa" : "trtllm-gen", r.dtype, r.ms * 1e3, r.tbs(), r.pct(), tflops,
-                 100.0 * tflops / kGemmTflops, b == Backend::kXqa ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
+      const char* label = b == Backend::kXqa ? "xqa" : pass == 2 ? "trtllm-gen/64" : narrow ? "trtllm-gen/16" : "trtllm-gen";
+      fmt::print("{:<24} {:<14} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>8}\n", r.shape, label, r.dtype,
+                 r.ms * 1e3, r.tbs(), r.pct(), tflops, 100.0 * tflops / kGemmTflops,
+                 b == Backend::kXqa ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
       out.push_back(r);
     }
   }

@@ -86,10 +86,10 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     wgmma_commit();
   }
 
-  // Masks and scales S^T of tile it (the warpgroup's k-th), then the online softmax per
+  // Masks and scales S^T of tile it, then the online softmax per
   // column: m moves to the new max, l (this thread's tokens' share) is rescaled and gains
   // the tile's, s becomes P, alpha is the columns' rescale factor for what came before.
-  __device__ static void softmax(float (&s)[8], const Work& w, const Smem& sm, int it, int k, const int (&limit)[4],
+  __device__ static void softmax(float (&s)[8], const Work& w, const Smem& sm, int it, const int (&limit)[4],
                                  int lim_min, float scale_log2, float (&m)[4], float (&l)[4], float (&alpha)[4], int wg,
                                  int warp, int lane) {
     const int j0 = it * kTile;
@@ -117,7 +117,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     for (int c = 0; c < 4; ++c)
 #pragma unroll
       for (int off = 4; off < 32; off *= 2) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], off));
-    float* x = sm.m + wg * 128 + (k & 1) * 64;  // [warp][column]; two slots, so one barrier a tile
+    // [warp][column]: written again only after the P^T barrier, which every warp passes after reading it.
+    float* x = sm.m + wg * 64;
     if (lane < 4)
 #pragma unroll
       for (int c = 0; c < 4; ++c) x[warp * 16 + col(c, lane)] = mx[c];
@@ -185,7 +186,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
                                 float (&l)[4]) {
     const int warp = tid / 32, lane = tid % 32;
     const u32 pt = sm.p0 + wg * kPBytes;
-    for (int it = wg, k = 0; it < w.n_tiles; it += 2, ++k) {
+    for (int it = wg; it < w.n_tiles; it += 2) {
       widen<0, kLeftBlocks>(w, sm, it, wg, tid);
       widen<kLeftBlocks, 9>(w, sm, it, wg, tid);
       float s[8];
@@ -195,7 +196,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       float alpha[4];
-      softmax(s, w, sm, it, k, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
+      softmax(s, w, sm, it, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
       store_pt(pt, s, warp, lane);
       zero_tail(w, sm, it, tid);
       fence_proxy_async_shared();  // generic stores (P^T, zeroed rows), read by the wgmma

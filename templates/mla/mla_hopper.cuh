@@ -239,7 +239,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       // (the refill is read at the next S, within a microsecond; the hand-over waits less).
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, Io::kTokBar);
+      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, true, Io::kTokBar);
       float sb[2];
       get_rows(sm.scale_b, sb, warp, lane);
       get_rows(sm.m, m, warp, lane);
@@ -262,7 +262,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
         qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
-        if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, -1);
+        if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false, Io::kTokBar);
         widen<kLeftBlocks, 9>(w, sm, a + 2, 0, tid);
         qk<4, 9>(s, sm, a + 2, rq, true);
       }
@@ -317,11 +317,11 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       if (has_b) {
         wgmma_wait<1>();  // B's P V: B's right half is free
         wgmma_fence_operands(o);
-        if (next_b) load<kLeftBlocks, 9>(p, w, sm, tid, a + 3, eb, Io::kTokBar + 1);
+        if (next_b) load<kLeftBlocks, 9>(p, w, sm, tid, a + 3, eb, true, Io::kTokBar + 1);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, -1);  // A's right half is free
+      if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false, Io::kTokBar + 1);  // A's right half is free
       if (next_b) {
         widen<kLeftBlocks, 9>(w, sm, a + 3, 1, tid);
         qk<4, 9>(s, sm, a + 3, rq, false);
@@ -335,23 +335,8 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
-    if (threadIdx.x == 0) {
-      // TMA: one expect_tx arrival; cp.async and fp8's widening: the warpgroup's 128 threads.
-      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
-      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
-    }
-    __syncthreads();
-    pdl_wait_prior_grid();
-    Work w;
-    w.split = blockIdx.x;
-    w.b = blockIdx.z;
-    w.group = blockIdx.y / p.row_blocks;
-    w.rb = blockIdx.y % p.row_blocks;
-    w.seq_len = __ldg(p.seq_lens + w.b);
-    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
-    w.lo = w.split * p.tokens_per_split;
-    w.hi = min(range, w.lo + p.tokens_per_split);
-    w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
+    Io::init_barriers(sm);
+    const Work w = Io::work(p);
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     if constexpr (Tr::kFp8Kv) {
@@ -370,8 +355,8 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     for (int it = 0; it < 2 && it < w.n_tiles; ++it) {
       int e[4];
       lookup_rows(p, w, it, tid, e);
-      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it == 0 ? Io::kTokBar : -1);
-      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it == 1 ? Io::kTokBar + 1 : -1);
+      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it == 0, Io::kTokBar);
+      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it == 1, Io::kTokBar + 1);
     }
     cp_async_wait<0>();  // Q (the committed group)
     fence_proxy_async_shared();

@@ -49,6 +49,40 @@ struct MlaHopperIo {
     u64* staged;          // fp8: [buffer * 2 + half]: the half's staged fp8 bytes (TMA)
   };
 
+  // Thread 0 initialises the mbarriers (TMA: one expect_tx arrival; cp.async and fp8's
+  // widening: the loading warpgroup's 128 threads); then the CTA waits for the prior grid.
+  __device__ static void init_barriers(const Smem& sm) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
+      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
+    }
+    __syncthreads();
+    pdl_wait_prior_grid();
+  }
+
+  // The CTA's work item: split x of the KV range, row block y of the query rows, request z.
+  __device__ static Work work(const MlaParams& p) {
+    Work w;
+    w.split = blockIdx.x;
+    w.b = blockIdx.z;
+    w.group = blockIdx.y / p.row_blocks;
+    w.rb = blockIdx.y % p.row_blocks;
+    w.seq_len = __ldg(p.seq_lens + w.b);
+    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
+    w.lo = w.split * p.tokens_per_split;
+    w.hi = min(range, w.lo + p.tokens_per_split);
+    w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
+    return w;
+  }
+
+  // Query row `row` of the CTA's group (null past rows_per_group).
+  __device__ static const QT* q_row(const MlaParams& p, const Work& w, int row) {
+    if (row >= p.rows_per_group) return nullptr;
+    const int f = w.group * p.rows_per_group + row;
+    return static_cast<const QT*>(p.q) + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t +
+           (f % p.num_heads) * p.q_stride_h;
+  }
+
   __device__ static Smem carve(unsigned char* raw) {
     Smem sm;
     sm.base = raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
@@ -114,10 +148,10 @@ struct MlaHopperIo {
   }
 
   // One warpgroup's half of tile it (kb0 == 0: blocks 0..3, else 4..8), by TMA or cp.async.
-  // flags_bar >= 0 (sparse): publish the rows' flags, then sync the loading warpgroup on it.
+  // `flags` (sparse): publish the rows' flags, then sync the loading warpgroup on named barrier flags_bar.
   template <int kb0, int kb1>
   __device__ static void load(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
-                              int flags_bar) {
+                              bool flags, int flags_bar) {
     if constexpr (Tr::kFp8Kv && kTma) {
       if (tid == 0)
         Fp8::template load_tma<kb0, kb1>(&p.kv_map, sm.kv + (it % 2) * Tr::kTileBytes,
@@ -125,7 +159,7 @@ struct MlaHopperIo {
     } else if constexpr (kTma) {
       if (tid == 0) load_half_tma<kb0, kb1>(p, w, sm, it, e);
     } else {
-      load_half<kb0, kb1>(p, w, sm, tid, it, e, flags_bar);
+      load_half<kb0, kb1>(p, w, sm, tid, it, e, flags, flags_bar);
     }
   }
 
@@ -148,14 +182,14 @@ struct MlaHopperIo {
   // copies chunk t % 8 of rows t / 8 + 16 j (one address per row; in the swizzled
   // buffer every destination is the thread's base plus a constant). Rows without a
   // key are zero-filled: V meets P = 0 there, and 0 * garbage could be NaN. The copies
-  // arrive on the half's mbarrier; flags_bar >= 0: publish the rows' sparse flags too.
+  // arrive on the half's mbarrier; `flags`: publish the rows' sparse flags too (then barrier flags_bar).
   template <int kb0, int kb1>
   __device__ static void load_half(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
-                                   int flags_bar) {
+                                   bool flags, int flags_bar) {
     const unsigned char* kv = static_cast<const unsigned char*>(p.kv);
     const int buf = it % 2, j0 = w.lo + it * kTile, cc = tid % 8, r0 = tid / 8;
     if constexpr (Tr::kSparse) {
-      if (flags_bar >= 0) {
+      if (flags) {
         if (cc == 0)
 #pragma unroll
           for (int j = 0; j < 4; ++j) sm.tok[buf * 64 + r0 + 16 * j] = e[j] >= 0;

@@ -175,8 +175,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   // Both halves of tile it into buffer it % 2, by warpgroup wg (sparse: with the rows' flags).
   __device__ static void load_tile(const MlaParams& p, const Work& w, const Smem& sm, int wg, int tid, int it,
                                    const int (&e)[4]) {
-    load<0, kLeftBlocks>(p, w, sm, tid, it, e, Tr::kSparse ? kTokBar + wg : -1);
-    load<kLeftBlocks, 9>(p, w, sm, tid, it, e, -1);
+    load<0, kLeftBlocks>(p, w, sm, tid, it, e, Tr::kSparse, kTokBar + wg);
+    load<kLeftBlocks, 9>(p, w, sm, tid, it, e, false, kTokBar + wg);
   }
 
   // Warpgroup wg: tiles wg, wg + 2, ...; on return m is its columns' max, l this thread's
@@ -215,32 +215,12 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
-    if (threadIdx.x == 0) {
-      // TMA: one expect_tx arrival; cp.async and fp8's widening: the warpgroup's 128 threads.
-      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
-      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
-    }
-    __syncthreads();
-    pdl_wait_prior_grid();
-    Work w;
-    w.split = blockIdx.x;
-    w.b = blockIdx.z;
-    w.group = blockIdx.y / p.row_blocks;
-    w.rb = blockIdx.y % p.row_blocks;
-    w.seq_len = __ldg(p.seq_lens + w.b);
-    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
-    w.lo = w.split * p.tokens_per_split;
-    w.hi = min(range, w.lo + p.tokens_per_split);
-    w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
+    Io::init_barriers(sm);
+    const Work w = Io::work(p);
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     // Q's 16 rows into rows 0..15 of the 64-row Q tile (the N = 16 descriptors read no more).
-    auto q_row = [&](int r) -> const QT* {
-      const int row = w.rb * kN + r, f = w.group * p.rows_per_group + row;
-      if (r >= kN || row >= p.rows_per_group) return nullptr;
-      return static_cast<const QT*>(p.q) + w.b * p.q_stride_b + (f / p.num_heads) * p.q_stride_t +
-             (f % p.num_heads) * p.q_stride_h;
-    };
+    auto q_row = [&](int r) { return r < kN ? Io::q_row(p, w, w.rb * kN + r) : nullptr; };
     if constexpr (Tr::kFp8Kv) {
       Fp8::load_q(sm.base, threadIdx.x, [&](int j) {
         return reinterpret_cast<const unsigned char*>(q_row(threadIdx.x / 8 + 32 * j));

@@ -20,7 +20,7 @@ _OP_FIELDS = {
     "xqa": {"op", "kv_cache_dtypes", "page_sizes", "kv_layouts", "backend", "spec_decode", "sinks",
             "sliding_window", "scale_pointers", "fp8_output"},
     "mla": {"op", "kv_cache_dtypes", "page_sizes", "backend", "kv_lora_rank", "qk_rope_head_dim",
-            "qk_nope_head_dim", "v_head_dim", "sinks", "scale_pointers", "return_lse", "sparse"},
+            "qk_nope_head_dim", "v_head_dim", "sinks", "scale_pointers", "return_lse", "sparse", "tensor_parallel"},
     "fia": {"op", "backend", "sparse_modes", "atten_mask", "block_sizes", "return_lse", "pse_shift", "decode"},
 }
 _OP_ALIASES = {"batch_decode_mla": "mla", "fused_infer_attention_score": "fia"}
@@ -87,7 +87,7 @@ def expand_config(cfg):
             return op.get(name, cfg.get(name, default))
 
         if kind == "mla":
-            calls.extend(_mla_calls(op, name, H, dt, field))
+            calls.extend(_mla_calls(op, name, H, dt, field, where))
             continue
         if kind == "fia":
             calls.extend(_fia_calls(op, H, KH, D, dt))
@@ -126,27 +126,37 @@ def expand_config(cfg):
     return calls
 
 
-def _mla_calls(op, name, H, dt, field):
+def _mla_calls(op, name, H, dt, field, where):
     """The CLI's mla expansion: batch_decode_mla's arguments, one page, batch 1; an fp8 KV with
-    the model's query dtype and with an fp8 query (which writes bf16)."""
+    the model's query dtype and with an fp8 query (which writes bf16); for each tensor-parallel
+    degree, its heads a GPU (16 or fewer take the wgmma kernel's narrow tile on sm_90a)."""
     calls = []
+    heads, tps = [], field("tensor_parallel", [1])
+    if not isinstance(tps, list) or not tps:
+        raise InvalidArgumentError(f"argument '{where}tensor_parallel': expected a non-empty list, got {tps!r}")
+    for tp in tps:
+        if not isinstance(tp, int) or isinstance(tp, bool):
+            raise InvalidArgumentError(f"argument '{where}tensor_parallel': expected tensor-parallel degrees, got {tp!r}")
+        if tp < 1 or H % tp:
+            raise InvalidArgumentError(f"argument '{where}tensor_parallel': {tp} does not divide num_attention_heads {H}")
+        heads.append(H // tp)
     ptr = ShapeOnly([1], "fp32") if op.get("scale_pointers") else 1.0
     dims = {k: op[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if k in op}
     for kv in field("kv_cache_dtypes", [dt]):
         fp8 = kv in ("fp8_e4m3", "e4m3", "float8_e4m3fn")
         for q in [dt, "fp8_e4m3"] if fp8 else [dt]:
             for page in field("page_sizes", [64]):
-                for sparse in [False, True] if op.get("sparse") else [False]:
+                for sparse, h in [(sp, h) for sp in ([False, True] if op.get("sparse") else [False]) for h in heads]:
                     calls.append(dict(
-                        op="mla", query=ShapeOnly([1, 1, H, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
-                        out=ShapeOnly([1, 1, H, 512], "bf16" if q == "fp8_e4m3" else q),
+                        op="mla", query=ShapeOnly([1, 1, h, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
+                        out=ShapeOnly([1, 1, h, 512], "bf16" if q == "fp8_e4m3" else q),
                         qk_nope_head_dim=dims.get("qk_nope_head_dim", 128),
                         kv_lora_rank=dims.get("kv_lora_rank", 512),
                         qk_rope_head_dim=dims.get("qk_rope_head_dim", 64),
                         # sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables
                         block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"),
                         seq_lens=ShapeOnly([1], "int32"), max_seq_len=page, sparse_mla_top_k=1 if sparse else 0,
-                        bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([H], "fp32") if op.get("sinks") else None,
+                        bmm1_scale=ptr, bmm2_scale=ptr, sinks=ShapeOnly([h], "fp32") if op.get("sinks") else None,
                         return_lse=bool(op.get("return_lse")), backend=op.get("backend", "auto")))
     return calls
 

@@ -21,7 +21,8 @@ MLA_FIA = {"name": "mla-fia", "num_attention_heads": 32, "num_key_value_heads": 
                    {"op": "fia", "block_sizes": [256], "sparse_modes": [3], "decode": False},
                    {"op": "mla", "page_sizes": [32, 64], "sparse": True, "sinks": True, "scale_pointers": True,
                     "return_lse": True, "kv_cache_dtypes": ["bf16", "fp8_e4m3"]},
-                   {"op": "batch_decode_mla", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128}]}
+                   {"op": "batch_decode_mla", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+                    "tensor_parallel": [1, 2]}]}
 
 
 def cli_list(config):
@@ -47,10 +48,10 @@ def test_config_expansion_matches_the_cli(config):
     cli_names, cli_notes = cli_list(config)
     assert sorted(names) == sorted(cli_names)
     assert notes == cli_notes
-    if config == "deepseek-v3":  # its ops are mla: bf16 and fp8 KV, both on the wgmma kernel (auto's pick)
-        assert sorted(names) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
-                                 "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a",
-                                 "mla.e4m3.obf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    if config == "deepseek-v3":  # its ops are mla: bf16 and fp8 KV, both on the wgmma kernel (auto's pick),
+        # for 128 heads and, at tensor parallelism 8, 16 (the narrow tile)
+        assert sorted(names) == sorted(f"mla.{v}.hd576x512.g1.p64.nhd.causal.{t}trtllmgen.sm90a"
+                                       for v in ("bf16", "bf16.kve4m3", "e4m3.obf16") for t in ("", "narrow."))
         assert notes == []
 
 

@@ -27,17 +27,19 @@ def fia_call(**kw):
 
 
 def test_mla_prewarm_then_inspect():
-    names = attnjit.prewarm(mla_call(), arch=ARCH)  # auto on sm_90a: the wgmma (trtllm-gen) kernel
-    assert names == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    # auto on sm_90a: the wgmma (trtllm-gen) kernel; 16 heads x 1 query token: its narrow tile.
+    names = attnjit.prewarm(mla_call(), arch=ARCH)
+    assert names == ["mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a"]
     info = attnjit.inspect(names[0])
     assert info["op"] == "mla" and info["origin"] == "memory" and info["arch"] == ARCH
     # The seed's name and the C++ name prewarm the same kernel; options reach the name.
     full = mla_call(op="trtllm_batch_decode_with_kv_cache_mla", sinks=[S([16], "fp32")], bmm1_scale=S([1], "fp32"),
                     return_lse=True)
-    assert attnjit.prewarm(full, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sinks.lse.scaleptr.trtllmgen.sm90a"]
+    assert attnjit.prewarm(full, arch=ARCH) == [
+        "mla.bf16.hd576x512.g1.p64.nhd.causal.sinks.lse.scaleptr.narrow.trtllmgen.sm90a"]
     # Sparse: FlashInfer's [batch, q_len, top_k] indices in block_tables.
     sparse = mla_call(op="batch_decode_mla", block_tables=S([2, 1, 32], "int32"), sparse_mla_top_k=32)
-    assert attnjit.prewarm(sparse, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.custom.trtllmgen.sm90a"]
+    assert attnjit.prewarm(sparse, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.custom.narrow.trtllmgen.sm90a"]
     assert attnjit.prewarm(dict(sparse, backend="xqa"), arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.custom.sm90a"]
     assert attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.custom", arch=ARCH)["name"].endswith(".custom.sm90a")
 
@@ -78,9 +80,9 @@ def test_mla_backends_by_shape_and_by_request():
     wide = mla_call(query=S([16, 1, 128, 576], "bf16"), block_tables=S([16, 4], "int32"), seq_lens=S([16], "int32"))
     assert attnjit.prewarm(wide, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
     assert attnjit.prewarm(dict(wide, backend="xqa"), arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.sm90a"]
-    assert attnjit.prewarm(mla_call(), arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
-    assert attnjit.prewarm(mla_call(backend="trtllm-gen"), arch=ARCH) == [
-        "mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    narrow = "mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a"  # 16 rows a CTA: the narrow tile
+    assert attnjit.prewarm(mla_call(), arch=ARCH) == [narrow]
+    assert attnjit.prewarm(mla_call(backend="trtllm-gen"), arch=ARCH) == [narrow]
     info = attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a")
     assert info["op"] == "mla" and info["origin"] == "memory"
     with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):

@@ -16,7 +16,8 @@
 // mbarriers. Split-KV CTAs merge in the last one (mla_epilogue.cuh).
 // fp8 KV: each half tile lands as fp8 and is widened to fp16 in place by the warpgroup
 // that computes the tile's S, just before that S (mla_hopper_fp8.cuh); the math runs in fp16.
-// CTAs of 16 or fewer rows (the narrow spec bit) run mla_hopper_narrow.cuh's tile instead.
+// CTAs of 16 or fewer rows (the narrow spec bit) run mla_hopper_narrow.cuh's tile instead
+// (fp8 KV: mla_hopper_narrow_fp8.cuh's, widened in registers).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -24,6 +25,7 @@
 #include "mla/mla_epilogue.cuh"
 #include "mla/mla_hopper_io.cuh"
 #include "mla/mla_hopper_narrow.cuh"
+#include "mla/mla_hopper_narrow_fp8.cuh"
 
 namespace attnjit {
 
@@ -450,7 +452,8 @@ struct MlaHopper {
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
-    if constexpr (Tr::kNarrow) attend<MlaHopperNarrow>(p, smem_raw);
+    if constexpr (Tr::kNarrow && Tr::kFp8Kv) attend<MlaNarrowFp8>(p, smem_raw);
+    else if constexpr (Tr::kNarrow) attend<MlaHopperNarrow>(p, smem_raw);
     else attend<MlaHopperLoop>(p, smem_raw);
   }
 };

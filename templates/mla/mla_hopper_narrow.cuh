@@ -11,7 +11,8 @@
 // has freed the buffer. They meet only at the end, where their halves of the sums merge.
 // The softmax runs down the columns: a row's max over a tile's 64 tokens is reduced over
 // the warp by shuffles and over the warpgroup's four warps through shared memory.
-// Loads, waits, the fp8 widening and the shared-memory plan are MlaHopperIo's.
+// 16-bit KV: loads, waits and the shared-memory plan are MlaHopperIo's. fp8 KV takes
+// mla_hopper_narrow_fp8.cuh, which reuses this tile's softmax, P^T and merge.
 #pragma once
 
 #include "common/hopper.cuh"
@@ -28,7 +29,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   using typename Io::QT;
   using typename Io::Work;
   using typename Io::Smem;
-  using typename Io::Fp8;
   using Io::DV;
   using Io::kTile;
   using Io::kBlk;
@@ -37,7 +37,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   using Io::carve;
   using Io::lookup_rows;
   using Io::load;
-  using Io::widen;
   using Io::wait_block;
   static constexpr int kN = mla_const::kNarrowRows;  // query rows: wgmma's N
   using Out = MlaEpilogue<Tr, kN>;
@@ -89,7 +88,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   // Masks and scales S^T of tile it, then the online softmax per
   // column: m moves to the new max, l (this thread's tokens' share) is rescaled and gains
   // the tile's, s becomes P, alpha is the columns' rescale factor for what came before.
-  __device__ static void softmax(float (&s)[8], const Work& w, const Smem& sm, int it, const int (&limit)[4],
+  // tok: sparse, the tile's rows' flags (whether each holds a key).
+  __device__ static void softmax(float (&s)[8], const Work& w, const Smem& sm, const int* tok, int it, const int (&limit)[4],
                                  int lim_min, float scale_log2, float (&m)[4], float (&l)[4], float (&alpha)[4], int wg,
                                  int warp, int lane) {
     const int j0 = it * kTile;
@@ -105,9 +105,9 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const int tok = frag_row(i, warp, lane);
-        bool vis = j0 + tok < limit[ci(i)];
-        if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % 2) * 64 + tok] != 0;
+        const int row = frag_row(i, warp, lane);
+        bool vis = j0 + row < limit[ci(i)];
+        if constexpr (Tr::kSparse) vis = vis && tok[row] != 0;
         s[i] = vis ? s[i] * scale_log2 : kNegInf;
         mx[ci(i)] = fmaxf(mx[ci(i)], s[i]);
       }
@@ -161,10 +161,10 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
 
   // TMA: rows past the range end hold whatever their page holds there, and V meets P = 0
   // in them (0 * NaN is NaN): zeroed in V's eight blocks before the P V (only the range's
-  // last tile has any; fp8's widening wrote zeros there, cp.async zero-fills them).
+  // last tile has any; cp.async zero-fills them).
   __device__ static void zero_tail(const Work& w, const Smem& sm, int it, int tid) {
     const int valid = w.hi - w.lo - it * kTile;
-    if (!kTma || Tr::kFp8Kv || valid >= kTile) return;
+    if (!kTma || valid >= kTile) return;
     unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2);
     for (int i = tid; i < (kTile - valid) * 64; i += 128) {  // rows x 8 blocks x 8 chunks
       const int r = valid + i / 64, cb = (i / 8) % 8;
@@ -187,8 +187,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     const int warp = tid / 32, lane = tid % 32;
     const u32 pt = sm.p0 + wg * kPBytes;
     for (int it = wg; it < w.n_tiles; it += 2) {
-      widen<0, kLeftBlocks>(w, sm, it, wg, tid);
-      widen<kLeftBlocks, 9>(w, sm, it, wg, tid);
       float s[8];
       qk(s, sm, it);
       int e[4];
@@ -196,7 +194,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       float alpha[4];
-      softmax(s, w, sm, it, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
+      softmax(s, w, sm, sm.tok + (it % 2) * 64, it, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
       store_pt(pt, s, warp, lane);
       zero_tail(w, sm, it, tid);
       fence_proxy_async_shared();  // generic stores (P^T, zeroed rows), read by the wgmma
@@ -213,25 +211,46 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     }
   }
 
+  // Range offset limits of the thread's four columns: query token t of the request sees
+  // positions < seq_len - q_len + t + 1 (dense: and no key past the block table).
+  __device__ static void column_limits(const MlaParams& p, const Work& w, int lane, int (&limit)[4], int& lim_min) {
+    lim_min = 0x7fffffff;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int t = (w.group * p.rows_per_group + w.rb * kN + col(c, lane)) / p.num_heads;
+      limit[c] = (Tr::kSparse ? w.hi : min(min(w.hi, w.seq_len - p.q_len + t + 1), p.pages_per_seq * Tr::kPageSize)) -
+                 w.lo;
+      lim_min = min(lim_min, limit[c]);
+    }
+  }
+  __device__ static float scale_log2(const MlaParams& p) {
+    return (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
+  }
+  __device__ static void clear(float (&o)[8][8], float (&m)[4], float (&l)[4]) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      m[c] = kNegInf;
+      l[c] = 0.f;
+    }
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[mb][i] = 0.f;
+  }
+
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+    static_assert(!Tr::kFp8Kv, "fp8 KV: mla_hopper_narrow_fp8.cuh");
     const Smem sm = carve(smem_raw);
     Io::init_barriers(sm);
     const Work w = Io::work(p);
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     // Q's 16 rows into rows 0..15 of the 64-row Q tile (the N = 16 descriptors read no more).
-    auto q_row = [&](int r) { return r < kN ? Io::q_row(p, w, w.rb * kN + r) : nullptr; };
-    if constexpr (Tr::kFp8Kv) {
-      Fp8::load_q(sm.base, threadIdx.x, [&](int j) {
-        return reinterpret_cast<const unsigned char*>(q_row(threadIdx.x / 8 + 32 * j));
-      });
-    } else {
-      for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
-        const int r = i / 72, cb = (i % 72) / 8, cc = i % 8;
-        const QT* src = q_row(r);
-        cp_async_16(sm.base + swizzled_offset<64>(r, cb * 64 + cc * 8),
-                    src ? src + cb * 64 + cc * 8 : static_cast<const QT*>(p.q), src ? 16u : 0u);
-      }
+    for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
+      const int r = i / 72, cb = (i % 72) / 8, cc = i % 8;
+      const QT* src = Io::q_row(p, w, w.rb * kN + r);
+      cp_async_16(sm.base + swizzled_offset<64>(r, cb * 64 + cc * 8),
+                  src ? src + cb * 64 + cc * 8 : static_cast<const QT*>(p.q), src ? 16u : 0u);
     }
     cp_async_commit();
     if (wg < w.n_tiles) {
@@ -243,23 +262,11 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     fence_proxy_async_shared();
     __syncthreads();
 
-    // Range offset limits of the thread's four columns: query token t of the request sees
-    // positions < seq_len - q_len + t + 1 (dense: and no key past the block table).
-    int limit[4], lim_min = 0x7fffffff;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int t = (w.group * p.rows_per_group + w.rb * kN + col(c, lane)) / p.num_heads;
-      limit[c] = (Tr::kSparse ? w.hi : min(min(w.hi, w.seq_len - p.q_len + t + 1), p.pages_per_seq * Tr::kPageSize)) -
-                 w.lo;
-      lim_min = min(lim_min, limit[c]);
-    }
-    const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
-    float o[8][8], m[4] = {kNegInf, kNegInf, kNegInf, kNegInf}, l[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) o[mb][i] = 0.f;
-    run_wg(p, w, sm, wg, tid, limit, lim_min, scale_log2, o, m, l);
+    int limit[4], lim_min;
+    column_limits(p, w, lane, limit, lim_min);
+    float o[8][8], m[4], l[4];
+    clear(o, m, l);
+    run_wg(p, w, sm, wg, tid, limit, lim_min, scale_log2(p), o, m, l);
     asm volatile("cp.async.wait_all;" ::: "memory");
     pdl_launch_dependents();
     finish(p, w, sm, wg, warp, lane, o, m, l);
@@ -267,6 +274,9 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
 
   // The two warpgroups' halves merged (each rescaled to the columns' common max) through
   // shared memory, then written row by row: the output, or this split's partial.
+  // kDimPairs: O^T's fragment rows g and g + 8 of a warp's 16 are dims 2g and 2g + 1 (the fp8
+  // path's V^T fragments, mla_hopper_narrow_fp8.cuh), not g and g + 8.
+  template <bool kDimPairs = false>
   __device__ static void finish(const MlaParams& p, const Work& w, const Smem& sm, int wg, int warp, int lane,
                                 const float (&o)[8][8], const float (&m)[4], float (&l)[4]) {
 #pragma unroll
@@ -304,7 +314,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        of[col(ci(i), lane) * kOStride + mb * 64 + frag_row(i, warp, lane)] = o[mb][i] * f[ci(i)];
+        of[col(ci(i), lane) * kOStride + mb * 64 +
+           (kDimPairs ? warp * 16 + 2 * (lane >> 2) + (i % 4) / 2 : frag_row(i, warp, lane))] = o[mb][i] * f[ci(i)];
     __syncthreads();
     // 16 threads a row, each 8 dims of each 128-dim run.
     const int row = threadIdx.x / 16, sub = threadIdx.x % 16;

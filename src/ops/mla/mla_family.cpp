@@ -41,6 +41,8 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     t.stages = 2;
     // The narrow tile (<= 16 rows in wgmma's N) has the same buffers and shared-memory plan.
     t.rows = s.has(spec::feature::kNarrowTile) ? mla_const::kNarrowRows : mla_const::kHopperRows;
+    // (fp8 on the narrow tile: four 36 KB fp8 stages in the two buffers, widened in registers.)
+    if (s.has(spec::feature::kNarrowTile) && s.kv_dtype == DType::kFloat8E4M3) t.stages = 4;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;  // (as widened: fp8 lands in the same buffers)
     t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
     const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;

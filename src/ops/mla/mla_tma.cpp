@@ -36,10 +36,13 @@ void mla_set_kv_map(const MlaArgs& a, MlaPlan& plan) {
   d.dims[2] = uint64_t(a.kv_cache.shape[0]);
   d.strides[0] = uint64_t(p.kv_stride_tok) * elem;
   d.strides[1] = uint64_t(p.kv_stride_page) * elem;
-  d.box[0] = 64;  // one of the kernel's column blocks: 128 bytes (one swizzle span), fp8 64 dense bytes
+  d.box[0] = 64;  // one of the kernel's column blocks: 128 bytes (one swizzle span), fp8 64 bytes
   d.box[1] = uint32_t(std::min(s.page_size, mla_const::kHopperTile));
   d.box[2] = 1;
-  d.swizzle = fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B;
+  // fp8: dense rows, widened in shared memory (the wide tile); the narrow tile reads them with
+  // ldmatrix, whose 64-byte rows want the 64-byte swizzle (mla_hopper_narrow_fp8.cuh).
+  d.swizzle = !fp8 ? CU_TENSOR_MAP_SWIZZLE_128B
+              : s.has(spec::feature::kNarrowTile) ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_NONE;
   d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   const CUtensorMap m = driver::encode_tensor_map_tiled(d);
   static_assert(sizeof(CUtensorMap) == sizeof(MlaTensorMap), "CUtensorMap is 128 bytes");

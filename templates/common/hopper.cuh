@@ -96,6 +96,12 @@ template <int N> __device__ __forceinline__ void wgmma_fence_operands(float (&d)
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for A fragments in registers: their writes stay before the wgmma.fence that
+// precedes the wgmma reading them.
+template <int N> __device__ __forceinline__ void wgmma_fence_operands(u32 (&a)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
 
 // ---- 128-byte-swizzled tiles ----
 // A tile of R rows x C 16-bit elements (C a multiple of 64) is stored as C/64

@@ -73,6 +73,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   __device__ static void pv(float (&o)[8][8], const Smem& sm, int it, u32 pt) {
     const u32 v = sm.kv + (it % 2) * Tr::kTileBytes;
     const u64 dp = desc_k_major<kN>(pt, 0);
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);  // (rescaled just before)
     wgmma_fence();
 #pragma unroll
     for (int mb = 0; mb < 8; ++mb) {

@@ -135,6 +135,8 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
           MlaHopperFp8<Tr>::widen4(r[2 * x + 1], f[1], f[3]);
         }
       }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_fence_operands(ab[kk]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -177,6 +179,9 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
           MlaHopperFp8<Tr>::widen4(x, f[(i % 2) * 2], f[(i % 2) * 2 + 1]);
         }
       }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_fence_operands(ab[kk]);
+      wgmma_fence_operands(o[mb]);  // (rescaled just before: those writes stay before the fence)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)

@@ -129,7 +129,7 @@ struct PrefillHopper {
     }
   }
 
-  // The producer with TMA (contiguous K/V): one lane of one warp issues each tile
+  // The producer with TMA (contiguous or paged K/V): one lane of one warp issues each tile
   // as kD / 64 boxes of K's 64 dims, then kDv / 64 of V's, whose bytes complete the
   // stage's "full" barrier of each (count 1: the expect_tx arrival). A tile whose rows
   // run past kv_len into rows of the tensor (not past its end, which TMA reads as 0)
@@ -155,8 +155,13 @@ struct PrefillHopper {
         mbar_arrive_expect_tx(full, u32(kTile) * kDims * 2);
         // Map dimension d's coordinate for the tile's first token (selects: an indexed array
         // would live in local memory). TND (batch stride 0) has one batch in the map: the
-        // token coordinate carries kv_tok0.
-        const int b = p.k_stride_b != 0 ? w.b : 0, tok = w.e.kv_tok0 + j0;
+        // token coordinate carries kv_tok0. Paged K/V: the map's "batch" is the block (the
+        // host maps only block sizes that whole tiles divide) and its token the slot.
+        int b = p.k_stride_b != 0 ? w.b : 0, tok = w.e.kv_tok0 + j0;
+        if constexpr (Tr::kPageSize > 0) {
+          b = __ldg(p.block_table + (long long)w.b * p.block_table_stride_b + j0 / Tr::kPageSize);
+          tok = j0 % Tr::kPageSize;
+        }
         auto coord = [&](int d) { return p.map_dim_h == d ? w.hk : p.map_dim_b == d ? b : tok; };
         const int c1 = coord(1), c2 = coord(2), c3 = coord(3);
 #pragma unroll

@@ -89,10 +89,11 @@ struct alignas(64) PrefillTensorMap {
 };
 
 struct PrefillParams {
-  // Contiguous K and V as TMA tensor maps (the wgmma kernel, kv_tma = 1): 4-D, the head
-  // dim innermost, then the head, token and batch dims in the order of their strides
-  // (map_dim_* says where each went; TND has a batch dim of 1), boxes of 64 dims x the
-  // KV tile's tokens, 128-byte swizzled.
+  // K and V as TMA tensor maps (the wgmma kernel, kv_tma = 1): 4-D, the head dim
+  // innermost, then the head, token and batch dims in the order of their strides
+  // (map_dim_* says where each went; TND has a batch dim of 1; paged K/V maps blocks as
+  // its batch and a block's slots as its tokens), boxes of 64 dims x the KV tile's
+  // tokens, 128-byte swizzled.
   PrefillTensorMap k_map, v_map;
   const void* q;
   const void* k;
@@ -123,7 +124,7 @@ struct PrefillParams {
   // shift = band_shift ? kv_len - q_len : 0 (rightDownCausal and band modes).
   int band_lo, band_hi, band_shift;
   float scale;        // multiplies q.k before pse is added
-  int kv_tma;         // 1: K/V tiles through k_map/v_map; 0: cp.async gathers (paged, or strides TMA cannot take)
+  int kv_tma;         // 1: K/V tiles through k_map/v_map; 0: cp.async gathers (strides TMA cannot take, or pages that split a tile)
   int kv_map_tokens;  // the maps' token extent: rows past it read as 0
   int map_dim_h, map_dim_s, map_dim_b;  // the map dimension (1-3) of the head, token and batch coordinates
   // The wgmma kernel's work items: tile t of KV head hk is item hk * tiles + t; CTA

@@ -71,6 +71,26 @@ TEST(PrefillTma, RefusesWhatTmaCannotTake) {
   EXPECT_FALSE(plan_kv_map(kBase, DType::kFloat8E4M3, 128, 8, 100, 2, 100LL * 1024, 1024, 128, kTile).has_value());
 }
 
+// Paged K/V, (blocknum 40, block_size 256, KV_N 8 * D 128): the map's batch is the block and
+// its tokens a block's slots; a KV tile's box stays inside one block (the host maps only
+// block sizes whole tiles divide). The (blocknum, KV_N, block_size, D) form puts the slots
+// below the heads.
+TEST(PrefillTma, PagedKvMapsBlocksAsItsBatch) {
+  const auto m = plan_kv_map(kBase, DType::kBFloat16, 128, 8, 256, 40, 256LL * 8 * 128, 8 * 128, 128, kTile);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->dim_of[0], 1);  // head
+  EXPECT_EQ(m->dim_of[1], 2);  // slot
+  EXPECT_EQ(m->dim_of[2], 3);  // block
+  EXPECT_EQ(m->desc.dims[2], 256u);
+  EXPECT_EQ(m->desc.dims[3], 40u);
+  EXPECT_EQ(m->desc.box[2], uint32_t(kTile));
+  const auto n = plan_kv_map(kBase, DType::kBFloat16, 128, 8, 256, 40, 8LL * 256 * 128, 128, 256 * 128, kTile);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->dim_of[1], 1);  // slot
+  EXPECT_EQ(n->dim_of[0], 2);  // head
+  EXPECT_EQ(n->dim_of[2], 3);  // block
+}
+
 // The launch-side switch: which plans get maps (no driver is reached on these paths).
 TEST(PrefillTma, OnlyTheWgmmaKernelOnContiguousKvTakesMaps) {
   testing::EnvGuard on("ATTNJIT_PREFILL_TMA", nullptr);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstring>
 #include <optional>
 
@@ -52,14 +53,19 @@ std::optional<KvMapPlan> plan_kv_map(const void* base, DType dtype, int head_dim
 void prefill_set_kv_maps(const FiaPlan& plan, const FiaArgs& a, PrefillParams& p) {
   p.kv_tma = 0;
   const spec::KernelSpec& s = plan.spec;
-  if (s.backend != spec::Backend::kTrtllmGen || s.page_size != 0 || !p.k || !p.v) return;
+  if (s.backend != spec::Backend::kTrtllmGen || !p.k || !p.v) return;
   if (s.has(spec::feature::kSharedPrefix)) return;  // a map cannot address [prefix | own KV]
   if (s.kv_dtype != s.q_dtype) return;              // int8 K/V: raw rows through the dequantising producer
   if (util::env_knob("ATTNJIT_PREFILL_TMA", 0, 1, "0 or 1").value_or(1) == 0) return;
-  const bool tnd = plan.layout == FiaLayout::kTND;
-  const uint64_t tokens = tnd ? uint64_t(a.key.shape[0]) : uint64_t(plan.kv_seq);
-  const uint64_t batch = tnd ? 1 : uint64_t(plan.batch), heads = uint64_t(plan.num_kv_heads);
   const int tile = prefill_tiling(s).kv_tile;
+  // Paged K/V: a map over (blocks, block_size slots, heads), when whole tiles fit a block (a
+  // tile starts at a multiple of its size); otherwise the cp.async gather.
+  const bool paged = s.page_size != 0;
+  if (paged && s.page_size % tile != 0) return;
+  const bool tnd = plan.layout == FiaLayout::kTND;
+  const uint64_t tokens = paged ? uint64_t(s.page_size) : tnd ? uint64_t(a.key.shape[0]) : uint64_t(plan.kv_seq);
+  const uint64_t batch = paged ? uint64_t(a.key.shape[0]) : tnd ? 1 : uint64_t(plan.batch);
+  const uint64_t heads = uint64_t(plan.num_kv_heads);
   const auto k = plan_kv_map(p.k, s.kv_dtype, s.head_dim_qk, heads, tokens, batch, p.k_stride_b, p.k_stride_s,
                              p.k_stride_h, tile);
   const auto v = plan_kv_map(p.v, s.kv_dtype, s.head_dim_vo, heads, tokens, batch, p.v_stride_b, p.v_stride_s,
@@ -74,7 +80,9 @@ void prefill_set_kv_maps(const FiaPlan& plan, const FiaArgs& a, PrefillParams& p
   p.map_dim_h = k_dim[0];
   p.map_dim_s = k_dim[1];
   p.map_dim_b = k_dim[2];
-  p.kv_map_tokens = int(tokens);
+  // A tile past kv_len inside the map reads a row TMA does not zero: gathered instead. Paged,
+  // every such tile is (a block's slots past kv_len hold stale rows).
+  p.kv_map_tokens = paged ? INT_MAX : int(tokens);
   p.kv_tma = 1;
 }
 

@@ -23,8 +23,9 @@ struct KvMapPlan {
 std::optional<KvMapPlan> plan_kv_map(const void* base, DType dtype, int head_dim, uint64_t heads, uint64_t tokens,
                                      uint64_t batch, long long sb, long long ss, long long sh, int kv_tile);
 
-// Where the plan's kernel is the wgmma one over contiguous K/V and the strides suit
-// TMA (16-byte multiples, rising), encodes p.k_map / p.v_map and sets p.kv_tma;
+// Where the plan's kernel is the wgmma one over contiguous K/V, or paged K/V whose
+// block_size whole KV tiles divide, and the strides suit TMA (16-byte multiples,
+// rising), encodes p.k_map / p.v_map and sets p.kv_tma;
 // else p.kv_tma = 0 and the kernel gathers with cp.async. ATTNJIT_PREFILL_TMA=0
 // turns TMA off (a run-time switch: both paths are in every such kernel).
 void prefill_set_kv_maps(const FiaPlan& plan, const FiaArgs& a, PrefillParams& p);

@@ -104,16 +104,18 @@ std::vector<Result> bench_mla(const Options& o) {
   for (const MlaShape& sh : shapes) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
     if (o.only_kv && std::string(o.only_kv) != dtype_name(sh.kv)) continue;
+    if (o.only_heads && sh.heads != o.only_heads) continue;
     const bool both = cc == 90;
     double xqa_ms = 0;
     for (Backend b : {Backend::kXqa, Backend::kTrtllmGen}) {
       if (b == Backend::kTrtllmGen && !both) continue;
+      if (o.only_backend && std::string(o.only_backend) != (b == Backend::kXqa ? "xqa" : "trtllm-gen")) continue;
       double tflops = 0;
       Result r = time_mla(sh, b, o, rng, &tflops);
       if (b == Backend::kXqa) xqa_ms = r.ms;
       fmt::print("{:<24} {:<12} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>8}\n", r.shape,
                  b == Backend::kXqa ? "xqa" : "trtllm-gen", r.dtype, r.ms * 1e3, r.tbs(), r.pct(), tflops,
-                 100.0 * tflops / kGemmTflops, b == Backend::kXqa ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
+                 100.0 * tflops / kGemmTflops, b == Backend::kXqa || xqa_ms == 0 ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
       out.push_back(r);
     }
   }

@@ -265,6 +265,8 @@ TEST(FiaValidation, TndConstraints) {
       {"V 64", [](FiaArgs& a) { a.value = bf16(0x200000, {150, 8, 64}); }, "value"},
       {"decreasing", [](FiaArgs& a) { a.actual_seq_lengths = {60, 40}; }, "actual_seq_lengths"},
       {"past T", [](FiaArgs& a) { a.actual_seq_lengths = {40, 101}; }, "actual_seq_lengths"},
+      // T is the sum of the lengths: rows past the last would be outputs nothing writes.
+      {"short of T", [](FiaArgs& a) { a.actual_seq_lengths = {40, 99}; }, "actual_seq_lengths"},
       {"kv count", [](FiaArgs& a) { a.actual_seq_lengths_kv = {150}; }, "actual_seq_lengths_kv"},
       {"mask with sparse 0", [](FiaArgs& a) { a.atten_mask = u8({2048, 2048}); }, "sparse_mode"},
       {"sparse 3 without mask", [](FiaArgs& a) { a.sparse_mode = 3; }, "sparse_mode"},
@@ -433,6 +435,9 @@ TEST(FiaValidation, LayoutsAreStrides) {
   p = plan_fia(h, testing::kPlanArch);
   EXPECT_EQ(p.params.q_stride_h, kHd);
   EXPECT_EQ(p.params.k_stride_s, 2 * kHd);
+  // BSH's D is H / num_heads: with num_heads left at its default of 1 the error names num_heads.
+  h.num_heads = 1;
+  expect_refused(h, "num_heads", ErrorCode::kInvalidArgument, "BSH, num_heads 1");
 }
 
 TEST(FiaValidation, WorkListCoversRowsAndClearsPadding) {

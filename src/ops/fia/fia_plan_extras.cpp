@@ -132,7 +132,9 @@ void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
 
   // Left padding. The query's only with Q_S > 1; each only with its actual lengths
   // (else the seed's right-padding case: the tensor is ignored).
-  const bool qpad = present(a.query_padding_size), kvpad = present(a.kv_padding_size);
+  // The query's pad means nothing at Q_S = 1 (the seed: "only Q_S > 1; otherwise the
+  // parameter has no effect"), so there it is ignored whatever else the call holds.
+  const bool qpad = present(a.query_padding_size) && !d.decode, kvpad = present(a.kv_padding_size);
   for (auto [given, name] : {std::pair{qpad, "query_padding_size"}, {kvpad, "kv_padding_size"}}) {
     if (!given) continue;
     ATTNJIT_REQUIRE(!tnd, name, "none with input_layout TND (no left padding)", "a padding tensor");
@@ -142,7 +144,7 @@ void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
   }
   const int q_stride = qpad ? check_pad(a.query_padding_size, "query_padding_size", d.B) : 0;
   const int kv_stride = kvpad ? check_pad(a.kv_padding_size, "kv_padding_size", d.B) : 0;
-  const bool q_applies = qpad && !d.decode && !a.actual_seq_lengths.empty();
+  const bool q_applies = qpad && !a.actual_seq_lengths.empty();
   const bool kv_applies = kvpad && !a.actual_seq_lengths_kv.empty();
   if (q_applies || kv_applies) {
     s.features |= spec::feature::kLeftPad;

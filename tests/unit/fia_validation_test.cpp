@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "common/expect_error.hpp"
 #include "common/op_args.hpp"
 
 namespace attnjit::ops {
 namespace {
 
+using testing::expect_error;
 using testing::fake;
 using testing::kHd;
 using testing::valid_fia;
@@ -282,6 +284,48 @@ TEST(FiaValidation, TndConstraints) {
     c.edit(a);
     expect_refused(a, c.arg, c.code, c.what);
   }
+}
+
+// The seed's empty inputs: an empty query returns at once; an empty key/value (S2 = 0)
+// fills attention_out with zeros (LSE +inf). Other zero sizes are the plan's refusals.
+TEST(FiaValidation, EmptyInputsAsTheSeedSays) {
+  EXPECT_EQ(fia_empty_inputs(valid_fia()), FiaEmpty::kNone);
+  FiaArgs q0 = valid_fia();
+  q0.query.shape[0] = 0;  // B = 0: nothing else is looked at
+  q0.key.rank = 9;
+  EXPECT_EQ(fia_empty_inputs(q0), FiaEmpty::kNothing);
+  FiaArgs s2 = valid_fia();  // BSND: S2 is dim 1
+  s2.key.shape[1] = s2.value.shape[1] = 0;
+  EXPECT_EQ(fia_empty_inputs(s2), FiaEmpty::kZeroOutput);
+  FiaArgs bnsd = valid_fia();
+  bnsd.input_layout = "BNSD";
+  bnsd.key = bf16(0x100000, {testing::kFiaBatch, testing::kFiaKvHeads, 0, kHd});
+  bnsd.value = bf16(0x200000, {testing::kFiaBatch, testing::kFiaKvHeads, 0, kHd});
+  EXPECT_EQ(fia_empty_inputs(bnsd), FiaEmpty::kZeroOutput);
+  FiaArgs t = tnd_args();
+  t.key = bf16(0x100000, {0, 8, 192});
+  t.value = bf16(0x200000, {0, 8, 128});
+  EXPECT_EQ(fia_empty_inputs(t), FiaEmpty::kZeroOutput);
+  // A zero elsewhere, or S2 = 0 in only one of them, or with a block table: the plan decides.
+  FiaArgs n0 = valid_fia();
+  n0.key.shape[2] = 0;
+  EXPECT_EQ(fia_empty_inputs(n0), FiaEmpty::kNone);
+  expect_refused(n0, "key", ErrorCode::kInvalidArgument, "key N 0");
+  FiaArgs one = valid_fia();
+  one.key.shape[1] = 0;
+  EXPECT_EQ(fia_empty_inputs(one), FiaEmpty::kNone);
+  FiaArgs paged = s2;
+  paged.block_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {2, 4});
+  EXPECT_EQ(fia_empty_inputs(paged), FiaEmpty::kNone);
+  // The zero fill writes attention_out (and the LSE) whole: contiguous, an fp32 LSE.
+  FiaArgs strided = s2;
+  strided.attention_out.stride[0] *= 2;
+  expect_error([&] { fia_empty_inputs(strided); }, ErrorCode::kInvalidArgument, {"attention_out", "contiguous"});
+  FiaArgs lse16 = s2;
+  lse16.softmax_lse.dtype = DType::kFloat16;
+  expect_error([&] { fia_empty_inputs(lse16); }, ErrorCode::kInvalidArgument, {"softmax_lse"});
+  lse16.softmax_lse_flag = false;  // the flag off: the LSE is not written
+  EXPECT_EQ(fia_empty_inputs(lse16), FiaEmpty::kZeroOutput);
 }
 
 // auto on sm_90a takes the wgmma kernel where its head dims allow (128-row work

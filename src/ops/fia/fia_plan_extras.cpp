@@ -5,6 +5,7 @@
 // kernel, never here: a host read would sync the stream and break graph capture.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -121,6 +122,26 @@ int64_t prefix_s(const TensorView& t, FiaLayout layout) {
   return layout == FiaLayout::kBNSD || layout == FiaLayout::kBNSD_BSND ? (t.rank == 4 ? t.shape[2] : 0) : t.shape[1];
 }
 }  // namespace
+
+FiaEmpty fia_empty_inputs(const FiaArgs& a) {
+  auto has_zero = [](const TensorView& t) { return t.rank >= 1 && std::any_of(t.shape, t.shape + t.rank, [](int64_t n) { return n == 0; }); };
+  if (has_zero(a.query)) return FiaEmpty::kNothing;
+  if (!has_zero(a.key) || present(a.block_table)) return FiaEmpty::kNone;
+  const std::string& l = a.input_layout;
+  const int s_dim = l == "TND" ? 0 : l == "BNSD" || l == "BNSD_BSND" ? 2 : 1;  // BSH, BSND: 1
+  for (const TensorView* t : {&a.key, &a.value})  // S2 = 0, and every other size >= 1
+    for (int d = 0; d < t->rank; ++d)
+      if ((t->shape[d] == 0) != (d == s_dim && t->rank == a.key.rank)) return FiaEmpty::kNone;
+  const TensorView& o = a.attention_out;
+  require_defined(o, "attention_out");
+  require_contiguous(o, "attention_out");
+  if (a.softmax_lse_flag) {
+    require_defined(a.softmax_lse, "softmax_lse");
+    require_dtype(a.softmax_lse, "softmax_lse", {DType::kFloat32});
+    require_contiguous(a.softmax_lse, "softmax_lse");
+  }
+  return FiaEmpty::kZeroOutput;
+}
 
 int64_t fia_prefix_seq(const FiaArgs& a, FiaLayout layout) { return prefix_s(a.key_shared_prefix, layout); }
 

@@ -19,7 +19,7 @@ struct SingleDecodeOptions {
   float k_scale = 1.0f;
   float v_scale = 1.0f;
   int window_left = -1;          // -1: the whole sequence
-  float logits_soft_cap = 0.0f;  // > 0: logits = cap * tanh(logits / cap)
+  float logits_soft_cap = 0.0f;  // > 0: logits = cap * tanh(logits / cap); <= 0: off (finite)
   std::optional<float> sm_scale; // default 1/sqrt(head_dim)
   float rope_scale = 1.0f;
   float rope_theta = 1e4f;
@@ -28,7 +28,8 @@ struct SingleDecodeOptions {
 };
 
 // q: [num_qo_heads, head_dim] fp16/bf16. k, v: [kv_len, num_kv_heads, head_dim] (NHD)
-// or [num_kv_heads, kv_len, head_dim] (HND), q's dtype or fp8 e4m3/e5m2.
+// or [num_kv_heads, kv_len, head_dim] (HND), q's dtype or fp8 e4m3/e5m2; v's head_dim is
+// k's (head_dim_vo == head_dim). num_qo_heads / num_kv_heads at most 256 (16 past head_dim 256).
 // out: q's shape and dtype, written in place. lse (optional, return_lse):
 // fp32 [num_qo_heads], base-2 log-sum-exp of the scaled logits (FlashInfer's convention).
 // Long kv_len is split across SMs automatically. The split scratch lives in the

@@ -18,21 +18,25 @@ struct MlaArgs {
   // [batch, q_len_per_request, num_heads, 576]: q_nope (512) then q_rope (64). bf16 or fp16,
   // or fp8_e4m3 with an fp8_e4m3 kv_cache.
   // Query t of a request sees KV positions < seq_len - q_len + t + 1 (causal among the queries).
+  // Limits beyond the seed's: q_len_per_request 1 to 16 (MTP), num_heads 1 to 128.
   TensorView query;
-  // [num_pages, page_size, 576] or [num_pages, 1, page_size, 576]: ckv (512) then kpe (64), the
-  // query's dtype or fp8_e4m3 (FlashInfer's trtllm-gen pairs). K is all 576 dims, V the first 512.
+  // [num_pages, page_size, 576] or [num_pages, 1, page_size, 576], page_size 16, 32, 64 or 128:
+  // ckv (512) then kpe (64), the query's dtype or fp8_e4m3 (FlashInfer's trtllm-gen pairs). K is
+  // all 576 dims, V the first 512.
   // fp8 KV is widened to fp16 for the MMA (exact), and a bf16 query rounded to fp16 once: |q|
   // must stay within fp16's range (65504) there. k_scale and v_scale go into bmm1/bmm2_scale.
   TensorView kv_cache;
-  // uint8, >= mla_workspace_bytes(...); its first bytes are semaphores the caller zeroes once
-  // (every launch leaves them at zero). Needed only when a call splits the KV.
+  // uint8, >= mla_workspace_bytes(...), 256-byte aligned, zeroed once before its first use (as the
+  // seed asks); calls of any shape keep it consistent after that. Needed only when a call splits the KV.
   TensorView workspace_buffer;
   int qk_nope_head_dim = 128;  // checked: 128
   int kv_lora_rank = 512;      // checked: 512
   int qk_rope_head_dim = 64;   // checked: 64
-  TensorView block_tables;     // int32 [batch, max_pages_per_seq]
+  TensorView block_tables;     // int32 [batch, max_pages_per_seq]; rows may be apart (a column slice)
   TensorView seq_lens;         // int32 (or uint32) [batch]: KV lengths
-  int max_seq_len = 0;         // >= 1; at most max_pages_per_seq * page_size
+  // >= 1; at most max_pages_per_seq * page_size. The splits are planned over it, so every
+  // seq_lens[b] must be <= max_seq_len (as the seed's "maximum sequence length" says).
+  int max_seq_len = 0;
   // > 0: sparse MLA (DeepSeek-V3.2, FlashMLA's sparse decode): each query row attends only to
   // its own `indices`, physical token positions page * page_size + slot; -1 (or any position
   // outside the cache) is unused. No causal mask or seq_lens limit applies then.

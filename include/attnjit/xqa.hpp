@@ -20,12 +20,12 @@ struct XqaArgs {
   // fp8 KV runs the tensor cores in fp16 (exact for e4m3): q must stay within fp16 range.
   TensorView k_cache;    // [num_pages, page_size, num_kv_heads, head_dim] (NHD) or
   TensorView v_cache;    // [num_pages, num_kv_heads, page_size, head_dim] (HND)
-  TensorView page_table; // int32 [batch, pages_per_seq], shared by K and V
+  TensorView page_table; // int32 [batch, pages_per_seq], contiguous, shared by K and V
   TensorView seq_lens;   // uint32 [batch, beam_width]
   TensorView output;     // q's shape; q's dtype, or fp8 e4m3 with fp8 KV
   TensorView workspace_buffer;  // uint8, >= xqa_workspace_bytes(...)
   TensorView semaphores;        // uint32, >= xqa_semaphore_count(...), zeroed once
-  int num_kv_heads = 0;
+  int num_kv_heads = 0;         // num_q_heads / num_kv_heads (the group) 1 to 64; <= 16 past head_dim 256
   int page_size = 0;            // 16, 32, 64 or 128
   TensorView sinks;             // optional fp32 [num_kv_heads, head_group_ratio]
   ScaleArg q_scale = 1.0f;

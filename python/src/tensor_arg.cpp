@@ -132,6 +132,25 @@ attnjit::ScaleArg TensorArgs::scale(nb::handle obj, const char* name) {
   return attnjit::ScaleArg(static_cast<const float*>(t.data));
 }
 
+int int_arg(nb::handle obj, const char* name) {
+  PyObject* index = PyNumber_Index(obj.ptr());  // int, bool, numpy integers; not float or str
+  if (!index) {
+    PyErr_Clear();
+    invalid_argument(name, "an int", std::string("a ") + Py_TYPE(obj.ptr())->tp_name);
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow != 0 || v < INT32_MIN || v > INT32_MAX)
+    invalid_argument(name, "an int from -2^31 to 2^31 - 1", nb::cast<std::string>(nb::repr(obj)));
+  return static_cast<int>(v);
+}
+
+std::optional<int> optional_int_arg(nb::handle obj, const char* name) {
+  if (obj.is_none()) return std::nullopt;
+  return int_arg(obj, name);
+}
+
 DType dtype_from_name(const std::string& n) {
   static const std::pair<const char*, DType> kNames[] = {
       {"fp16", DType::kFloat16},       {"float16", DType::kFloat16},      {"half", DType::kFloat16},

@@ -44,6 +44,11 @@ class TensorArgs {
   nanobind::ndarray<nanobind::ro> keep_[kMaxTensors];
 };
 
+// Scalars, named when they do not convert (nanobind's own TypeError names no argument):
+// an int (or anything with __index__, numpy's too) within C int's range; None gives nullopt.
+int int_arg(nanobind::handle obj, const char* name);
+std::optional<int> optional_int_arg(nanobind::handle obj, const char* name);
+
 attnjit::DType dtype_from_name(const std::string& name);
 attnjit::KvLayout layout_from_name(const std::string& name);
 attnjit::PosEncodingMode pos_encoding_from_name(const std::string& name);

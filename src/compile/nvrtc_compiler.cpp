@@ -107,10 +107,11 @@ CompileResult compile(const std::string& kernel_name, const render::RenderedUnit
                       const spec::Arch& arch) {
   // Only what the unit carries: compile() is a pure function of (unit, arch), as the key assumes.
   std::vector<const char*> header_src, header_names;
-  for (const auto& t : unit.headers) {
-    header_src.push_back(t.content.c_str());
-    header_names.push_back(t.path.c_str());
-  }
+  if (unit.headers)
+    for (const auto& t : *unit.headers) {
+      header_src.push_back(t.content.c_str());
+      header_names.push_back(t.path.c_str());
+    }
   const std::vector<std::string> opts = nvrtc_options(arch);
   // Include dirs are passed but not recorded in `options`: their paths differ between machines,
   // and the key covers their content through render::headers_hash().

@@ -115,6 +115,7 @@ void memcpy_htod_async(CUdeviceptr dst, const void* src, size_t bytes, CUstream 
 void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
 void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
 void memset_d32(CUdeviceptr dst, unsigned value, size_t count);
+void memset_d8_async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream);
 void memset_d32_async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream);
 void stream_sync(CUstream stream);
 

@@ -61,6 +61,12 @@ void memset_d32(CUdeviceptr dst, unsigned value, size_t count) {
   check(g_api.cuMemsetD32(dst, value, count), "cuMemsetD32");
 }
 
+void memset_d8_async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
+  ensure();
+  ensure_context();
+  check(g_api.cuMemsetD8Async(dst, value, bytes, stream), "cuMemsetD8Async");
+}
+
 void memset_d32_async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
   ensure();
   ensure_context();

@@ -51,6 +51,7 @@ namespace attnjit::driver::detail {
   X(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020)            \
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020)                      \
   X(cuMemsetD8, PFN_cuMemsetD8_v3020)                          \
+  X(cuMemsetD8Async, PFN_cuMemsetD8Async_v3020)                \
   X(cuMemsetD32, PFN_cuMemsetD32_v3020)                        \
   X(cuMemsetD32Async, PFN_cuMemsetD32Async_v3020)              \
   X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode_v10010) \

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,9 @@ struct RenderedUnit {
   std::string source;
   // Everything the source can include, so that compile() needs nothing else: the templates, handed
   // to NVRTC by name (all of them: a superset of what it includes; render() fills them in when the
-  // generator leaves them empty), and toolkit folders.
-  std::vector<TemplateFile> headers;
+  // generator leaves them unset), and toolkit folders. Shared: the units of a process carry one
+  // template set, so copying a unit copies a pointer, and the key hashes that set once.
+  std::shared_ptr<const std::vector<TemplateFile>> headers;
   std::vector<IncludeDir> include_dirs;
   std::string entry;        // the extern "C" kernel symbol
   std::string smem_symbol;  // __constant__ int holding the dynamic smem bytes

@@ -79,28 +79,41 @@ std::vector<TemplateFile> load_template_dir(const std::string& dir) {
 
 }  // namespace
 
-const std::vector<TemplateFile>& template_files() {
-  static const std::vector<TemplateFile> files = [] {
-    if (const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR"); dir && *dir) return load_template_dir(dir);
+const std::shared_ptr<const std::vector<TemplateFile>>& template_set() {
+  static const std::shared_ptr<const std::vector<TemplateFile>> files = [] {
+    if (const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR"); dir && *dir)
+      return std::make_shared<const std::vector<TemplateFile>>(load_template_dir(dir));
     std::vector<TemplateFile> v;
     for (const auto& f : embedded_templates()) v.push_back({f.path, f.content});
-    return v;
+    return std::make_shared<const std::vector<TemplateFile>>(std::move(v));
   }();
   return files;
 }
 
+const std::vector<TemplateFile>& template_files() { return *template_set(); }
+
+namespace {
+util::KeyEncoder encode_headers(const std::vector<TemplateFile>& files) {
+  util::KeyEncoder e;
+  for (const auto& f : files) e.field(f.path, f.content);
+  return e;
+}
+// The template set's fields, hashed once per process (~430 KB): a copy continues from here.
+const util::KeyEncoder& template_set_encoder() {
+  static const util::KeyEncoder e = encode_headers(template_files());
+  return e;
+}
+}  // namespace
+
 const std::string& template_hash() {
-  static const std::string h = [] {
-    util::KeyEncoder e;
-    for (const auto& f : template_files()) e.field(f.path, f.content);
-    return e.hex();
-  }();
+  static const std::string h = template_set_encoder().hex();
   return h;
 }
 
 std::string headers_hash(const RenderedUnit& unit) {
-  util::KeyEncoder e;
-  for (const auto& f : unit.headers) e.field(f.path, f.content);
+  static const std::vector<TemplateFile> kNone;
+  util::KeyEncoder e = unit.headers == template_set() ? template_set_encoder()
+                                                      : encode_headers(unit.headers ? *unit.headers : kNone);
   for (const auto& d : unit.include_dirs) e.field("include_dir", d.content_hash);
   return e.hex();
 }
@@ -128,7 +141,7 @@ RenderedUnit render(const spec::KernelSpec& s) {
     throw Error(ErrorCode::kUnsupported, fmt::format("{}: {}", s.name(), why));
   RenderedUnit unit = family->generate(s);
   // Every unit carries the templates it may include, so compile() needs nothing else.
-  if (unit.headers.empty()) unit.headers = template_files();
+  if (!unit.headers) unit.headers = template_set();
   return unit;
 }
 

@@ -11,7 +11,9 @@
 
 namespace attnjit::render {
 
-// Embedded templates, or the files under $ATTNJIT_TEMPLATE_DIR when it is set.
+// Embedded templates, or the files under $ATTNJIT_TEMPLATE_DIR when it is set: the set
+// render() gives every unit (template_set), and its files.
+const std::shared_ptr<const std::vector<TemplateFile>>& template_set();
 const std::vector<TemplateFile>& template_files();
 // XXH3-128 over every template path and content: part of every cache key.
 const std::string& template_hash();

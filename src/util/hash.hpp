@@ -11,15 +11,23 @@ namespace attnjit::util {
 std::string xxh128_hex(std::string_view data);
 uint64_t xxh64(std::string_view data);
 
+// Streams the encoded fields into XXH3-128: hex() equals xxh128_hex of the fields'
+// encodings (field_bytes) one after another, without holding them. A copy carries
+// the hash state, so a prefix hashed once (the template set) can be extended many times.
 class KeyEncoder {
  public:
+  KeyEncoder();
   KeyEncoder& field(std::string_view name, std::string_view value);
   KeyEncoder& field(std::string_view name, int64_t value);
-  const std::string& bytes() const { return buf_; }
-  std::string hex() const { return xxh128_hex(buf_); }
+  std::string hex() const;
+  // One field's encoding: the name's length (8 bytes, little-endian), the name, the
+  // value's length, the value.
+  static std::string field_bytes(std::string_view name, std::string_view value);
 
  private:
-  std::string buf_;
+  void update(const void* data, size_t n);
+  static constexpr size_t kStateBytes = 640;  // >= sizeof(XXH3_state_t), checked in hash.cpp
+  alignas(64) unsigned char state_[kStateBytes];
 };
 
 }  // namespace attnjit::util

@@ -253,5 +253,35 @@ TEST(FiaGpu, LargeBatchSpansSeveralLaunches) {
   EXPECT_LE(run_fia(c, 55), 1e-2) << describe(c);
 }
 
+// The seed's empty inputs: with key/value of S2 = 0 attention_out is all zeros and the LSE
+// +inf (no key seen); an empty query returns at once, writing nothing. No kernel runs.
+TEST(FiaGpu, EmptyInputsAsTheSeedSays) {
+  ATTNJIT_REQUIRE_GPU();
+  using testing::DeviceTensor;
+  const DType bf16 = DType::kBFloat16;
+  DeviceTensor q(bf16, {2, 8, 4, 64}), out(bf16, {2, 8, 4, 64}), lse(DType::kFloat32, {2, 8, 4, 1}), kv(bf16, {1});
+  q.upload_floats(std::vector<float>(size_t(q.view.numel()), 0.5f));
+  out.poison();
+  lse.poison();
+  FiaArgs a;
+  a.input_layout = "BNSD";
+  a.num_heads = a.num_key_value_heads = 8;
+  a.query = q.view;
+  a.key = a.value = TensorView::contiguous(kv.view.data, bf16, {2, 8, 0, 64});
+  a.attention_out = out.view;
+  a.softmax_lse_flag = true;
+  a.softmax_lse = lse.view;
+  fused_infer_attention_score(a);
+  driver::ctx_sync();
+  for (float x : out.download_floats()) ASSERT_EQ(x, 0.f);
+  for (float x : lse.download_floats()) ASSERT_TRUE(std::isinf(x) && x > 0) << x;
+  out.poison();
+  a.query.shape[2] = 0;  // an empty query: nothing is written
+  a.key = a.value = kv.view;
+  fused_infer_attention_score(a);
+  driver::ctx_sync();
+  for (float x : out.download_floats()) ASSERT_TRUE(std::isnan(x));
+}
+
 }  // namespace
 }  // namespace attnjit

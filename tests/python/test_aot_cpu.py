@@ -74,6 +74,23 @@ def test_prewarm_argument_errors_carry_the_ops_message():
                              v=S([10, 2, 64], "bf16")), arch=ARCH)
 
 
+def test_scalar_arguments_are_named_when_they_do_not_convert():
+    # nanobind's own TypeError names no argument: the ops' int scalars are converted by name.
+    for bad, given in ((2**31, "2147483648"), (-2**31 - 1, "-2147483649"), (1.5, "a float"), ("4", "a str"),
+                       (None, "a NoneType")):
+        with pytest.raises(attnjit.InvalidArgumentError, match=f"argument 'sliding_win_size': expected an int.*{given}"):
+            attnjit.prewarm(xqa_call(sliding_win_size=bad), arch=ARCH)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'num_kv_heads': expected an int"):
+        attnjit.prewarm(xqa_call(num_kv_heads=8.0), arch=ARCH)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'sm_count': expected an int"):
+        attnjit.prewarm(xqa_call(sm_count="all"), arch=ARCH)
+    with pytest.raises(attnjit.InvalidArgumentError, match="argument 'window_left': expected an int"):
+        attnjit.prewarm(dict(op="decode", q=S([8, 128], "bf16"), k=S([10, 2, 128], "bf16"),
+                             v=S([10, 2, 128], "bf16"), window_left=2**40), arch=ARCH)
+    np = pytest.importorskip("numpy")  # numpy integers index like ints
+    assert attnjit.prewarm(xqa_call(page_size=np.int64(32), sliding_win_size=np.int32(0)), arch=ARCH)
+
+
 def test_numpy_tensors_through_dlpack():
     np = pytest.importorskip("numpy")
     # Prewarming takes host arrays for their shapes and dtypes (DLPack, no copy).

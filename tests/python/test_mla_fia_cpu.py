@@ -26,6 +26,12 @@ def fia_call(**kw):
     return call
 
 
+def test_mla_int_arguments_are_named():
+    for name in ("max_seq_len", "sparse_mla_top_k", "qk_nope_head_dim", "kv_lora_rank", "qk_rope_head_dim", "sm_count"):
+        with pytest.raises(attnjit.InvalidArgumentError, match=f"argument '{name}': expected an int"):
+            attnjit.prewarm(mla_call(**{name: 2**33}), arch=ARCH)
+
+
 def test_mla_prewarm_then_inspect():
     # auto on sm_90a: the wgmma (trtllm-gen) kernel; 16 heads x 1 query token: its narrow tile.
     names = attnjit.prewarm(mla_call(), arch=ARCH)

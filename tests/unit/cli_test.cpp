@@ -185,6 +185,14 @@ TEST_F(CliTest, InspectSourcePrintsTheEntry) {
   EXPECT_NE(r.out.find("tiling:     4 warps x 16-token tiles"), std::string::npos) << r.out;
 }
 
+// The wgmma prefill kernel: how its K/V land and how its CTAs take work items.
+TEST_F(CliTest, InspectShowsThePrefillLoadsAndSchedule) {
+  CliResult r = run("inspect prefill.bf16.hd128.g1.contig.nhd.causal.trtllmgen.sm90a");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("K/V by TMA where contiguous"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("one wave taking work items from a counter"), std::string::npos) << r.out;  // causal: dynamic
+}
+
 TEST_F(CliTest, InspectTakesASpecJson) {
   json j = run_json(R"(inspect '{"family": "xqa", "head_dim": 64, "group_size": 4, "page_size": 16}' --arch sm_80 --json)");
   EXPECT_EQ(j["name"], "xqa.bf16.hd64.g4.p16.nhd.sm80");

@@ -406,13 +406,14 @@ TEST(CompileError, MissingIncludeIsACompileError) {
 TEST(CompileUnit, UsesTheHeadersTheUnitCarriesAndNoOthers) {
   render::RenderedUnit own;
   own.entry = "k";
-  own.headers.push_back({"own/value.cuh", "constexpr int kValue = 7;\n"});
+  own.headers = std::make_shared<const std::vector<render::TemplateFile>>(
+      std::vector<render::TemplateFile>{{"own/value.cuh", "constexpr int kValue = 7;\n"}});
   own.source = "#include \"own/value.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = kValue; }\n";
   EXPECT_NO_THROW(compile("own.header", own, Arch{90, true}));
 
   render::RenderedUnit bare = render::render(proof_spec(Arch{90, true}));
-  ASSERT_FALSE(bare.headers.empty());
-  bare.headers.clear();  // the templates are no longer fetched behind the unit's back
+  ASSERT_TRUE(bare.headers && !bare.headers->empty());
+  bare.headers = nullptr;  // the templates are no longer fetched behind the unit's back
   try {
     compile("no.headers", bare, Arch{90, true});
     FAIL() << "compiled without the templates it includes";
@@ -427,8 +428,13 @@ TEST(HeadersHash, FollowsContentNotPaths) {
   render::RenderedUnit u = render::render(proof_spec(Arch{90, true}));
   EXPECT_EQ(render::headers_hash(u), render::template_hash());
   render::RenderedUnit edited = u;
-  edited.headers.back().content += "\n// edited\n";
+  auto files = *u.headers;  // another set: hashed from its files, not the process's memo
+  files.back().content += "\n// edited\n";
+  edited.headers = std::make_shared<const std::vector<render::TemplateFile>>(files);
   EXPECT_NE(render::headers_hash(edited), render::headers_hash(u));
+  files.back().content = u.headers->back().content;  // the same content in another set: the same hash
+  edited.headers = std::make_shared<const std::vector<render::TemplateFile>>(files);
+  EXPECT_EQ(render::headers_hash(edited), render::headers_hash(u));
   render::RenderedUnit with_dir = u;
   with_dir.include_dirs.push_back({"/opt/a/cccl", "hash-1"});
   EXPECT_NE(render::headers_hash(with_dir), render::headers_hash(u));

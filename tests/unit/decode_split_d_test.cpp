@@ -234,7 +234,7 @@ TEST(SplitDTiling, RenderedTraitsSelectSplitD) {
       << u.source;
   EXPECT_EQ(u.launch.threads, 128);
   bool has_split_d = false;
-  for (const auto& h : u.headers) has_split_d |= h.path == "decode/decode_split_d.cuh";
+  for (const auto& h : *u.headers) has_split_d |= h.path == "decode/decode_split_d.cuh";
   EXPECT_TRUE(has_split_d) << "the unit carries the split-D template";
 }
 

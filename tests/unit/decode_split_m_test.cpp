@@ -138,7 +138,7 @@ TEST(SplitMTiling, RenderedTraitsCarryTheStagesAndTheKnobTurnsThemOff) {
     const int stages = decode_tiling(s).split_m_stages;
     EXPECT_NE(on.find(", 16, true, " + std::to_string(stages) + ", true>;"), std::string::npos) << on;
     bool has_m = false, has_ring = false, has_dual = false;
-    for (const auto& h : u.headers) {
+    for (const auto& h : *u.headers) {
       has_m |= h.path == "decode/decode_split_m.cuh";
       has_ring |= h.path == "decode/decode_cta_ring.cuh";
       has_dual |= h.path == "decode/decode_dual_m.cuh";

@@ -274,6 +274,14 @@ TEST(FiaPadPrefix, LeftPaddingPassesDevicePointers) {
   EXPECT_EQ(p.params.q_pad, nullptr);
   EXPECT_NE(p.params.kv_pad, nullptr);
   EXPECT_FALSE(plan_fia_decode(p, d, testing::kPlanArch).has_value());
+  // ... whatever else the call holds: beside a shared prefix, or even a malformed one, it is not looked at.
+  FiaArgs dp = prefixed(1);
+  dp.query_padding_size = i64(0x800000, {1});
+  p = plan_fia(dp, testing::kPlanArch);
+  EXPECT_EQ(p.params.q_pad, nullptr);
+  EXPECT_TRUE(p.spec.has(spec::feature::kSharedPrefix));
+  dp.query_padding_size.dtype = DType::kFloat32;
+  EXPECT_NO_THROW(plan_fia(dp, testing::kPlanArch));
   // Mode 0 with a mask ignores pre/next under left padding (the seed).
   FiaArgs m = padded();
   m.atten_mask = TensorView::contiguous(fake(0x700000), DType::kUInt8, {64, 256});

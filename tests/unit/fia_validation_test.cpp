@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "attnjit/error.hpp"
+#include "common/expect_error.hpp"
 #include "common/op_args.hpp"
 
 namespace attnjit::ops {
 namespace {
 
+using testing::expect_error;
 using testing::fake;
 using testing::kHd;
 using testing::valid_fia;
@@ -265,6 +267,8 @@ TEST(FiaValidation, TndConstraints) {
       {"V 64", [](FiaArgs& a) { a.value = bf16(0x200000, {150, 8, 64}); }, "value"},
       {"decreasing", [](FiaArgs& a) { a.actual_seq_lengths = {60, 40}; }, "actual_seq_lengths"},
       {"past T", [](FiaArgs& a) { a.actual_seq_lengths = {40, 101}; }, "actual_seq_lengths"},
+      // T is the sum of the lengths: rows past the last would be outputs nothing writes.
+      {"short of T", [](FiaArgs& a) { a.actual_seq_lengths = {40, 99}; }, "actual_seq_lengths"},
       {"kv count", [](FiaArgs& a) { a.actual_seq_lengths_kv = {150}; }, "actual_seq_lengths_kv"},
       {"mask with sparse 0", [](FiaArgs& a) { a.atten_mask = u8({2048, 2048}); }, "sparse_mode"},
       {"sparse 3 without mask", [](FiaArgs& a) { a.sparse_mode = 3; }, "sparse_mode"},
@@ -280,6 +284,48 @@ TEST(FiaValidation, TndConstraints) {
     c.edit(a);
     expect_refused(a, c.arg, c.code, c.what);
   }
+}
+
+// The seed's empty inputs: an empty query returns at once; an empty key/value (S2 = 0)
+// fills attention_out with zeros (LSE +inf). Other zero sizes are the plan's refusals.
+TEST(FiaValidation, EmptyInputsAsTheSeedSays) {
+  EXPECT_EQ(fia_empty_inputs(valid_fia()), FiaEmpty::kNone);
+  FiaArgs q0 = valid_fia();
+  q0.query.shape[0] = 0;  // B = 0: nothing else is looked at
+  q0.key.rank = 9;
+  EXPECT_EQ(fia_empty_inputs(q0), FiaEmpty::kNothing);
+  FiaArgs s2 = valid_fia();  // BSND: S2 is dim 1
+  s2.key.shape[1] = s2.value.shape[1] = 0;
+  EXPECT_EQ(fia_empty_inputs(s2), FiaEmpty::kZeroOutput);
+  FiaArgs bnsd = valid_fia();
+  bnsd.input_layout = "BNSD";
+  bnsd.key = bf16(0x100000, {testing::kFiaBatch, testing::kFiaKvHeads, 0, kHd});
+  bnsd.value = bf16(0x200000, {testing::kFiaBatch, testing::kFiaKvHeads, 0, kHd});
+  EXPECT_EQ(fia_empty_inputs(bnsd), FiaEmpty::kZeroOutput);
+  FiaArgs t = tnd_args();
+  t.key = bf16(0x100000, {0, 8, 192});
+  t.value = bf16(0x200000, {0, 8, 128});
+  EXPECT_EQ(fia_empty_inputs(t), FiaEmpty::kZeroOutput);
+  // A zero elsewhere, or S2 = 0 in only one of them, or with a block table: the plan decides.
+  FiaArgs n0 = valid_fia();
+  n0.key.shape[2] = 0;
+  EXPECT_EQ(fia_empty_inputs(n0), FiaEmpty::kNone);
+  expect_refused(n0, "key", ErrorCode::kInvalidArgument, "key N 0");
+  FiaArgs one = valid_fia();
+  one.key.shape[1] = 0;
+  EXPECT_EQ(fia_empty_inputs(one), FiaEmpty::kNone);
+  FiaArgs paged = s2;
+  paged.block_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {2, 4});
+  EXPECT_EQ(fia_empty_inputs(paged), FiaEmpty::kNone);
+  // The zero fill writes attention_out (and the LSE) whole: contiguous, an fp32 LSE.
+  FiaArgs strided = s2;
+  strided.attention_out.stride[0] *= 2;
+  expect_error([&] { fia_empty_inputs(strided); }, ErrorCode::kInvalidArgument, {"attention_out", "contiguous"});
+  FiaArgs lse16 = s2;
+  lse16.softmax_lse.dtype = DType::kFloat16;
+  expect_error([&] { fia_empty_inputs(lse16); }, ErrorCode::kInvalidArgument, {"softmax_lse"});
+  lse16.softmax_lse_flag = false;  // the flag off: the LSE is not written
+  EXPECT_EQ(fia_empty_inputs(lse16), FiaEmpty::kZeroOutput);
 }
 
 // auto on sm_90a takes the wgmma kernel where its head dims allow (128-row work
@@ -433,6 +479,9 @@ TEST(FiaValidation, LayoutsAreStrides) {
   p = plan_fia(h, testing::kPlanArch);
   EXPECT_EQ(p.params.q_stride_h, kHd);
   EXPECT_EQ(p.params.k_stride_s, 2 * kHd);
+  // BSH's D is H / num_heads: with num_heads left at its default of 1 the error names num_heads.
+  h.num_heads = 1;
+  expect_refused(h, "num_heads", ErrorCode::kInvalidArgument, "BSH, num_heads 1");
 }
 
 TEST(FiaValidation, WorkListCoversRowsAndClearsPadding) {

@@ -148,6 +148,39 @@ TEST(MlaPlan, WrongTensorsNameThemselves) {
   a = valid_mla();
   a.sm_count = 0;
   expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"sm_count", ">= 1", "0"});
+  // The int32 and fp32 side tensors: the kernels load them 4 bytes at a time.
+  for (auto [edit, name] : std::initializer_list<std::pair<void (*)(MlaArgs&), const char*>>{
+           {[](MlaArgs& x) { x.block_tables.data = fake(0x300002); }, "block_tables"},
+           {[](MlaArgs& x) { x.seq_lens.data = fake(0x300102); }, "seq_lens"},
+           {[](MlaArgs& x) { x.sinks = TensorView::contiguous(fake(0x600002), DType::kFloat32, {16}); }, "sinks"},
+           {[](MlaArgs& x) { x.lse = TensorView::contiguous(fake(0x610002), DType::kFloat32, {4, 16}); }, "lse"}}) {
+    a = valid_mla();
+    edit(a);
+    expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {name, "aligned"});
+  }
+  a = valid_mla(/*sparse=*/true);
+  a.indices.data = fake(0x500002);
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"indices", "aligned"});
+  a = valid_mla();
+  a.block_tables.stride[1] = 2;
+  expect_error([&] { plan_mla(a, kPlanArch); }, kBad, {"block_tables", "stride"});
+}
+
+// A block table's rows may be apart (the first pages of a wider table, as an engine slices
+// it), and sparse indices likewise: the kernels step rows by the strides the plan passes.
+TEST(MlaPlan, SlicedBlockTablesAndIndicesPlanWithTheirStrides) {
+  using testing::kMlaPagesPerSeq, testing::kMlaQLen, testing::kMlaTopK;
+  MlaArgs a = valid_mla();
+  a.block_tables.stride[0] = 3 * kMlaPagesPerSeq;  // [:, :pages] of a table three times as wide
+  const MlaPlan p = plan_mla(a, kPlanArch);
+  EXPECT_EQ(p.params.bt_stride_b, 3 * kMlaPagesPerSeq);
+  EXPECT_EQ(p.params.pages_per_seq, kMlaPagesPerSeq);
+  a = valid_mla(/*sparse=*/true);
+  a.indices.stride[0] = 4 * kMlaQLen * kMlaTopK;
+  a.indices.stride[1] = 2 * kMlaTopK;
+  const MlaPlan s = plan_mla(a, kPlanArch);
+  EXPECT_EQ(s.params.idx_stride_b, 4 * kMlaQLen * kMlaTopK);
+  EXPECT_EQ(s.params.idx_stride_t, 2 * kMlaTopK);
 }
 
 // FlashInfer's trtllm-gen pairs: fp8 e4m3 KV with a bf16, fp16 or fp8 query; the output is

@@ -194,6 +194,8 @@ TEST(PlanXqa, EachBadInputNamesTheArgument) {
       {"workspace with a negative size", [](XqaArgs& a) {
          a.workspace_buffer = TensorView::contiguous(fake(0x800000), DType::kUInt8, {-1});
        }, "workspace_buffer", {"sizes >= 1"}},
+      {"page_table misaligned", [](XqaArgs& a) { a.page_table.data = fake(0x300002); }, "page_table", {"aligned"}},
+      {"seq_lens misaligned", [](XqaArgs& a) { a.seq_lens.data = fake(0x300101); }, "seq_lens", {"aligned"}},
       {"sinks of rank 0", [](XqaArgs& a) {
          a.sinks.data = fake(0x820000);
          a.sinks.dtype = DType::kFloat32;
@@ -387,7 +389,17 @@ TEST(PlanSingleDecode, EachBadInputNamesTheArgument) {
          c.lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {16});
        }, "lse", {"num_qo_heads"}},
       {"window_left -2", [](SingleDecodeCall& c) { c.o.window_left = -2; }, "window_left", {"-2"}},
-      {"soft cap -1", [](SingleDecodeCall& c) { c.o.logits_soft_cap = -1.f; }, "logits_soft_cap"},
+      {"soft cap NaN", [](SingleDecodeCall& c) { c.o.logits_soft_cap = NAN; }, "logits_soft_cap"},
+      {"group 300 (past the kernels' 256)", [&](SingleDecodeCall& c) {
+         c.q = TensorView::contiguous(fake(0x10000), f16, {300, kHd});
+         c.out = TensorView::contiguous(fake(0x20000), f16, {300, kHd});
+         c.k = TensorView::contiguous(fake(0x100000), f16, {kSdLen, 1, kHd});
+         c.v = TensorView::contiguous(fake(0x200000), f16, {kSdLen, 1, kHd});
+       }, "q", {"<= 256", "300 / 1"}},
+      {"lse misaligned", [](SingleDecodeCall& c) {
+         c.with_lse = true;
+         c.lse.data = fake(0x30002);
+       }, "lse", {"aligned"}},
       {"sm_scale 0", [](SingleDecodeCall& c) { c.o.sm_scale = 0.f; }, "sm_scale"},
       {"rope_theta 0", [](SingleDecodeCall& c) { c.o.rope_theta = 0.f; }, "rope_theta"},
       {"rope_scale inf", [](SingleDecodeCall& c) { c.o.rope_scale = INFINITY; }, "rope_scale"},
@@ -413,6 +425,21 @@ TEST(PlanSingleDecode, EachBadInputNamesTheArgument) {
   }
 }
 
+// As FlashInfer: a soft cap applies only when > 0, so zero and negative caps are both off.
+TEST(PlanSingleDecode, SoftCapAtOrBelowZeroIsOff) {
+  for (float cap : {0.f, -1.f, -30.f}) {
+    SingleDecodeCall c = valid_single();
+    c.o.logits_soft_cap = cap;
+    const auto plan = c.plan();
+    EXPECT_FALSE(plan.spec.has(spec::feature::kSoftCap)) << cap;
+    EXPECT_EQ(plan.params.soft_cap, 0.f) << cap;
+  }
+  SingleDecodeCall c = valid_single();
+  c.o.logits_soft_cap = 30.f;
+  EXPECT_TRUE(c.plan().spec.has(spec::feature::kSoftCap));
+  EXPECT_EQ(c.plan().params.soft_cap, 30.f);
+}
+
 TEST(PlanSingleDecode, ExplicitTrtllmGenIsUnsupported) {
   SingleDecodeCall c = valid_single();
   c.o.backend = Backend::kTrtllmGen;
@@ -429,6 +456,12 @@ TEST(PlanXqa, RaggedArgumentsAreChecked) {
   expect_invalid([&] { plan(a); }, "q_cu_seq_lens", {"fp32"});
   a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kUInt32, {1});
   expect_invalid([&] { plan(a); }, "q_cu_seq_lens", {"at least 2"});
+  a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kUInt32, {2 * (kBatch + 1)});
+  a.q_cu_seq_lens.shape[0] = kBatch + 1;
+  a.q_cu_seq_lens.stride[0] = 2;  // every other entry of a wider tensor: the kernel reads b and b + 1
+  expect_invalid([&] { plan(a); }, "q_cu_seq_lens", {"contiguous"});
+  a.q_cu_seq_lens = TensorView::contiguous(fake(0x700002), DType::kUInt32, {kBatch + 1});
+  expect_invalid([&] { plan(a); }, "q_cu_seq_lens", {"aligned"});
   a.q_cu_seq_lens = TensorView::contiguous(fake(0x700000), DType::kUInt32, {kBatch + 1});
   a.q = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {1, 6, kHeads, kHd});
   expect_invalid([&] { plan(a); }, "q", {"rank 3"});

@@ -411,7 +411,8 @@ TEST(KeyEncoder, LengthPrefixPreventsAliasing) {
   KeyEncoder a, b;
   a.field("x", "ab").field("y", "c");
   b.field("x", "a").field("y", "bc");
-  EXPECT_NE(a.bytes(), b.bytes());
+  EXPECT_NE(KeyEncoder::field_bytes("x", "ab") + KeyEncoder::field_bytes("y", "c"),
+            KeyEncoder::field_bytes("x", "a") + KeyEncoder::field_bytes("y", "bc"));
   EXPECT_NE(a.hex(), b.hex());
   // Names and values cannot trade bytes either.
   KeyEncoder c, d;
@@ -422,9 +423,19 @@ TEST(KeyEncoder, LengthPrefixPreventsAliasing) {
   e.field("n", int64_t{12});
   f.field("n", "12");
   EXPECT_EQ(e.hex(), f.hex());  // integers encode as their decimal text
-  EXPECT_EQ(KeyEncoder().field("k", "v").bytes(),
-            std::string("\x01\0\0\0\0\0\0\0k\x01\0\0\0\0\0\0\0v", 18));
+  EXPECT_EQ(KeyEncoder::field_bytes("k", "v"), std::string("\x01\0\0\0\0\0\0\0k\x01\0\0\0\0\0\0\0v", 18));
   EXPECT_EQ(util::xxh128_hex("").size(), 32u);
+  // The encoder streams: its hash is that of the fields' encodings one after another,
+  // and a copy continues from where the original stood.
+  KeyEncoder g;
+  g.field("k", "v").field("n", int64_t{-3});
+  EXPECT_EQ(g.hex(), util::xxh128_hex(KeyEncoder::field_bytes("k", "v") + KeyEncoder::field_bytes("n", "-3")));
+  const std::string big(100000, 'x');  // past XXH3's internal buffer
+  KeyEncoder h = g;
+  h.field("big", big);
+  EXPECT_EQ(h.hex(), util::xxh128_hex(KeyEncoder::field_bytes("k", "v") + KeyEncoder::field_bytes("n", "-3") +
+                                      KeyEncoder::field_bytes("big", big)));
+  EXPECT_EQ(g.hex(), util::xxh128_hex(KeyEncoder::field_bytes("k", "v") + KeyEncoder::field_bytes("n", "-3")));
 }
 
 }  // namespace

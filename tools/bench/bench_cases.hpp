@@ -29,6 +29,8 @@ struct Options {
   int seq_len = 0;                // --len L: the xqa shapes at this seq_len instead (a fixed-cost fit)
   const char* only_kv = nullptr;  // --kv NAME: only this KV dtype ("bf16", "fp8_e4m3")
   const char* layout = "BSND";    // --layout BNSD: --fia-quant's decode rows in FIA's head-major layout
+  int only_heads = 0;             // --heads N: only the --mla shapes with this many heads (one kernel under ncu)
+  const char* only_backend = nullptr;  // --backend xqa|trtllm-gen: only this --mla backend
 };
 
 std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);

@@ -121,6 +121,7 @@ std::vector<Result> bench_mla(const Options& o) {
   for (const MlaShape& sh : shapes) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
     if (o.only_kv && std::string(o.only_kv) != dtype_name(sh.kv)) continue;
+    if (o.only_heads && sh.heads != o.only_heads) continue;
     const bool both = cc == 90;
     double xqa_ms = 0;
     // Up to 16 rows: trtllm-gen runs its narrow tile, then (same run) the 64-row tile for comparison.
@@ -128,6 +129,7 @@ std::vector<Result> bench_mla(const Options& o) {
     for (int pass = 0; pass < (both && narrow ? 3 : 2); ++pass) {
       const Backend b = pass == 0 ? Backend::kXqa : Backend::kTrtllmGen;
       if (b == Backend::kTrtllmGen && !both) continue;
+      if (o.only_backend && std::string(o.only_backend) != (b == Backend::kXqa ? "xqa" : "trtllm-gen")) continue;
       std::optional<ScopedEnv> wide;
       if (pass == 2) wide.emplace("ATTNJIT_MLA_NARROW", "0");
       double tflops = 0;
@@ -137,7 +139,7 @@ std::vector<Result> bench_mla(const Options& o) {
       const char* label = b == Backend::kXqa ? "xqa" : pass == 2 ? "trtllm-gen/64" : narrow ? "trtllm-gen/16" : "trtllm-gen";
       fmt::print("{:<24} {:<14} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>8}\n", r.shape, label, r.dtype,
                  r.ms * 1e3, r.tbs(), r.pct(), tflops, 100.0 * tflops / kGemmTflops,
-                 b == Backend::kXqa ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
+                 b == Backend::kXqa || xqa_ms == 0 ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));
       out.push_back(r);
     }
   }

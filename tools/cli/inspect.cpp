@@ -137,17 +137,24 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
 }
 // The prefill family's layout (src/ops/fia/prefill_family.hpp): the portable
 // mma.sync kernel or the sm_90a warp-specialized wgmma one.
+const char* prefill_schedule_name(int mode) {
+  return mode == 2 ? "one wave taking work items from a counter" : mode == 1 ? "one wave striding the work items"
+                                                                             : "one CTA per work item";
+}
 nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t) {
   if (t.dequant_pass)
     return {{"kernel", "int8 K/V dequantising pass"}, {"threads", t.threads}, {"tile_tokens", t.kv_tile},
             {"smem_bytes", t.smem_bytes}};
-  return {{"kernel", t.hopper ? "wgmma, warp-specialized" : "mma.sync"},
-          {"rows_per_cta", t.rows},
-          {"threads", t.threads},
-          {"tile_tokens", t.kv_tile},
-          {"stages", t.stages},
-          {"pingpong", t.pingpong},
-          {"smem_bytes", t.smem_bytes}};
+  nlohmann::json j = {{"kernel", t.hopper ? "wgmma, warp-specialized" : "mma.sync"},
+                      {"rows_per_cta", t.rows},
+                      {"threads", t.threads},
+                      {"tile_tokens", t.kv_tile},
+                      {"stages", t.stages},
+                      {"pingpong", t.pingpong},
+                      {"smem_bytes", t.smem_bytes}};
+  j["kv_loads"] = t.hopper ? "TMA where K/V are contiguous and TMA describes the strides, else cp.async" : "cp.async";
+  if (t.hopper) j["schedule"] = prefill_schedule_name(t.schedule);
+  return j;
 }
 std::string prefill_tiling_text(const ops::PrefillTiling& t) {
   if (t.dequant_pass)
@@ -156,8 +163,10 @@ std::string prefill_tiling_text(const ops::PrefillTiling& t) {
                        t.threads, t.kv_tile, human_bytes(t.smem_bytes));
   if (t.hopper)
     return fmt::format("{} rows (2 consumer warpgroups, wgmma) x {}-token KV tiles, a producer warpgroup filling a "
-                       "{}-stage cp.async ring behind mbarriers, ping-pong {}, {} dynamic smem",
-                       t.rows, t.kv_tile, t.stages, t.pingpong ? "on" : "off", human_bytes(t.smem_bytes));
+                       "{}-stage ring behind mbarriers (K/V by TMA where contiguous and TMA describes the strides, else "
+                       "cp.async: paged, shared prefix, ragged tails), ping-pong {}, {}, {} dynamic smem",
+                       t.rows, t.kv_tile, t.stages, t.pingpong ? "on" : "off", prefill_schedule_name(t.schedule),
+                       human_bytes(t.smem_bytes));
   return fmt::format("{} rows (4 warps, mma.sync) x {}-token KV tiles, 2-stage cp.async double buffer, {} dynamic smem",
                      t.rows, t.kv_tile, human_bytes(t.smem_bytes));
 }

@@ -31,19 +31,22 @@ attnjit::LseBase lse_base_from_name(const std::string& n) {
 // indices go to MlaArgs::indices and block_tables becomes a [batch, pages] view that
 // the sparse kernel never reads (it only bounds max_seq_len).
 nb::object mla_call(std::optional<std::string> arch, uintptr_t stream, nb::handle query, nb::handle kv_cache,
-                    nb::handle workspace_buffer, int qk_nope_head_dim, int kv_lora_rank, int qk_rope_head_dim,
-                    nb::handle block_tables, nb::handle seq_lens, int max_seq_len, int sparse_mla_top_k,
+                    nb::handle workspace_buffer, nb::handle qk_nope_head_dim, nb::handle kv_lora_rank,
+                    nb::handle qk_rope_head_dim, nb::handle block_tables, nb::handle seq_lens, nb::handle max_seq_len_arg,
+                    nb::handle sparse_mla_top_k_arg,
                     nb::handle out, nb::handle bmm1_scale, nb::handle bmm2_scale, nb::handle sinks,
                     std::optional<bool> enable_pdl, const std::string& backend, nb::handle lse,
-                    const std::string& lse_base, std::optional<int> sm_count) {
+                    const std::string& lse_base, nb::handle sm_count) {
   TensorArgs t(arch ? Mode::kPrewarm : Mode::kLaunch);
   attnjit::MlaArgs a;
   a.query = t.tensor(query, "query");
   a.kv_cache = t.tensor(kv_cache, "kv_cache");
   a.workspace_buffer = t.tensor(workspace_buffer, "workspace_buffer");
-  a.qk_nope_head_dim = qk_nope_head_dim;
-  a.kv_lora_rank = kv_lora_rank;
-  a.qk_rope_head_dim = qk_rope_head_dim;
+  a.qk_nope_head_dim = int_arg(qk_nope_head_dim, "qk_nope_head_dim");
+  a.kv_lora_rank = int_arg(kv_lora_rank, "kv_lora_rank");
+  a.qk_rope_head_dim = int_arg(qk_rope_head_dim, "qk_rope_head_dim");
+  const int max_seq_len = int_arg(max_seq_len_arg, "max_seq_len");
+  const int sparse_mla_top_k = int_arg(sparse_mla_top_k_arg, "sparse_mla_top_k");
   a.block_tables = t.tensor(block_tables, "block_tables");
   a.seq_lens = t.tensor(seq_lens, "seq_lens");
   a.max_seq_len = max_seq_len;
@@ -68,7 +71,7 @@ nb::object mla_call(std::optional<std::string> arch, uintptr_t stream, nb::handl
   a.backend = backend_from_name(backend);
   a.lse = t.tensor(lse, "lse");
   a.lse_base = lse_base_from_name(lse_base);
-  a.sm_count = sm_count;
+  a.sm_count = optional_int_arg(sm_count, "sm_count");
   if (arch) {
     std::string name;
     {
@@ -87,9 +90,9 @@ nb::object mla_call(std::optional<std::string> arch, uintptr_t stream, nb::handl
 void bind_mla(nb::module_& m) {
   m.def("trtllm_batch_decode_with_kv_cache_mla", &mla_call, nb::arg("arch").none(), nb::arg("stream"),
         nb::arg("query").none(), nb::arg("kv_cache").none(), nb::arg("workspace_buffer").none(),
-        nb::arg("qk_nope_head_dim"), nb::arg("kv_lora_rank"), nb::arg("qk_rope_head_dim"),
-        nb::arg("block_tables").none(), nb::arg("seq_lens").none(), nb::arg("max_seq_len"),
-        nb::arg("sparse_mla_top_k"), nb::arg("out").none(), nb::arg("bmm1_scale").none(),
+        nb::arg("qk_nope_head_dim").none(), nb::arg("kv_lora_rank").none(), nb::arg("qk_rope_head_dim").none(),
+        nb::arg("block_tables").none(), nb::arg("seq_lens").none(), nb::arg("max_seq_len").none(),
+        nb::arg("sparse_mla_top_k").none(), nb::arg("out").none(), nb::arg("bmm1_scale").none(),
         nb::arg("bmm2_scale").none(), nb::arg("sinks").none(), nb::arg("enable_pdl").none(), nb::arg("backend"),
         nb::arg("lse").none(), nb::arg("lse_base"), nb::arg("sm_count").none());
   m.def("mla_workspace_bytes", &attnjit::mla_workspace_bytes, nb::arg("batch"), nb::arg("num_heads"),

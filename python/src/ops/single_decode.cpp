@@ -21,7 +21,7 @@ namespace {
 nb::object single_decode_call(std::optional<std::string> arch, uintptr_t stream, nb::handle q, nb::handle k,
                               nb::handle v, nb::handle out, nb::handle lse, const std::string& kv_layout,
                               const std::string& pos_encoding_mode, bool use_tensor_cores, float q_scale,
-                              float k_scale, float v_scale, int window_left, float logits_soft_cap,
+                              float k_scale, float v_scale, nb::handle window_left, float logits_soft_cap,
                               std::optional<float> sm_scale, float rope_scale, float rope_theta,
                               const std::string& backend, bool enable_pdl) {
   TensorArgs t(arch ? Mode::kPrewarm : Mode::kLaunch);
@@ -37,7 +37,7 @@ nb::object single_decode_call(std::optional<std::string> arch, uintptr_t stream,
   o.q_scale = q_scale;
   o.k_scale = k_scale;
   o.v_scale = v_scale;
-  o.window_left = window_left;
+  o.window_left = int_arg(window_left, "window_left");
   o.logits_soft_cap = logits_soft_cap;
   o.sm_scale = sm_scale;
   o.rope_scale = rope_scale;
@@ -65,7 +65,7 @@ void bind_single_decode(nb::module_& m) {
   m.def("single_decode_with_kv_cache", &single_decode_call, nb::arg("arch").none(), nb::arg("stream"), nb::arg("q").none(),
         nb::arg("k").none(), nb::arg("v").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("kv_layout"),
         nb::arg("pos_encoding_mode"), nb::arg("use_tensor_cores"), nb::arg("q_scale"), nb::arg("k_scale"),
-        nb::arg("v_scale"), nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("sm_scale").none(),
+        nb::arg("v_scale"), nb::arg("window_left").none(), nb::arg("logits_soft_cap"), nb::arg("sm_scale").none(),
         nb::arg("rope_scale"), nb::arg("rope_theta"), nb::arg("backend"), nb::arg("enable_pdl"));
 }
 ATTNJIT_PY_OP(bind_single_decode);

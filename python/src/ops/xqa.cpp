@@ -22,10 +22,10 @@ namespace {
 // that arch ("" = this GPU) and returns the kernel's name.
 nb::object xqa_call(std::optional<std::string> arch, uintptr_t stream, nb::handle q, nb::handle k_cache,
                     nb::handle v_cache, nb::handle page_table, nb::handle seq_lens, nb::handle output,
-                    nb::handle workspace_buffer, nb::handle semaphores, int num_kv_heads, int page_size,
-                    nb::handle sinks, nb::handle q_scale, nb::handle kv_scale, int sliding_win_size,
-                    const std::string& kv_layout, std::optional<int> sm_count, std::optional<bool> enable_pdl,
-                    float rcp_out_scale, int q_seq_len, nb::handle mask, const std::string& backend) {
+                    nb::handle workspace_buffer, nb::handle semaphores, nb::handle num_kv_heads, nb::handle page_size,
+                    nb::handle sinks, nb::handle q_scale, nb::handle kv_scale, nb::handle sliding_win_size,
+                    const std::string& kv_layout, nb::handle sm_count, std::optional<bool> enable_pdl,
+                    float rcp_out_scale, nb::handle q_seq_len, nb::handle mask, const std::string& backend) {
   TensorArgs t(arch ? Mode::kPrewarm : Mode::kLaunch);
   attnjit::XqaArgs a;
   a.q = t.tensor(q, "q");
@@ -36,17 +36,17 @@ nb::object xqa_call(std::optional<std::string> arch, uintptr_t stream, nb::handl
   a.output = t.tensor(output, "output");
   a.workspace_buffer = t.tensor(workspace_buffer, "workspace_buffer");
   a.semaphores = t.tensor(semaphores, "semaphores");
-  a.num_kv_heads = num_kv_heads;
-  a.page_size = page_size;
+  a.num_kv_heads = int_arg(num_kv_heads, "num_kv_heads");
+  a.page_size = int_arg(page_size, "page_size");
   a.sinks = t.tensor(sinks, "sinks");
   a.q_scale = t.scale(q_scale, "q_scale");
   a.kv_scale = t.scale(kv_scale, "kv_scale");
-  a.sliding_win_size = sliding_win_size;
+  a.sliding_win_size = int_arg(sliding_win_size, "sliding_win_size");
   a.kv_layout = layout_from_name(kv_layout);
-  a.sm_count = sm_count;
+  a.sm_count = optional_int_arg(sm_count, "sm_count");
   a.enable_pdl = enable_pdl;
   a.rcp_out_scale = rcp_out_scale;
-  a.q_seq_len = q_seq_len;
+  a.q_seq_len = int_arg(q_seq_len, "q_seq_len");
   a.mask = t.tensor(mask, "mask");
   a.backend = backend_from_name(backend);
   if (arch) {
@@ -68,9 +68,10 @@ void bind_xqa(nb::module_& m) {
   m.def("xqa", &xqa_call, nb::arg("arch").none(), nb::arg("stream"), nb::arg("q").none(), nb::arg("k_cache").none(),
         nb::arg("v_cache").none(), nb::arg("page_table").none(), nb::arg("seq_lens").none(),
         nb::arg("output").none(), nb::arg("workspace_buffer").none(), nb::arg("semaphores").none(),
-        nb::arg("num_kv_heads"), nb::arg("page_size"), nb::arg("sinks").none(), nb::arg("q_scale").none(),
-        nb::arg("kv_scale").none(), nb::arg("sliding_win_size"), nb::arg("kv_layout"), nb::arg("sm_count").none(),
-        nb::arg("enable_pdl").none(), nb::arg("rcp_out_scale"), nb::arg("q_seq_len"), nb::arg("mask").none(),
+        nb::arg("num_kv_heads").none(), nb::arg("page_size").none(), nb::arg("sinks").none(),
+        nb::arg("q_scale").none(), nb::arg("kv_scale").none(), nb::arg("sliding_win_size").none(),
+        nb::arg("kv_layout"), nb::arg("sm_count").none(), nb::arg("enable_pdl").none(), nb::arg("rcp_out_scale"),
+        nb::arg("q_seq_len").none(), nb::arg("mask").none(),
         nb::arg("backend"));
   m.def("xqa_workspace_bytes", &attnjit::xqa_workspace_bytes, nb::arg("batch"), nb::arg("num_kv_heads"),
         nb::arg("head_group_ratio"), nb::arg("q_seq_len"), nb::arg("head_dim"), nb::arg("max_seq_len"),

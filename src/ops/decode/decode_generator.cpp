@@ -313,8 +313,8 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
                                            s.head_dim_qk, s.head_dim_vo); });
   if (!decode_head_dim_ok(s.head_dim_qk))
     return refuse([&] { return fmt::format("head_dim {}: the decode templates need {}", s.head_dim_qk, kDecodeHeadDims); });
-  if (s.group_size < 1 || s.group_size > 256)
-    return refuse([&] { return fmt::format("group_size {}: expected 1 to 256", s.group_size); });
+  if (s.group_size < 1 || s.group_size > kMaxDecodeGroup)
+    return refuse([&] { return fmt::format("group_size {}: expected 1 to {}", s.group_size, kMaxDecodeGroup); });
   if (split_d(s)) {
     // FlashInfer's limits past head_dim 256, which the split-D kernel keeps.
     if (s.group_size > kMaxGroupSplitD)

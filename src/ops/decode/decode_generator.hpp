@@ -41,6 +41,7 @@ inline int decode_kv_heads_per_cta(const spec::KernelSpec& spec) { return spec.h
 // as in FlashInfer, groups of at most 16 and no speculative decoding).
 constexpr const char* kDecodeHeadDims = "a multiple of 16 in [16, 256], or 384 or 512";
 constexpr int kMaxGroupSplitD = 16;
+constexpr int kMaxDecodeGroup = 256;  // q heads per KV head the decode kernels take (can_implement)
 constexpr bool decode_head_dim_ok(int64_t hd) { return (hd % 16 == 0 && hd >= 16 && hd <= 256) || hd == 384 || hd == 512; }
 
 bool decode_can_implement(const spec::KernelSpec& spec, const spec::Arch& arch, std::string* why);

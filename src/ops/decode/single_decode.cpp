@@ -49,6 +49,9 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   ATTNJIT_REQUIRE(kv_heads >= 1 && heads % kv_heads == 0, "q",
                 fmt::format("num_qo_heads a multiple of num_kv_heads ({})", kv_heads),
                 fmt::format("{} heads", heads));
+  ATTNJIT_REQUIRE(heads / kv_heads <= ops::kMaxDecodeGroup, "q",
+                  fmt::format("num_qo_heads / num_kv_heads <= {}", ops::kMaxDecodeGroup),
+                  fmt::format("{} / {}", heads, kv_heads));
   if (hd > 256) {
     // FlashInfer's limits past head_dim 256 (the warps split the output dims there).
     ATTNJIT_REQUIRE(heads / kv_heads <= ops::kMaxGroupSplitD, "q",
@@ -68,14 +71,17 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
     require_dtype(*lse, "lse", {DType::kFloat32});
     require_dim(*lse, "lse", 0, heads, "num_qo_heads");
     require_contiguous(*lse, "lse");
+    require_aligned(*lse, "lse", 4);
   }
   for (auto [value, name] : {std::pair{o.q_scale, "q_scale"}, {o.k_scale, "k_scale"}, {o.v_scale, "v_scale"}})
     require_finite_positive(value, name);
   ATTNJIT_REQUIRE(kv_heads * ops::decode_row_blocks(static_cast<int>(heads / kv_heads), 1) <= 65535, "k",
-                  "num_kv_heads <= 65535", std::to_string(kv_heads));
+                  "num_kv_heads * ceil(num_qo_heads / num_kv_heads / 16) <= 65535 (the grid's y)",
+                  fmt::format("{} KV heads x {}", kv_heads, ops::decode_row_blocks(static_cast<int>(heads / kv_heads), 1)));
   ATTNJIT_REQUIRE(o.window_left >= -1, "window_left", "-1 or >= 0", std::to_string(o.window_left));
-  ATTNJIT_REQUIRE(o.logits_soft_cap == 0.f || (o.logits_soft_cap > 0.f && std::isfinite(o.logits_soft_cap)),
-                  "logits_soft_cap", "0 (off) or a finite value > 0", fmt::format("{}", o.logits_soft_cap));
+  // As FlashInfer: a cap applies only when > 0; zero or negative is off.
+  ATTNJIT_REQUIRE(std::isfinite(o.logits_soft_cap), "logits_soft_cap", "a finite value (> 0 caps, <= 0 is off)",
+                  fmt::format("{}", o.logits_soft_cap));
   if (o.sm_scale) require_finite_positive(*o.sm_scale, "sm_scale");
   for (auto [value, name] : {std::pair{o.rope_theta, "rope_theta"}, {o.rope_scale, "rope_scale"}}) {
     require_finite_positive(value, name);
@@ -131,7 +137,7 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   p.k_scale = o.k_scale;
   p.v_scale = o.v_scale;
   p.rcp_out_scale = 1.0f;
-  p.soft_cap = o.logits_soft_cap;
+  p.soft_cap = o.logits_soft_cap > 0.f ? o.logits_soft_cap : 0.f;
   p.window_left = o.window_left;
   p.rope_rcp_scale = 1.0f / o.rope_scale;
   p.rope_rcp_theta = 1.0f / o.rope_theta;

@@ -59,6 +59,20 @@ unsigned* item_counter(Runtime& rt, int device, CUstream cs) {
 }  // namespace
 
 void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* runtime) {
+  switch (ops::fia_empty_inputs(args)) {  // the seed's empty inputs
+    case ops::FiaEmpty::kNothing: return;
+    case ops::FiaEmpty::kZeroOutput: {
+      driver::current_device();  // a clear error without a GPU, as for any call
+      CUstream cs = reinterpret_cast<CUstream>(stream);
+      const TensorView& o = args.attention_out;
+      driver::memset_d8_async(reinterpret_cast<CUdeviceptr>(o.data), 0, size_t(o.numel()) * dtype_size(o.dtype), cs);
+      if (args.softmax_lse_flag)
+        driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0x7f800000u,
+                                 size_t(args.softmax_lse.numel()), cs);
+      return;
+    }
+    case ops::FiaEmpty::kNone: break;
+  }
   const int device = driver::current_device();
   const driver::DeviceCaps& info = driver::device_caps(device);
   const spec::Arch arch = spec::arch_for_device(info.sm_major, info.sm_minor);

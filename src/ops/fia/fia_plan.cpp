@@ -54,8 +54,9 @@ void check_list(const std::vector<int64_t>& v, const char* name, int64_t batch, 
 }
 
 // TND: cumulative, non-negative, non-decreasing, exactly `batch` values (batch
-// is the Q list's count), the last <= T.
-void check_cumulative(const std::vector<int64_t>& v, const char* name, int64_t total) {
+// is the Q list's count), the last <= T; == T for the query (`exact`): the seed's T is the
+// sum of the lengths, and rows past the last would be outputs no work item writes.
+void check_cumulative(const std::vector<int64_t>& v, const char* name, int64_t total, bool exact) {
   ATTNJIT_REQUIRE(!v.empty(), name, "the cumulative lengths (required with input_layout TND)", "none");
   int64_t prev = 0;
   for (size_t i = 0; i < v.size(); ++i) {
@@ -63,6 +64,9 @@ void check_cumulative(const std::vector<int64_t>& v, const char* name, int64_t t
                     fmt::format("{} at index {} after {}", v[i], i, prev));
     prev = v[i];
   }
+  if (exact)
+    ATTNJIT_REQUIRE(prev == total, name, fmt::format("a total equal to the query's T ({}: the sum of the lengths)", total),
+                    std::to_string(prev));
   ATTNJIT_REQUIRE(prev <= total, name, fmt::format("a total <= T ({})", total), std::to_string(prev));
 }
 
@@ -144,8 +148,11 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
   ATTNJIT_REQUIRE(B >= 1 && B <= kMaxBatch, tnd ? "actual_seq_lengths" : "query",
                   fmt::format("batch 1 to {}", kMaxBatch), std::to_string(B));
   ATTNJIT_REQUIRE(QS <= (decode ? kMaxSeqDecode : kMaxSeq), "query", fmt::format("S <= {}", kMaxSeq), std::to_string(QS));
-  ATTNJIT_REQUIRE(D % 16 == 0 && D <= kMaxHeadDim, "query", "head dim a multiple of 16, at most 512 (fp16/bf16)",
-                  fmt::format("D {}", D));
+  // BSH: D comes from num_heads (default 1), so the message says where it came from.
+  ATTNJIT_REQUIRE(D % 16 == 0 && D <= kMaxHeadDim, layout == FiaLayout::kBSH ? "num_heads" : "query",
+                  "head dim a multiple of 16, at most 512 (fp16/bf16)",
+                  layout == FiaLayout::kBSH ? fmt::format("D = H / num_heads = {} / {} = {}", q.shape[2], N, D)
+                                            : fmt::format("D {}", D));
   if ((layout == FiaLayout::kBSH || layout == FiaLayout::kBSND) && !decode && !mla)  // MLA: the seed's N 128, D 512
     ATTNJIT_REQUIRE(N * D < 65535, "query", "N * D < 65535 (BSH/BSND)", std::to_string(N * D));
 
@@ -271,8 +278,8 @@ FiaPlan plan_fia(const FiaArgs& a, const spec::Arch& arch) {
 
   // Lengths.
   if (tnd) {
-    check_cumulative(a.actual_seq_lengths, "actual_seq_lengths", q.shape[0]);
-    check_cumulative(a.actual_seq_lengths_kv, "actual_seq_lengths_kv", k.shape[0]);
+    check_cumulative(a.actual_seq_lengths, "actual_seq_lengths", q.shape[0], /*exact=*/true);
+    check_cumulative(a.actual_seq_lengths_kv, "actual_seq_lengths_kv", k.shape[0], /*exact=*/false);
     ATTNJIT_REQUIRE(a.actual_seq_lengths_kv.size() == a.actual_seq_lengths.size(), "actual_seq_lengths_kv",
                     fmt::format("{} values (the batch, as actual_seq_lengths)", a.actual_seq_lengths.size()),
                     fmt::format("{} values", a.actual_seq_lengths_kv.size()));

@@ -91,6 +91,14 @@ int fia_kv_pack(const FiaArgs& a, bool tnd, bool mla);
 // shapes (refuses them with fp16/bf16 K/V); sets spec.kv_dtype and params.k_dq / v_dq.
 void fia_plan_antiquant(const FiaArgs& a, const FiaDims& d, FiaPlan& plan);
 
+// The seed's empty inputs, before any other check: an empty query returns at once
+// (kNothing); with a query, key and value whose S (S2; TND: T) is 0 and no block table
+// give attention_out all zeros (kZeroOutput: attention_out contiguous, and softmax_lse,
+// with its flag, +inf: no key seen). Anything else (kNone) goes to plan_fia, which names
+// a zero size anywhere else.
+enum class FiaEmpty { kNone, kNothing, kZeroOutput };
+FiaEmpty fia_empty_inputs(const FiaArgs& a);
+
 // The spec a call with these arguments launches on `arch`, from shapes alone.
 spec::KernelSpec fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch);
 // Every kernel the call launches, in launch order (the dequantising pass, then the attention).

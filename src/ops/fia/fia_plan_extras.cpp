@@ -5,6 +5,7 @@
 // kernel, never here: a host read would sync the stream and break graph capture.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -122,6 +123,26 @@ int64_t prefix_s(const TensorView& t, FiaLayout layout) {
 }
 }  // namespace
 
+FiaEmpty fia_empty_inputs(const FiaArgs& a) {
+  auto has_zero = [](const TensorView& t) { return t.rank >= 1 && std::any_of(t.shape, t.shape + t.rank, [](int64_t n) { return n == 0; }); };
+  if (has_zero(a.query)) return FiaEmpty::kNothing;
+  if (!has_zero(a.key) || present(a.block_table)) return FiaEmpty::kNone;
+  const std::string& l = a.input_layout;
+  const int s_dim = l == "TND" ? 0 : l == "BNSD" || l == "BNSD_BSND" ? 2 : 1;  // BSH, BSND: 1
+  for (const TensorView* t : {&a.key, &a.value})  // S2 = 0, and every other size >= 1
+    for (int d = 0; d < t->rank; ++d)
+      if ((t->shape[d] == 0) != (d == s_dim && t->rank == a.key.rank)) return FiaEmpty::kNone;
+  const TensorView& o = a.attention_out;
+  require_defined(o, "attention_out");
+  require_contiguous(o, "attention_out");
+  if (a.softmax_lse_flag) {
+    require_defined(a.softmax_lse, "softmax_lse");
+    require_dtype(a.softmax_lse, "softmax_lse", {DType::kFloat32});
+    require_contiguous(a.softmax_lse, "softmax_lse");
+  }
+  return FiaEmpty::kZeroOutput;
+}
+
 int64_t fia_prefix_seq(const FiaArgs& a, FiaLayout layout) { return prefix_s(a.key_shared_prefix, layout); }
 
 void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
@@ -132,7 +153,9 @@ void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
 
   // Left padding. The query's only with Q_S > 1; each only with its actual lengths
   // (else the seed's right-padding case: the tensor is ignored).
-  const bool qpad = present(a.query_padding_size), kvpad = present(a.kv_padding_size);
+  // The query's pad means nothing at Q_S = 1 (the seed: "only Q_S > 1; otherwise the
+  // parameter has no effect"), so there it is ignored whatever else the call holds.
+  const bool qpad = present(a.query_padding_size) && !d.decode, kvpad = present(a.kv_padding_size);
   for (auto [given, name] : {std::pair{qpad, "query_padding_size"}, {kvpad, "kv_padding_size"}}) {
     if (!given) continue;
     ATTNJIT_REQUIRE(!tnd, name, "none with input_layout TND (no left padding)", "a padding tensor");
@@ -142,7 +165,7 @@ void fia_plan_extras(const FiaArgs& a, const FiaDims& d, FiaPlan& plan) {
   }
   const int q_stride = qpad ? check_pad(a.query_padding_size, "query_padding_size", d.B) : 0;
   const int kv_stride = kvpad ? check_pad(a.kv_padding_size, "kv_padding_size", d.B) : 0;
-  const bool q_applies = qpad && !d.decode && !a.actual_seq_lengths.empty();
+  const bool q_applies = qpad && !a.actual_seq_lengths.empty();
   const bool kv_applies = kvpad && !a.actual_seq_lengths_kv.empty();
   if (q_applies || kv_applies) {
     s.features |= spec::feature::kLeftPad;

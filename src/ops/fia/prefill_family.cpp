@@ -63,6 +63,14 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s) {
   return g;
 }
 
+int prefill_persistent_mode(const spec::KernelSpec& s) {
+  // Measured in one H200 call (PERFORMANCE.md, eighth session): the static wave wins without
+  // a band (B16·S2K 546 against 502 dynamic), the dynamic one under a band (B16·S2K causal
+  // 436 against 392 per item and 411 static; D256 causal 380 against 375 and 319).
+  const bool band = s.mask != spec::MaskMode::kNone;
+  return util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 2, "0, 1 or 2").value_or(band ? 2 : 1);
+}
+
 PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count) {
   PrefillSchedule sch;
   Grid& g = sch.grid;
@@ -75,10 +83,7 @@ PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count) {
   const long long items = 1LL * tiles * plan.num_kv_heads;
   long long ctas = items;
   const bool band = plan.spec.mask != spec::MaskMode::kNone;
-  // Measured in one H200 call (PERFORMANCE.md, eighth session): the static wave wins without
-  // a band (B16·S2K 546 against 502 dynamic), the dynamic one under a band (B16·S2K causal
-  // 436 against 392 per item and 411 static; D256 causal 380 against 375 and 319).
-  const int mode = util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 2, "0, 1 or 2").value_or(band ? 2 : 1);
+  const int mode = prefill_persistent_mode(plan.spec);
   if (mode > 0 && sm_count > 0) {
     // A static wave under a band takes an odd count, so that a CTA's items c, c + grid,
     // ... cycle through each batch's heavy-first tiles instead of repeating a few.
@@ -147,6 +152,7 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     const bool band = s.mask != spec::MaskMode::kNone;
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1;
+    t.schedule = prefill_persistent_mode(s);
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O

@@ -20,6 +20,7 @@ struct PrefillTiling {
   int dv_chunk = 0;     // value dims per CTA (the kernel's kHdVo)
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
+  int schedule = 0;       // Hopper: prefill_persistent_mode (0 a CTA per item, 1 static wave, 2 dynamic)
   int smem_bytes = 0;
   int smem_limit = 0;
 };
@@ -41,6 +42,8 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 // needs the counter, two zeroed unsigneds, in PrefillParams::item_counter); 1 (the
 // default without) one wave striding statically; 0 one CTA per item.
 // ATTNJIT_PREFILL_CTAS caps the grid (tests).
+// The wgmma kernel's schedule for this spec: ATTNJIT_PREFILL_PERSISTENT, else 2 under a band, 1 without.
+int prefill_persistent_mode(const spec::KernelSpec& s);
 struct PrefillSchedule {
   Grid grid;
   bool dynamic = false;

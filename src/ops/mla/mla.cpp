@@ -69,6 +69,12 @@ void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstrea
                        const MlaShape& shape) {
   const bool combine = mla_combine_pays(p.num_splits);
   p.split_pass = combine ? 1 : 0;
+  // The last-CTA merge counts arrivals in the workspace's first bytes, whose extent follows
+  // this call's CTAs: a call of another shape may have left partials there. Zeroed in stream
+  // order (capture-safe); the default combine launch needs no semaphores.
+  if (!combine && p.num_splits > 1)
+    driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(p.semaphores), 0u, static_cast<size_t>(mla_base_ctas(shape)),
+                             stream);
   launch_kernel(k, grid, stream, pdl, p);
   if (!combine) return;
   // The combine pass: the same entry (its split_pass 2 branch), 128 threads a row.
@@ -129,7 +135,9 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   require_rank(a.block_tables, "block_tables", 2, "[batch, max_pages_per_seq]");
   require_dtype(a.block_tables, "block_tables", {DType::kInt32});
   require_dim(a.block_tables, "block_tables", 0, batch, "batch");
-  require_contiguous(a.block_tables, "block_tables");
+  // Rows may be apart (a column slice of a wider table): the kernels step them by stride[0].
+  require_inner_contiguous(a.block_tables, "block_tables");
+  require_aligned(a.block_tables, "block_tables", 4);
   ATTNJIT_REQUIRE(a.block_tables.shape[1] <= kMaxDecodeSeqLen / page_size, "block_tables",
                   fmt::format("max_pages_per_seq * page_size <= {}", kMaxDecodeSeqLen),
                   fmt::format("max_pages_per_seq {}", a.block_tables.shape[1]));
@@ -139,6 +147,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   require_dtype(a.seq_lens, "seq_lens", {DType::kInt32, DType::kUInt32});
   require_dim(a.seq_lens, "seq_lens", 0, batch, "batch");
   require_contiguous(a.seq_lens, "seq_lens");
+  require_aligned(a.seq_lens, "seq_lens", 4);
   ATTNJIT_REQUIRE(a.max_seq_len >= 1 && a.max_seq_len <= max_tokens, "max_seq_len",
                   fmt::format("1 to max_pages_per_seq * page_size = {}", max_tokens), std::to_string(a.max_seq_len));
 
@@ -152,7 +161,8 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
     require_dim(a.indices, "indices", 0, batch, "batch");
     require_dim(a.indices, "indices", 1, q_len, "q_len_per_request");
     require_dim(a.indices, "indices", 2, a.sparse_mla_top_k, "sparse_mla_top_k");
-    require_contiguous(a.indices, "indices");
+    require_inner_contiguous(a.indices, "indices");  // the kernels step batch and query token by their strides
+    require_aligned(a.indices, "indices", 4);
   } else {
     ATTNJIT_REQUIRE(!present(a.indices), "indices", "none without sparse_mla_top_k > 0", a.indices.shape_string());
   }
@@ -181,6 +191,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
     require_dtype(a.sinks, "sinks", {DType::kFloat32});
     ATTNJIT_REQUIRE(a.sinks.numel() == heads, "sinks", fmt::format("[num_heads] = [{}]", heads), a.sinks.shape_string());
     require_contiguous(a.sinks, "sinks");
+    require_aligned(a.sinks, "sinks", 4);
   }
   ATTNJIT_REQUIRE(a.lse_base == LseBase::kE || a.lse_base == LseBase::kTwo, "lse_base", "kE or kTwo",
                   fmt::format("enum value {}", static_cast<int>(a.lse_base)));
@@ -191,6 +202,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
     require_dim(a.lse, "lse", 0, int64_t(batch) * q_len, "batch * q_len_per_request");
     require_dim(a.lse, "lse", 1, heads, "num_heads");
     require_contiguous(a.lse, "lse");
+    require_aligned(a.lse, "lse", 4);
   }
   if (a.sm_count) ATTNJIT_REQUIRE(*a.sm_count >= 1, "sm_count", ">= 1", std::to_string(*a.sm_count));
 

@@ -37,6 +37,8 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_rank(a.q, "q", 3, "[total_q_tokens, num_q_heads, head_dim] (ragged q_cu_seq_lens)");
     require_rank(a.q_cu_seq_lens, "q_cu_seq_lens", 1, "[batch + 1]");
     require_dtype(a.q_cu_seq_lens, "q_cu_seq_lens", {DType::kUInt32, DType::kInt32});
+    require_contiguous(a.q_cu_seq_lens, "q_cu_seq_lens");  // the kernel reads entries b and b + 1
+    require_aligned(a.q_cu_seq_lens, "q_cu_seq_lens", 4);
     batch = static_cast<int>(a.q_cu_seq_lens.shape[0] - 1);
     ATTNJIT_REQUIRE(batch >= 1, "q_cu_seq_lens", "at least 2 entries", a.q_cu_seq_lens.shape_string());
     hd_dim = 2;
@@ -102,12 +104,14 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   require_dtype(a.page_table, "page_table", {DType::kInt32});
   require_dim(a.page_table, "page_table", 0, batch, "batch");
   require_contiguous(a.page_table, "page_table");
+  require_aligned(a.page_table, "page_table", 4);
   require_defined(a.seq_lens, "seq_lens");
   require_dtype(a.seq_lens, "seq_lens", {DType::kUInt32, DType::kInt32});
   ATTNJIT_REQUIRE((a.seq_lens.rank == 2 && a.seq_lens.shape[1] == 1) || a.seq_lens.rank == 1, "seq_lens",
                 "[batch, beam_width=1]", a.seq_lens.shape_string());
   require_dim(a.seq_lens, "seq_lens", 0, batch, "batch");
   require_contiguous(a.seq_lens, "seq_lens");
+  require_aligned(a.seq_lens, "seq_lens", 4);
 
   require_defined(a.output, "output");
   ATTNJIT_REQUIRE(a.output.rank == a.q.rank, "output", "q's shape " + a.q.shape_string(), a.output.shape_string());
@@ -128,6 +132,7 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
                   fmt::format("[num_kv_heads, head_group_ratio] = [{}, {}]", a.num_kv_heads, group),
                   a.sinks.shape_string());
     require_contiguous(a.sinks, "sinks");
+    require_aligned(a.sinks, "sinks", 4);
   }
   ATTNJIT_REQUIRE(a.sliding_win_size >= 0, "sliding_win_size", ">= 0 (0 is off)", std::to_string(a.sliding_win_size));
   // As in FlashInfer's XQA: kv_scale dequantizes an fp8 cache and is ignored for

@@ -345,9 +345,9 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     w.group = blockIdx.y / p.row_blocks;
     w.rb = blockIdx.y % p.row_blocks;
     w.seq_len = __ldg(p.seq_lens + w.b);
-    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
+    const int range = Tr::kSparse ? p.top_k : mla_dense_range(p, w.seq_len, Tr::kPageSize);
     w.lo = w.split * p.tokens_per_split;
-    w.hi = min(range, w.lo + p.tokens_per_split);
+    w.hi = mla_split_hi(p, range, w.lo, w.split);
     w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;

@@ -138,9 +138,9 @@ struct MlaDecode {
     } else {
       w.seq_len = __ldg(p.seq_lens + w.b);
     }
-    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
+    const int range = Tr::kSparse ? p.top_k : mla_dense_range(p, w.seq_len, Tr::kPageSize);
     w.lo = w.split * p.tokens_per_split;
-    w.hi = min(range, w.lo + p.tokens_per_split);
+    w.hi = mla_split_hi(p, range, w.lo, w.split);
     if constexpr (Tr::kSplitRope) {
       // Keys at or past the CTA's largest row limit are masked for all its rows: not loaded.
       const int cta_limit = fia_mla_cta_limit(w.seq_len, q_len, w.rb * R, R, p.rows_per_group, p.num_heads);

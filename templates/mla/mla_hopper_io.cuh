@@ -68,9 +68,9 @@ struct MlaHopperIo {
     w.group = blockIdx.y / p.row_blocks;
     w.rb = blockIdx.y % p.row_blocks;
     w.seq_len = __ldg(p.seq_lens + w.b);
-    const int range = Tr::kSparse ? p.top_k : max(w.seq_len, 0);
+    const int range = Tr::kSparse ? p.top_k : mla_dense_range(p, w.seq_len, Tr::kPageSize);
     w.lo = w.split * p.tokens_per_split;
-    w.hi = min(range, w.lo + p.tokens_per_split);
+    w.hi = mla_split_hi(p, range, w.lo, w.split);
     w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
     return w;
   }

@@ -107,6 +107,20 @@ ATTNJIT_HOST_DEVICE inline int fia_mla_cta_limit(int kv_len, int q_len, int row0
   return fia_mla_row_limit(kv_len, q_len, last_t);
 }
 
+// A dense request's keys: its seq_len, bounded by what its block-table row addresses.
+ATTNJIT_HOST_DEVICE inline int mla_dense_range(const MlaParams& p, int seq_len, int page_size) {
+  const long long cap = (long long)p.pages_per_seq * page_size;
+  return seq_len < 0 ? 0 : (seq_len < cap ? seq_len : (int)cap);
+}
+
+// A split's end: its share of the plan (made over max_seq_len), and for the last split
+// all that remains, so a seq_len above max_seq_len (outside the seed's contract) still
+// attends every key instead of silently losing the newest. The same end otherwise.
+ATTNJIT_HOST_DEVICE inline int mla_split_hi(const MlaParams& p, int range, int lo, int split) {
+  if (split == p.num_splits - 1) return range;
+  return range < lo + p.tokens_per_split ? range : lo + p.tokens_per_split;
+}
+
 // Dynamic shared memory of a split-combine CTA (split_pass 2) of `threads` threads, 128 a
 // row: each row's split weights, then its four warps' maxima and sums.
 ATTNJIT_HOST_DEVICE inline int mla_combine_smem_bytes(int threads) {

@@ -117,9 +117,12 @@ struct PrefillDequantPass {
     const int j0 = blockIdx.x * kTile;
     float qk_scale = 0.f, v_scale = 0.f;
     if constexpr (Tr::kQInt8) {
-      qk_scale = sqrtf(*p.dq_out.dequant_scale1);
+      // Q and K each take sqrt(|dequant_scale1|), K its sign too: their product is the scale
+      // (a negative one took the root of a negative number: NaN).
+      const float ds1 = *p.dq_out.dequant_scale1, root = sqrtf(fabsf(ds1));
+      qk_scale = copysignf(root, ds1);
       v_scale = *p.dq_out.quant_scale1 * *p.dq_out.dequant_scale2;
-      copy_query(p, w, j0, qk_scale);
+      copy_query(p, w, j0, root);
     }
     if (j0 >= w.e.kv_len) return;
     const int n = min(kTile, w.e.kv_len - j0);

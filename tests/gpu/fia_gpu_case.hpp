@@ -55,6 +55,7 @@ struct FiaCase {
   FiaKvQuant kvq;  // quantised K/V (antiquant); bits 0: K/V in the query's dtype
   int expect_pass = -1;  // 1 / 0: the call must (not) dequantise int8 K/V first (dqpass); -1: either
   bool int8_qkv = false;  // the full int8 path: int8 Q/K/V and their scales; dtype (fp16) is pse's and the output's
+  bool negative_ds1 = false;  // int8_qkv: dequant_scale1 < 0 (the scores' sign flips)
 };
 
 inline std::string describe(const FiaCase& c) {
@@ -67,7 +68,7 @@ inline std::string describe(const FiaCase& c) {
                   (c.paged_rank4 ? "r4" : "") + (c.lse ? " lse" : "") +
                   (c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kXqa ? " xqa" : "") +
                   " prefix" + std::to_string(c.prefix) + "/" + std::to_string(c.prefix_len) + " quant" +
-                  std::to_string(c.quant) + (c.quant_offset ? "o" : "") + (c.quant_bf16 ? "bf" : "") + (c.int8_qkv ? " int8qkv" : "") + " qpad[";
+                  std::to_string(c.quant) + (c.quant_offset ? "o" : "") + (c.quant_bf16 ? "bf" : "") + (c.int8_qkv ? (c.negative_ds1 ? " int8qkv ds1<0" : " int8qkv") : "") + " qpad[";
   for (auto v : c.q_pad) s += std::to_string(v) + ",";
   s += "] kvpad[";
   for (auto v : c.kv_pad) s += std::to_string(v) + ",";
@@ -180,7 +181,8 @@ inline double run_fia_on(const FiaCase& c, uint32_t seed) {
     return n;
   };
   // The full int8 path: raw int8 Q/K/V; the reference applies the scales.
-  const std::optional<Int8QkvScales> i8 = c.int8_qkv ? std::optional(int8_qkv_scales(rng)) : std::nullopt;
+  std::optional<Int8QkvScales> i8 = c.int8_qkv ? std::optional(int8_qkv_scales(rng)) : std::nullopt;
+  if (i8 && c.negative_ds1) i8->ds1 = -i8->ds1;
   auto qv = i8 ? int8_raw(numel(qshape), rng) : util::quantize(testing::random_values(numel(qshape), rng), c.dtype);
   // Quantised K/V: raw integers; the reference dequantises them (scales of positions a
   // batch does not hold are NaN where they are per token: a kernel must not read them).

@@ -37,6 +37,7 @@ struct MlaCase {
   bool lse_base2 = false;
   bool four_d = false;
   int sm_count = 0;       // 0: the device's
+  int max_seq_len = 0;    // 0: the block tables' capacity; else the call's (seq_lens may pass it)
   float bmm1 = 1.0f / 24.0f;  // 1 / sqrt(576)
   float bmm2 = 1.0f;
   Backend backend = Backend::kXqa;  // MlaGpu* test the mma.sync kernel, MlaGpuHopper the wgmma one
@@ -56,6 +57,7 @@ inline std::string describe(const MlaCase& c) {
   s += c.lse ? (c.lse_base2 ? " lse2" : " lse") : "";
   s += c.four_d ? " 4d" : "";
   s += c.backend == Backend::kTrtllmGen ? " trtllm-gen" : c.backend == Backend::kAuto ? " auto" : " xqa";
+  if (c.max_seq_len) s += " max_seq_len " + std::to_string(c.max_seq_len);
   s += " sm" + std::to_string(c.sm_count) + " bmm1 " + std::to_string(c.bmm1) + " bmm2 " + std::to_string(c.bmm2);
   return s;
 }
@@ -107,7 +109,7 @@ inline double run_mla(const MlaCase& c, uint32_t seed) {
   const int sm = c.sm_count ? c.sm_count
                  : testing::gpu_test_prewarm_arch() ? 132
                                                     : driver::device_info(driver::current_device()).sm_count;
-  const int max_seq_len = pages_per_seq * P;
+  const int max_seq_len = c.max_seq_len > 0 ? c.max_seq_len : pages_per_seq * P;
   DeviceTensor ws(DType::kUInt8, {int64_t(std::max<size_t>(256, mla_workspace_bytes(B, H, T, max_seq_len, sm, c.top_k)))});
   ws.zero();  // once: the semaphores reset themselves
 

@@ -215,5 +215,24 @@ TEST(MlaGpuHopper, DenseRowsByCpAsyncMatch) {
   }
 }
 
+// seq_lens past max_seq_len (outside the seed's contract, inside the block tables): the splits
+// are planned over max_seq_len, and the last one runs to the request's end, so no key is lost.
+TEST(MlaGpu, SeqLensPastMaxSeqLenStillSeeEveryKey) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  int seed = 4400;
+  for (Backend backend : {Backend::kXqa, Backend::kTrtllmGen})
+    for (int sm : {0, 4}) {  // many splits, and a few
+      MlaCase c;
+      c.backend = backend;
+      c.heads = 16;
+      c.q_len = 2;
+      c.seq_lens = {700, 3000, 1025};
+      c.max_seq_len = 1024;
+      c.sm_count = sm;
+      c.lse = true;
+      EXPECT_LE(run_mla(c, seed++), kTol) << describe(c);
+    }
+}
+
 }  // namespace
 }  // namespace attnjit

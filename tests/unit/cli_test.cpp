@@ -189,8 +189,14 @@ TEST_F(CliTest, InspectSourcePrintsTheEntry) {
 TEST_F(CliTest, InspectShowsThePrefillLoadsAndSchedule) {
   CliResult r = run("inspect prefill.bf16.hd128.g1.contig.nhd.causal.trtllmgen.sm90a");
   EXPECT_EQ(r.code, 0) << r.all();
-  EXPECT_NE(r.out.find("K/V by TMA where contiguous"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("K/V by TMA where the strides allow"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("one wave taking work items from a counter"), std::string::npos) << r.out;  // causal: dynamic
+  r = run("inspect prefill.bf16.hd128.g1.p128.nhd.causal.trtllmgen.sm90a");  // paged, whole tiles in a block
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("K/V by TMA where the strides allow"), std::string::npos) << r.out;
+  r = run("inspect prefill.bf16.hd128.g1.contig.nhd.prefix.trtllmgen.sm90a");  // [prefix | own KV]: gathered
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("K/V by cp.async)"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, InspectTakesASpecJson) {

@@ -317,6 +317,22 @@ TEST(FiaValidation, EmptyInputsAsTheSeedSays) {
   FiaArgs paged = s2;
   paged.block_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {2, 4});
   EXPECT_EQ(fia_empty_inputs(paged), FiaEmpty::kNone);
+  FiaArgs prefix = s2;  // [prefix | own]: the prefix's keys remain
+  prefix.key_shared_prefix = bf16(0x900000, {1, 48, testing::kFiaKvHeads, kHd});
+  prefix.value_shared_prefix = bf16(0xa00000, {1, 48, testing::kFiaKvHeads, kHd});
+  EXPECT_EQ(fia_empty_inputs(prefix), FiaEmpty::kNone);
+  FiaArgs other_value = s2;  // a value that is not the key's shape (but its head dim)
+  other_value.value = bf16(0x200000, {testing::kFiaBatch, 5, testing::kFiaKvHeads, kHd});
+  EXPECT_EQ(fia_empty_inputs(other_value), FiaEmpty::kNone);
+  other_value.value = bf16(0x200000, {testing::kFiaBatch, 0, testing::kFiaKvHeads, 64});
+  EXPECT_EQ(fia_empty_inputs(other_value), FiaEmpty::kZeroOutput);
+  FiaArgs other_batch = s2;
+  other_batch.key.shape[0] = other_batch.value.shape[0] = 3;
+  EXPECT_EQ(fia_empty_inputs(other_batch), FiaEmpty::kNone);
+  FiaArgs typo = s2;
+  typo.input_layout = "BSDN";
+  EXPECT_EQ(fia_empty_inputs(typo), FiaEmpty::kNone);
+  expect_refused(typo, "input_layout", ErrorCode::kInvalidArgument, "layout typo");
   // The zero fill writes attention_out (and the LSE) whole: contiguous, an fp32 LSE.
   FiaArgs strided = s2;
   strided.attention_out.stride[0] *= 2;
@@ -324,8 +340,17 @@ TEST(FiaValidation, EmptyInputsAsTheSeedSays) {
   FiaArgs lse16 = s2;
   lse16.softmax_lse.dtype = DType::kFloat16;
   expect_error([&] { fia_empty_inputs(lse16); }, ErrorCode::kInvalidArgument, {"softmax_lse"});
-  lse16.softmax_lse_flag = false;  // the flag off: the LSE is not written
-  EXPECT_EQ(fia_empty_inputs(lse16), FiaEmpty::kZeroOutput);
+  FiaArgs no_lse = s2;  // the flag off: no LSE, or the seed's [1] placeholder (written 0)
+  no_lse.softmax_lse_flag = false;
+  no_lse.softmax_lse = {};
+  EXPECT_EQ(fia_empty_inputs(no_lse), FiaEmpty::kZeroOutput);
+  no_lse.softmax_lse = TensorView::contiguous(fake(0x500000), DType::kFloat32, {1});
+  EXPECT_EQ(fia_empty_inputs(no_lse), FiaEmpty::kZeroOutput);
+  no_lse.softmax_lse_flag = true;
+  no_lse.softmax_lse = {};
+  expect_error([&] { fia_empty_inputs(no_lse); }, ErrorCode::kInvalidArgument, {"softmax_lse"});
+  // Prewarming such a call builds nothing.
+  EXPECT_TRUE(fia_prewarm_specs(s2, testing::kPlanArch).empty());
 }
 
 // auto on sm_90a takes the wgmma kernel where its head dims allow (128-row work

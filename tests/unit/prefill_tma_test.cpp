@@ -126,7 +126,7 @@ TEST(PrefillSchedule, OneWaveStaticWithoutABandDynamicUnderOne) {
   PrefillSchedule none = prefill_schedule(plan_fia(a, arch), 1000, 132);
   EXPECT_EQ(none.grid.x, 132u);  // no mask: a static wave
   EXPECT_FALSE(none.dynamic);
-  EXPECT_EQ(prefill_tiling(plan_fia(a, arch).spec).schedule, 1);  // what inspect shows
+  EXPECT_EQ(prefill_persistent_mode(plan_fia(a, arch).spec), 1);  // what inspect shows
   a.sparse_mode = 3;
   a.atten_mask = TensorView::contiguous(testing::fake(0x900000), DType::kUInt8, {2048, 2048});
   const spec::Arch sm90a = spec::Arch::parse("sm_90a");
@@ -136,7 +136,7 @@ TEST(PrefillSchedule, OneWaveStaticWithoutABandDynamicUnderOne) {
   EXPECT_EQ(s.grid.x, 132u);  // one wave, dynamic
   EXPECT_EQ(s.grid.y * s.grid.z, 1u);
   EXPECT_TRUE(s.dynamic);
-  EXPECT_EQ(prefill_tiling(plan.spec).schedule, 2);
+  EXPECT_EQ(prefill_persistent_mode(plan.spec), 2);
   s = prefill_schedule(plan, 10, 132);  // fewer items than SMs: one each, no counter
   EXPECT_EQ(s.grid.x, 20u);
   EXPECT_FALSE(s.dynamic);
@@ -157,7 +157,7 @@ TEST(PrefillSchedule, OneWaveStaticWithoutABandDynamicUnderOne) {
     s = prefill_schedule(plan, tiles, 132);
     EXPECT_EQ(s.grid.x, unsigned(items));  // a CTA per item
     EXPECT_FALSE(s.dynamic);
-    EXPECT_EQ(prefill_tiling(plan.spec).schedule, 0);
+    EXPECT_EQ(prefill_persistent_mode(plan.spec), 0);
   }
   testing::EnvGuard bad("ATTNJIT_PREFILL_PERSISTENT", "3");
   EXPECT_THROW(prefill_schedule(plan, tiles, 132), Error);

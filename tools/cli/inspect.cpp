@@ -141,7 +141,8 @@ const char* prefill_schedule_name(int mode) {
   return mode == 2 ? "one wave taking work items from a counter" : mode == 1 ? "one wave striding the work items"
                                                                              : "one CTA per work item";
 }
-nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t) {
+// mode: prefill_persistent_mode of the spec (the wgmma kernel's schedule for large calls).
+nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t, int mode) {
   if (t.dequant_pass)
     return {{"kernel", "int8 K/V dequantising pass"}, {"threads", t.threads}, {"tile_tokens", t.kv_tile},
             {"smem_bytes", t.smem_bytes}};
@@ -152,30 +153,32 @@ nlohmann::json prefill_tiling_json(const ops::PrefillTiling& t) {
                       {"stages", t.stages},
                       {"pingpong", t.pingpong},
                       {"smem_bytes", t.smem_bytes}};
-  j["kv_loads"] = t.hopper ? "TMA where K/V are contiguous and TMA describes the strides, else cp.async" : "cp.async";
-  if (t.hopper) j["schedule"] = prefill_schedule_name(t.schedule);
+  j["kv_loads"] = t.tma_kv ? "TMA where the strides allow, else cp.async" : "cp.async";
+  if (t.hopper) j["schedule"] = prefill_schedule_name(mode);
   return j;
 }
-std::string prefill_tiling_text(const ops::PrefillTiling& t) {
+std::string prefill_tiling_text(const ops::PrefillTiling& t, int mode) {
   if (t.dequant_pass)
     return fmt::format("int8 K/V dequantising pass: a CTA of {} threads per {} tokens of one KV head, (x + offset) * "
                        "scale in fp32 into 16-bit copies the attention kernel reads, {} dynamic smem (the scales)",
                        t.threads, t.kv_tile, human_bytes(t.smem_bytes));
   if (t.hopper)
     return fmt::format("{} rows (2 consumer warpgroups, wgmma) x {}-token KV tiles, a producer warpgroup filling a "
-                       "{}-stage ring behind mbarriers (K/V by TMA where contiguous and TMA describes the strides, else "
-                       "cp.async: paged, shared prefix, ragged tails), ping-pong {}, {}, {} dynamic smem",
-                       t.rows, t.kv_tile, t.stages, t.pingpong ? "on" : "off", prefill_schedule_name(t.schedule),
-                       human_bytes(t.smem_bytes));
+                       "{}-stage ring behind mbarriers ({}), ping-pong {}, {} (a large call), {} dynamic smem",
+                       t.rows, t.kv_tile, t.stages,
+                       t.tma_kv ? "K/V by TMA where the strides allow, else cp.async" : "K/V by cp.async",
+                       t.pingpong ? "on" : "off", prefill_schedule_name(mode), human_bytes(t.smem_bytes));
   return fmt::format("{} rows (4 warps, mma.sync) x {}-token KV tiles, 2-stage cp.async double buffer, {} dynamic smem",
                      t.rows, t.kv_tile, human_bytes(t.smem_bytes));
 }
 nlohmann::json family_tiling_json(const spec::KernelSpec& s) {
-  if (s.family == spec::OpFamily::kPrefill) return prefill_tiling_json(ops::prefill_tiling(s));
+  if (s.family == spec::OpFamily::kPrefill)
+    return prefill_tiling_json(ops::prefill_tiling(s), ops::prefill_persistent_mode(s));
   return s.family == spec::OpFamily::kMla ? mla_tiling_json(ops::mla_tiling(s)) : tiling_json(ops::decode_tiling(s));
 }
 std::string family_tiling_text(const spec::KernelSpec& s) {
-  if (s.family == spec::OpFamily::kPrefill) return prefill_tiling_text(ops::prefill_tiling(s));
+  if (s.family == spec::OpFamily::kPrefill)
+    return prefill_tiling_text(ops::prefill_tiling(s), ops::prefill_persistent_mode(s));
   return s.family == spec::OpFamily::kMla ? mla_tiling_text(ops::mla_tiling(s)) : tiling_text(ops::decode_tiling(s));
 }
 

@@ -24,6 +24,7 @@ namespace attnjit {
 
 std::vector<spec::KernelSpec> ops::fia_prewarm_specs(const FiaArgs& a, const spec::Arch& arch) {
   ShapesOnlyScope shapes_only;
+  if (fia_empty_inputs(a) != FiaEmpty::kNone) return {};  // the seed's empty inputs launch no kernel
   const FiaPlan plan = plan_fia(a, arch);
   if (auto m = plan_fia_mla(plan, a, arch)) return {m->spec};     // query_rope/key_rope on the mla kernel
   if (auto d = plan_fia_decode(plan, a, arch)) return {d->spec};  // Q_S = 1 on the decode kernel
@@ -32,10 +33,13 @@ std::vector<spec::KernelSpec> ops::fia_prewarm_specs(const FiaArgs& a, const spe
 }
 
 spec::KernelSpec ops::fia_prewarm_spec(const FiaArgs& a, const spec::Arch& arch) {
-  return fia_prewarm_specs(a, arch).back();
+  const std::vector<spec::KernelSpec> specs = fia_prewarm_specs(a, arch);
+  if (specs.empty()) ops::invalid("query", "a call that launches a kernel", "empty inputs (no kernel runs)");
+  return specs.back();
 }
 
-// Builds every kernel of the call; returns the attention kernel's name (the last).
+// Builds every kernel of the call; returns the attention kernel's name (the last; "" for
+// the seed's empty inputs, which launch none).
 std::string prewarm_fused_infer_attention_score(const FiaArgs& args, const std::string& arch, Runtime* runtime) {
   Runtime& rt = runtime ? *runtime : Runtime::global();
   std::string name;
@@ -66,9 +70,10 @@ void fused_infer_attention_score(const FiaArgs& args, Stream stream, Runtime* ru
       CUstream cs = reinterpret_cast<CUstream>(stream);
       const TensorView& o = args.attention_out;
       driver::memset_d8_async(reinterpret_cast<CUdeviceptr>(o.data), 0, size_t(o.numel()) * dtype_size(o.dtype), cs);
-      if (args.softmax_lse_flag)
-        driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data), 0x7f800000u,
-                                 size_t(args.softmax_lse.numel()), cs);
+      if (ops::present(args.softmax_lse))  // rows that saw no key (+inf), or the [1] placeholder's 0
+        driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(args.softmax_lse.data),
+                                 args.softmax_lse_flag ? 0x7f800000u : 0u,
+                                 args.softmax_lse_flag ? size_t(args.softmax_lse.numel()) : 1, cs);
       return;
     }
     case ops::FiaEmpty::kNone: break;

@@ -12,6 +12,7 @@
 
 #include "attnjit/error.hpp"
 #include "ops/common/validate.hpp"
+#include "ops/fia/fia_mla.hpp"
 #include "ops/fia/fia_plan.hpp"
 
 namespace attnjit::ops {
@@ -124,21 +125,34 @@ int64_t prefix_s(const TensorView& t, FiaLayout layout) {
 }  // namespace
 
 FiaEmpty fia_empty_inputs(const FiaArgs& a) {
-  auto has_zero = [](const TensorView& t) { return t.rank >= 1 && std::any_of(t.shape, t.shape + t.rank, [](int64_t n) { return n == 0; }); };
+  auto has_zero = [](const TensorView& t) {
+    return t.rank >= 1 && std::any_of(t.shape, t.shape + t.rank, [](int64_t n) { return n == 0; });
+  };
   if (has_zero(a.query)) return FiaEmpty::kNothing;
-  if (!has_zero(a.key) || present(a.block_table)) return FiaEmpty::kNone;
+  // Only the plain case: a prefix still holds keys, MLA and paged K/V have their own rules.
+  if (!has_zero(a.key) || present(a.block_table) || present(a.key_shared_prefix) || present(a.value_shared_prefix) ||
+      fia_uses_mla(a))
+    return FiaEmpty::kNone;
   const std::string& l = a.input_layout;
-  const int s_dim = l == "TND" ? 0 : l == "BNSD" || l == "BNSD_BSND" ? 2 : 1;  // BSH, BSND: 1
-  for (const TensorView* t : {&a.key, &a.value})  // S2 = 0, and every other size >= 1
-    for (int d = 0; d < t->rank; ++d)
-      if ((t->shape[d] == 0) != (d == s_dim && t->rank == a.key.rank)) return FiaEmpty::kNone;
+  const bool tnd = l == "TND", bnsd = l == "BNSD" || l == "BNSD_BSND";
+  if (!tnd && !bnsd && l != "BSH" && l != "BSND") return FiaEmpty::kNone;  // the plan names the layout
+  const int s_dim = tnd ? 0 : bnsd ? 2 : 1, rank = tnd || l == "BSH" ? 3 : 4;
+  const TensorView &k = a.key, &v = a.value, &q = a.query;
+  if (k.rank != rank || v.rank != rank || q.rank != rank) return FiaEmpty::kNone;
+  for (int d = 0; d < rank; ++d) {
+    if ((k.shape[d] == 0) != (d == s_dim)) return FiaEmpty::kNone;  // S2 = 0 and nothing else
+    if (d + 1 < rank && v.shape[d] != k.shape[d]) return FiaEmpty::kNone;  // the value's head dim may differ
+  }
+  if (v.shape[rank - 1] < 1 || (!tnd && k.shape[0] != q.shape[0])) return FiaEmpty::kNone;
   const TensorView& o = a.attention_out;
   require_defined(o, "attention_out");
   require_contiguous(o, "attention_out");
-  if (a.softmax_lse_flag) {
+  if (present(a.softmax_lse)) {  // with the flag the LSE's rows (+inf), without it the seed's [1] placeholder (0)
     require_defined(a.softmax_lse, "softmax_lse");
     require_dtype(a.softmax_lse, "softmax_lse", {DType::kFloat32});
     require_contiguous(a.softmax_lse, "softmax_lse");
+  } else {
+    ATTNJIT_REQUIRE(!a.softmax_lse_flag, "softmax_lse", "an fp32 tensor (softmax_lse_flag is set)", "none");
   }
   return FiaEmpty::kZeroOutput;
 }

@@ -71,6 +71,12 @@ int prefill_persistent_mode(const spec::KernelSpec& s) {
   return util::env_knob("ATTNJIT_PREFILL_PERSISTENT", 0, 2, "0, 1 or 2").value_or(band ? 2 : 1);
 }
 
+bool prefill_tma_capable(const spec::KernelSpec& s) {
+  // [prefix | own KV] and raw int8 rows (the dequantising producer) are gathered; paged K/V
+  // goes by TMA where a block holds whole tiles (prefill_set_kv_maps, prefill_tiling).
+  return is_hopper(s) && !s.has(spec::feature::kSharedPrefix) && s.kv_dtype == s.q_dtype;
+}
+
 PrefillSchedule prefill_schedule(const FiaPlan& plan, int tiles, int sm_count) {
   PrefillSchedule sch;
   Grid& g = sch.grid;
@@ -152,7 +158,7 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     // A tuning knob: it changes the rendered Traits, so the cache key follows it.
     const bool band = s.mask != spec::MaskMode::kNone;
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1;
-    t.schedule = prefill_persistent_mode(s);
+    t.tma_kv = prefill_tma_capable(s) && (s.page_size == 0 || s.page_size % t.kv_tile == 0);
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O

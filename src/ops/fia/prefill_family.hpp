@@ -20,7 +20,7 @@ struct PrefillTiling {
   int dv_chunk = 0;     // value dims per CTA (the kernel's kHdVo)
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
-  int schedule = 0;       // Hopper: prefill_persistent_mode (0 a CTA per item, 1 static wave, 2 dynamic)
+  bool tma_kv = false;    // Hopper: K/V may land by TMA (prefill_tma_capable); else cp.async only
   int smem_bytes = 0;
   int smem_limit = 0;
 };
@@ -42,8 +42,13 @@ PrefillGridShape prefill_grid_shape(const spec::KernelSpec& s);
 // needs the counter, two zeroed unsigneds, in PrefillParams::item_counter); 1 (the
 // default without) one wave striding statically; 0 one CTA per item.
 // ATTNJIT_PREFILL_CTAS caps the grid (tests).
-// The wgmma kernel's schedule for this spec: ATTNJIT_PREFILL_PERSISTENT, else 2 under a band, 1 without.
+// The wgmma kernel's schedule for this spec's large calls (a call of no more work items than
+// SMs runs one CTA each): ATTNJIT_PREFILL_PERSISTENT, else 2 under a band, 1 without.
 int prefill_persistent_mode(const spec::KernelSpec& s);
+// A wgmma spec whose K/V TMA can carry (16-bit, no shared prefix; paged where a block holds
+// whole KV tiles): the launch then builds the maps where the strides allow
+// (prefill_set_kv_maps); the rest is cp.async.
+bool prefill_tma_capable(const spec::KernelSpec& s);
 struct PrefillSchedule {
   Grid grid;
   bool dynamic = false;

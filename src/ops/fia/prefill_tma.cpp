@@ -53,9 +53,7 @@ std::optional<KvMapPlan> plan_kv_map(const void* base, DType dtype, int head_dim
 void prefill_set_kv_maps(const FiaPlan& plan, const FiaArgs& a, PrefillParams& p) {
   p.kv_tma = 0;
   const spec::KernelSpec& s = plan.spec;
-  if (s.backend != spec::Backend::kTrtllmGen || !p.k || !p.v) return;
-  if (s.has(spec::feature::kSharedPrefix)) return;  // a map cannot address [prefix | own KV]
-  if (s.kv_dtype != s.q_dtype) return;              // int8 K/V: raw rows through the dequantising producer
+  if (!prefill_tma_capable(s) || !p.k || !p.v) return;
   if (util::env_knob("ATTNJIT_PREFILL_TMA", 0, 1, "0 or 1").value_or(1) == 0) return;
   const int tile = prefill_tiling(s).kv_tile;
   // Paged K/V: a map over (blocks, block_size slots, heads), when whole tiles fit a block (a

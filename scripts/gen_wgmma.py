@@ -9,7 +9,7 @@ import pathlib
 
 SHAPES = [16, 32, 64, 80, 96, 128, 160, 176, 192, 256]
 # Shapes that also get ss_amn (A MN-major): the narrow MLA tile's O^T = V^T P^T.
-AMN_SHAPES = [16]
+AMN_SHAPES = [16, 32]
 DTYPES = [("half_t", "f16"), ("bf16_t", "bf16")]
 
 

@@ -227,17 +227,17 @@ def prewarm(config_or_specs, arch=None):
 _DTYPE_TOKENS = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
 _DECODE_FLAGS = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "trtllmgen"}
 _NAME_FLAGS = {"decode": _DECODE_FLAGS, "xqa": _DECODE_FLAGS,
-               "mla": {"causal", "custom", "sinks", "lse", "scaleptr", "narrow", "trtllmgen"},
+               "mla": {"causal", "custom", "sinks", "lse", "scaleptr", "narrow", "narrow32", "trtllmgen"},
                "prefill": {"causal", "custom", "lse", "pse", "trtllmgen"}}
 
 
 def _mla_call_for_name(q, kv, out, page, flags, backend):
     """An mla kernel's call, one page; custom = sparse. Heads are a launch value, except that
-    the wgmma kernel takes its narrow tile at 16 or fewer rows a CTA: 16 heads with `narrow`
-    (or on xqa), else 32."""
+    the wgmma kernel takes its narrow tiles at 16 or fewer rows a CTA (16 heads with `narrow`,
+    or on xqa) and at 17-32 with 16-bit KV (32 heads with `narrow32`), else 64."""
     sparse = "custom" in flags
     ptr = ShapeOnly([1], "fp32") if "scaleptr" in flags else 1.0
-    h = 16 if "narrow" in flags or backend == "xqa" else 32
+    h = 16 if "narrow" in flags or backend == "xqa" else 32 if "narrow32" in flags else 64
     return dict(op="mla", query=ShapeOnly([1, 1, h, 576], q), kv_cache=ShapeOnly([1, page, 576], kv),
                 qk_nope_head_dim=128, kv_lora_rank=512, qk_rope_head_dim=64,
                 block_tables=ShapeOnly([1, 1, 1] if sparse else [1, 1], "int32"), seq_lens=ShapeOnly([1], "int32"),

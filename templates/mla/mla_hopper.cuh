@@ -40,8 +40,11 @@ struct MlaHopperTraits {
   static constexpr bool kSparse = kSparse_;
   static constexpr unsigned kFeatures = kFeatures_;
   static constexpr bool kSplitRope = false;
-  static constexpr bool kNarrow = (kFeatures_ & mla_const::kFeatNarrow) != 0;  // mla_hopper_narrow.cuh's tile
-  static constexpr int kRows = kNarrow ? mla_const::kNarrowRows : mla_const::kHopperRows, kTile = mla_const::kHopperTile;
+  // mla_hopper_narrow.cuh's tile: 16 rows in N, or 32.
+  static constexpr bool kNarrow32 = (kFeatures_ & mla_const::kFeatNarrow32) != 0;
+  static constexpr bool kNarrow = kNarrow32 || (kFeatures_ & mla_const::kFeatNarrow) != 0;
+  static constexpr int kRows = kNarrow32 ? mla_const::kNarrow32Rows : kNarrow ? mla_const::kNarrowRows : mla_const::kHopperRows;
+  static constexpr int kTile = mla_const::kHopperTile;
   static constexpr int kThreads = 256, kMinBlocks = 1;
   static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
   static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims

@@ -1,10 +1,10 @@
-// The Hopper MLA kernel's narrow tile (trtllm-gen backend, sm_90a): CTAs of at most 16
-// query rows (16 heads and one query token: the memory-bound case). The wide tile
-// (mla_hopper.cuh) puts the rows in wgmma's M, which is 64, so at 16 rows three quarters
-// of its tensor work is padding and a tile costs what it costs at 128 heads. Here the
-// tokens sit in M and the rows in N:
-//   S^T (64 tokens x 16 rows) = K (64 x 576) . Q^T: both operands K-major in shared memory;
-//   O^T (512 x 16) += V^T (512 x 64) . P^T: V^T read MN-major from the same tile, P^T
+// The Hopper MLA kernel's narrow tile (trtllm-gen backend, sm_90a): CTAs of at most N = 16
+// query rows (16 heads and one query token: the memory-bound case), or N = 32 with 16-bit KV
+// (16 heads and two query tokens, 32 heads and one). The wide tile (mla_hopper.cuh) puts the
+// rows in wgmma's M, which is 64, so at 16 rows three quarters of its tensor work is padding
+// and a tile costs what it costs at 128 heads. Here the tokens sit in M and the rows in N:
+//   S^T (64 tokens x N rows) = K (64 x 576) . Q^T: both operands K-major in shared memory;
+//   O^T (512 x N) += V^T (512 x 64) . P^T: V^T read MN-major from the same tile, P^T
 //   stored from registers by stmatrix.trans.
 // The two math warpgroups take alternate tiles (0 the even ones, 1 the odd), each with its
 // own buffer, running max, row sums and O^T, and each loads its own next tile once its P V
@@ -38,22 +38,27 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   using Io::lookup_rows;
   using Io::load;
   using Io::wait_block;
-  static constexpr int kN = mla_const::kNarrowRows;  // query rows: wgmma's N
+  static constexpr int kN = Tr::kRows;  // query rows: wgmma's N, 16 or 32
+  static constexpr int kVals = kN / 2;  // a thread's values of an m64nN fragment
+  static constexpr int kCols = kN / 4;  // the query rows (columns) it holds
   using Out = MlaEpilogue<Tr, kN>;
   enum : int { kColBar = 7 };               // + warpgroup: among the warpgroup's four warps
-  static constexpr int kPBytes = kN * 128;  // a warpgroup's P^T: 16 rows x 64 tokens, swizzled
+  static constexpr int kPBytes = kN * 128;  // a warpgroup's P^T: N rows x 64 tokens, swizzled
   static constexpr int kOStride = DV + 4;   // floats a row of the merged O (padded: no bank conflicts)
-  static_assert(kN == 16 && kTile == 64 && Tr::kRows == kN, "the fragment maps below are m64n16's");
+  static_assert((kN == 16 || kN == 32) && kTile == 64, "the fragment maps below are m64n16's and m64n32's");
+  static_assert(2 * kPBytes <= Tr::kBlockBytes && kN * kOStride * 4 <= Tr::kTileBytes, "P^T and the merged O fit");
+  // The small region's floats (carve: the maxima exchange [2][4][N], finish's 12 N) end before the mbarriers.
+  static_assert(12 * kN <= 448, "finish's statistics fit below sm.full");
 
-  // Value i of a thread's m64n16 fragment (S^T or a 64-dim block of O^T) sits in column
-  // (query row) 8 (i / 4) + 2 (lane % 4) + i % 2, so a thread holds four columns: ci(i).
+  // Value i of a thread's m64nN fragment (S^T or a 64-dim block of O^T) sits in column
+  // (query row) 8 (i / 4) + 2 (lane % 4) + i % 2, so a thread holds N / 4 columns: ci(i).
   __device__ static constexpr int ci(int i) { return 2 * (i / 4) + i % 2; }
   __device__ static int col(int c, int lane) { return 8 * (c / 2) + 2 * (lane & 3) + c % 2; }
   // ... and in fragment row warp * 16 + lane / 4 + 8 ((i % 4) / 2) (a token of S^T, a dim of O^T).
   __device__ static int frag_row(int i, int warp, int lane) { return warp * 16 + (lane >> 2) + 8 * ((i % 4) / 2); }
 
   // S^T = K Q^T over tile it's nine column blocks, each once it has landed.
-  __device__ static void qk(float (&s)[8], const Smem& sm, int it) {
+  __device__ static void qk(float (&s)[kVals], const Smem& sm, int it) {
     const u64 dk = desc_k_major<64>(sm.kv + (it % 2) * Tr::kTileBytes, 0), dq = desc_k_major<64>(sm.q, 0);
 #pragma unroll
     for (int cb = 0; cb < 9; ++cb) {
@@ -70,7 +75,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   }
 
   // O^T += V^T P^T: the tile's eight 64-dim blocks of V as MN-major A, P^T (at pt) as B.
-  __device__ static void pv(float (&o)[8][8], const Smem& sm, int it, u32 pt) {
+  __device__ static void pv(float (&o)[8][kVals], const Smem& sm, int it, u32 pt) {
     const u32 v = sm.kv + (it % 2) * Tr::kTileBytes;
     const u64 dp = desc_k_major<kN>(pt, 0);
 #pragma unroll
@@ -91,22 +96,24 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   // column: m moves to the new max, l (this thread's tokens' share) is rescaled and gains
   // the tile's, s becomes P, alpha is the columns' rescale factor for what came before.
   // tok: sparse, the tile's rows' flags (whether each holds a key).
-  __device__ static void softmax(float (&s)[8], const Work& w, const Smem& sm, const int* tok, int it, const int (&limit)[4],
-                                 int lim_min, float scale_log2, float (&m)[4], float (&l)[4], float (&alpha)[4], int wg,
+  __device__ static void softmax(float (&s)[kVals], const Work& w, const Smem& sm, const int* tok, int it, const int (&limit)[kCols],
+                                 int lim_min, float scale_log2, float (&m)[kCols], float (&l)[kCols], float (&alpha)[kCols], int wg,
                                  int warp, int lane) {
     const int j0 = it * kTile;
-    float mx[4] = {kNegInf, kNegInf, kNegInf, kNegInf};
+    float mx[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) mx[c] = kNegInf;
     // A tile whose every key the thread's columns see: the max on the raw scores (a
     // positive scale keeps it the max), the scale folded into the exponent's multiply-add.
     const bool interior = !Tr::kSparse && scale_log2 > 0.f && j0 + kTile <= lim_min;
     if (interior) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) mx[ci(i)] = fmaxf(mx[ci(i)], s[i]);
+      for (int i = 0; i < kVals; ++i) mx[ci(i)] = fmaxf(mx[ci(i)], s[i]);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) mx[c] *= scale_log2;
+      for (int c = 0; c < kCols; ++c) mx[c] *= scale_log2;
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < kVals; ++i) {
         const int row = frag_row(i, warp, lane);
         bool vis = j0 + row < limit[ci(i)];
         if constexpr (Tr::kSparse) vis = vis && tok[row] != 0;
@@ -116,19 +123,19 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     }
     // The warp's 16 tokens (its lanes of one lane % 4), then the warpgroup's four warps.
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
+    for (int c = 0; c < kCols; ++c)
 #pragma unroll
       for (int off = 4; off < 32; off *= 2) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], off));
     // [warp][column]: written again only after the P^T barrier, which every warp passes after reading it.
-    float* x = sm.m + wg * 64;
+    float* x = sm.m + wg * 4 * kN;
     if (lane < 4)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) x[warp * 16 + col(c, lane)] = mx[c];
+      for (int c = 0; c < kCols; ++c) x[warp * kN + col(c, lane)] = mx[c];
     named_barrier_sync(kColBar + wg, 128);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       const int n = col(c, lane);
-      const float t = fmaxf(fmaxf(x[n], x[16 + n]), fmaxf(x[32 + n], x[48 + n]));
+      const float t = fmaxf(fmaxf(x[n], x[kN + n]), fmaxf(x[2 * kN + n], x[3 * kN + n]));
       const float m_new = fmaxf(m[c], t);
       const float ref = safe_ref(m_new);
       alpha[c] = fast_exp2(m[c] - ref);
@@ -138,27 +145,34 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     }
     const float mul = interior ? scale_log2 : 1.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < kVals; ++i) {
       s[i] = fast_exp2(fmaf(s[i], mul, -mx[ci(i)]));
       l[ci(i)] += s[i];
     }
   }
 
-  // P^T (16 rows x 64 tokens, K-major for the P V wgmma's B) from the warp's 16 tokens of
-  // S^T: one stmatrix.trans, whose four matrices are (tokens 0-7 / 8-15) x (columns 0-7 / 8-15).
-  __device__ static void store_pt(u32 pt, const float (&s)[8], int warp, int lane) {
+  // P^T (N rows x 64 tokens, K-major for the P V wgmma's B) from the warp's 16 tokens of
+  // S^T: a stmatrix.trans per 16 rows (values 8h..8h + 7 hold columns 16h..16h + 15), whose
+  // four matrices are (tokens 0-7 / 8-15) x (columns 0-7 / 8-15 of those 16).
+  __device__ static void store_pt(u32 pt, const float (&s)[kVals], int warp, int lane) {
     const int j = lane / 8, row = (j / 2) * 8 + lane % 8, tok = warp * 16 + (j % 2) * 8;
-    stmatrix_x4_trans(pt + swizzled_offset<kN>(row, tok), pack2<T>(s[0], s[1]), pack2<T>(s[2], s[3]),
-                      pack2<T>(s[4], s[5]), pack2<T>(s[6], s[7]));
+#pragma unroll
+    for (int h = 0; h < kN / 16; ++h)
+      stmatrix_x4_trans(pt + swizzled_offset<kN>(16 * h + row, tok), pack2<T>(s[8 * h], s[8 * h + 1]),
+                        pack2<T>(s[8 * h + 2], s[8 * h + 3]), pack2<T>(s[8 * h + 4], s[8 * h + 5]),
+                        pack2<T>(s[8 * h + 6], s[8 * h + 7]));
   }
 
-  __device__ static void rescale(float (&o)[8][8], const float (&a)[4]) {
+  __device__ static void rescale(float (&o)[8][kVals], const float (&a)[kCols]) {
     // Once the maxima settle, the factors are 1 across the warp: skip it.
-    if (__all_sync(0xffffffffu, a[0] == 1.f && a[1] == 1.f && a[2] == 1.f && a[3] == 1.f)) return;
+    bool ones = true;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) ones = ones && a[c] == 1.f;
+    if (__all_sync(0xffffffffu, ones)) return;
 #pragma unroll
     for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[mb][i] *= a[ci(i)];
+      for (int i = 0; i < kVals; ++i) o[mb][i] *= a[ci(i)];
   }
 
   // TMA: rows past the range end hold whatever their page holds there, and V meets P = 0
@@ -184,18 +198,18 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   // Warpgroup wg: tiles wg, wg + 2, ...; on return m is its columns' max, l this thread's
   // share of their sums, o its O^T (relative to m).
   __device__ static void run_wg(const MlaParams& p, const Work& w, const Smem& sm, int wg, int tid,
-                                const int (&limit)[4], int lim_min, float scale_log2, float (&o)[8][8], float (&m)[4],
-                                float (&l)[4]) {
+                                const int (&limit)[kCols], int lim_min, float scale_log2, float (&o)[8][kVals], float (&m)[kCols],
+                                float (&l)[kCols]) {
     const int warp = tid / 32, lane = tid % 32;
     const u32 pt = sm.p0 + wg * kPBytes;
     for (int it = wg; it < w.n_tiles; it += 2) {
-      float s[8];
+      float s[kVals];
       qk(s, sm, it);
       int e[4];
       lookup_rows(p, w, it + 2, tid, e);  // the next tile's pages, while S runs
       wgmma_wait<0>();
       wgmma_fence_operands(s);
-      float alpha[4];
+      float alpha[kCols];
       softmax(s, w, sm, sm.tok + (it % 2) * 64, it, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
       store_pt(pt, s, warp, lane);
       zero_tail(w, sm, it, tid);
@@ -215,10 +229,10 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
 
   // Range offset limits of the thread's four columns: query token t of the request sees
   // positions < seq_len - q_len + t + 1 (dense: and no key past the block table).
-  __device__ static void column_limits(const MlaParams& p, const Work& w, int lane, int (&limit)[4], int& lim_min) {
+  __device__ static void column_limits(const MlaParams& p, const Work& w, int lane, int (&limit)[kCols], int& lim_min) {
     lim_min = 0x7fffffff;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       const int t = (w.group * p.rows_per_group + w.rb * kN + col(c, lane)) / p.num_heads;
       limit[c] = (Tr::kSparse ? w.hi : min(min(w.hi, w.seq_len - p.q_len + t + 1), p.pages_per_seq * Tr::kPageSize)) -
                  w.lo;
@@ -228,16 +242,16 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   __device__ static float scale_log2(const MlaParams& p) {
     return (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
   }
-  __device__ static void clear(float (&o)[8][8], float (&m)[4], float (&l)[4]) {
+  __device__ static void clear(float (&o)[8][kVals], float (&m)[kCols], float (&l)[kCols]) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       m[c] = kNegInf;
       l[c] = 0.f;
     }
 #pragma unroll
     for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[mb][i] = 0.f;
+      for (int i = 0; i < kVals; ++i) o[mb][i] = 0.f;
   }
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
@@ -247,7 +261,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     const Work w = Io::work(p);
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    // Q's 16 rows into rows 0..15 of the 64-row Q tile (the N = 16 descriptors read no more).
+    // Q's N rows into rows 0..N - 1 of the 64-row Q tile (the N-row descriptors read no more).
     for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
       const int r = i / 72, cb = (i % 72) / 8, cc = i % 8;
       const QT* src = Io::q_row(p, w, w.rb * kN + r);
@@ -264,9 +278,9 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     fence_proxy_async_shared();
     __syncthreads();
 
-    int limit[4], lim_min;
+    int limit[kCols], lim_min;
     column_limits(p, w, lane, limit, lim_min);
-    float o[8][8], m[4], l[4];
+    float o[8][kVals], m[kCols], l[kCols];
     clear(o, m, l);
     run_wg(p, w, sm, wg, tid, limit, lim_min, scale_log2(p), o, m, l);
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -280,84 +294,87 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   // path's V^T fragments, mla_hopper_narrow_fp8.cuh), not g and g + 8.
   template <bool kDimPairs = false>
   __device__ static void finish(const MlaParams& p, const Work& w, const Smem& sm, int wg, int warp, int lane,
-                                const float (&o)[8][8], const float (&m)[4], float (&l)[4]) {
+                                const float (&o)[8][kVals], const float (&m)[kCols], float (&l)[kCols]) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
+    for (int c = 0; c < kCols; ++c)
 #pragma unroll
       for (int off = 4; off < 32; off *= 2) l[c] += __shfl_xor_sync(0xffffffffu, l[c], off);
     __syncthreads();  // both loops are done: the buffers and the exchange slots are free
-    float* st = sm.m;  // [2][16] maxima, [2][4][16] warp sums, then the rows' totals: [16] m, [16] l
+    float* st = sm.m;  // [2][N] maxima, [2][4][N] warp sums, then the rows' totals: [N] m, [N] l
+    constexpr int kSums = 2 * kN, kTotM = 10 * kN, kTotL = 11 * kN;
     if (lane < 4)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        st[32 + wg * 64 + warp * 16 + col(c, lane)] = l[c];
-        if (warp == 0) st[wg * 16 + col(c, lane)] = m[c];
+      for (int c = 0; c < kCols; ++c) {
+        st[kSums + wg * 4 * kN + warp * kN + col(c, lane)] = l[c];
+        if (warp == 0) st[wg * kN + col(c, lane)] = m[c];
       }
     __syncthreads();
-    float f[4];
+    float f[kCols];
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       const int n = col(c, lane);
-      const float m_tot = fmaxf(st[n], st[16 + n]);
+      const float m_tot = fmaxf(st[n], st[kN + n]);
       float l_tot = 0.f;
 #pragma unroll
       for (int g = 0; g < 2; ++g) {
-        const float* ls = st + 32 + g * 64 + n;
-        l_tot += merge_weight(st[g * 16 + n], m_tot) * (ls[0] + ls[16] + ls[32] + ls[48]);
+        const float* ls = st + kSums + g * 4 * kN + n;
+        l_tot += merge_weight(st[g * kN + n], m_tot) * (ls[0] + ls[kN] + ls[2 * kN] + ls[3 * kN]);
       }
       f[c] = merge_weight(m[c], m_tot);
       if (wg == 0 && warp == 0 && lane < 4) {
-        st[160 + n] = m_tot;
-        st[176 + n] = l_tot;
+        st[kTotM + n] = m_tot;
+        st[kTotL + n] = l_tot;
       }
     }
-    float* of = reinterpret_cast<float*>(sm.base + Tr::kTileBytes * (1 + wg));  // this warpgroup's O, [16][kOStride]
+    float* of = reinterpret_cast<float*>(sm.base + Tr::kTileBytes * (1 + wg));  // this warpgroup's O, [N][kOStride]
 #pragma unroll
     for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < kVals; ++i)
         of[col(ci(i), lane) * kOStride + mb * 64 +
            (kDimPairs ? warp * 16 + 2 * (lane >> 2) + (i % 4) / 2 : frag_row(i, warp, lane))] = o[mb][i] * f[ci(i)];
     __syncthreads();
-    // 16 threads a row, each 8 dims of each 128-dim run.
-    const int row = threadIdx.x / 16, sub = threadIdx.x % 16;
-    const float* o0 = reinterpret_cast<const float*>(sm.base + Tr::kTileBytes) + row * kOStride;
-    const float* o1 = o0 + Tr::kTileBytes / 4;
-    const float m_row = st[160 + row], l_row = st[176 + row];
+    // 16 threads a row, each 8 dims of each 128-dim run; N / 16 rows a thread.
+    const int sub = threadIdx.x % 16;
     float* part = nullptr;
     const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
     if (p.num_splits > 1) part = Out::partial(p, cta, w.split);
 #pragma unroll
-    for (int run = 0; run < DV / 128; ++run) {
-      const int d0 = run * 128 + sub * 8;
-      float acc[8];
+    for (int row = threadIdx.x / 16; row < kN; row += 16) {
+      const float* o0 = reinterpret_cast<const float*>(sm.base + Tr::kTileBytes) + row * kOStride;
+      const float* o1 = o0 + Tr::kTileBytes / 4;
+      const float m_row = st[kTotM + row], l_row = st[kTotL + row];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float4 a = *reinterpret_cast<const float4*>(o0 + d0 + 4 * h);
-        const float4 b = *reinterpret_cast<const float4*>(o1 + d0 + 4 * h);
-        acc[4 * h] = a.x + b.x;
-        acc[4 * h + 1] = a.y + b.y;
-        acc[4 * h + 2] = a.z + b.z;
-        acc[4 * h + 3] = a.w + b.w;
+      for (int run = 0; run < DV / 128; ++run) {
+        const int d0 = run * 128 + sub * 8;
+        float acc[8];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float4 a = *reinterpret_cast<const float4*>(o0 + d0 + 4 * h);
+          const float4 b = *reinterpret_cast<const float4*>(o1 + d0 + 4 * h);
+          acc[4 * h] = a.x + b.x;
+          acc[4 * h + 1] = a.y + b.y;
+          acc[4 * h + 2] = a.z + b.z;
+          acc[4 * h + 3] = a.w + b.w;
+        }
+        if (part) {
+          float4* dst = reinterpret_cast<float4*>(part + row * DV + d0);
+          dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+          dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        } else {
+          Out::template finish_row<8, 4, 8>(p, w.b, w.group, w.rb * kN + row, d0, m_row, l_row, acc,
+                                            run == 0 && sub == 0);
+        }
       }
-      if (part) {
-        float4* dst = reinterpret_cast<float4*>(part + row * DV + d0);
-        dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      } else {
-        Out::template finish_row<8, 4, 8>(p, w.b, w.group, w.rb * kN + row, d0, m_row, l_row, acc,
-                                          run == 0 && sub == 0);
+      if (part && sub == 0) {
+        part[kN * DV + row] = m_row;
+        part[kN * DV + kN + row] = l_row;
       }
     }
-    if (!part) return;
-    if (sub == 0) {
-      part[kN * DV + row] = m_row;
-      part[kN * DV + kN + row] = l_row;
-    }
-    if (p.split_pass == 1) return;  // a combine launch merges them
-    // Every thread is here (one call site): a plain __syncthreads; 16 threads a row merge.
+    if (!part || p.split_pass == 1) return;  // one split, or a combine launch merges them
+    // Every thread is here (one call site): a plain __syncthreads; 256 / N threads a row merge.
     if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
-      Out::template merge<16>(p, w.b, w.group, w.rb, cta, threadIdx.x);
+      Out::template merge<256 / kN>(p, w.b, w.group, w.rb, cta, threadIdx.x);
   }
 };
 

@@ -20,8 +20,10 @@ constexpr int kMaxSplits = 256;
 // The wgmma (trtllm-gen, sm_90a) kernel: 64 rows per CTA, 64-token tiles, two stages.
 constexpr int kHopperRows = 64;
 constexpr int kHopperTile = 64;
-// Its narrow tile (mla_hopper_narrow.cuh, kFeatNarrow): CTAs of at most 16 rows, in wgmma's N.
+// Its narrow tile (mla_hopper_narrow.cuh, kFeatNarrow): CTAs of at most 16 rows, in wgmma's N;
+// kFeatNarrow32: at most 32 (16-bit KV).
 constexpr int kNarrowRows = 16;
+constexpr int kNarrow32Rows = 32;
 // Feature bits the kernel reads; equal to spec::feature (a CPU test checks).
 constexpr unsigned kFeatSinks = 1u << 2, kFeatLse = 1u << 3, kFeatScalePtr = 1u << 4;
 // FIA's MLA (query_rope/key_rope): nope and rope dims in separate tensors, per-batch query
@@ -29,6 +31,7 @@ constexpr unsigned kFeatSinks = 1u << 2, kFeatLse = 1u << 3, kFeatScalePtr = 1u 
 constexpr unsigned kFeatSplitRope = 1u << 8;
 // The wgmma kernel's narrow tile (kNarrowRows rows in N, tokens in M): spec::feature::kNarrowTile.
 constexpr unsigned kFeatNarrow = 1u << 16;
+constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 }  // namespace mla_const
 

@@ -1,4 +1,5 @@
-// The wgmma MLA kernel's narrow tile (<= 16 query rows a CTA, rows in wgmma's N) on the GPU
+// The wgmma MLA kernel's narrow tile (<= 16 query rows a CTA, rows in wgmma's N; 17-32 with
+// 16-bit KV) on the GPU
 // against the float64 reference (mla_gpu_case.hpp): every head count and query length that
 // fits it, every page size, both 16-bit dtypes and fp8 KV with either query, sparse indices,
 // sinks, device scales, LSE, splits merged either way, the dense path without its tensor map,
@@ -143,6 +144,48 @@ TEST(MlaGpuHopperNarrow, CpAsyncRowsAndTheWideTileMatch) {
       c.lse = true;
       EXPECT_LE(run_mla(c, 4400 + n++), kTol) << describe(c) << " " << knob << "=0";
     }
+  }
+}
+
+// The 32-row form (narrow32: 17-32 rows, 16-bit KV): rows as heads x query tokens (DeepSeek at
+// TP8 with one MTP draft is 16 x 2; at TP4, 32 x 1), every page size, both dtypes, ragged
+// lengths, sinks and LSE; sparse with 32 heads; a long request split and merged either way.
+TEST(MlaGpuHopperNarrow, ThirtyTwoRows) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  std::mt19937 rng(3232);
+  int n = 0;
+  struct Rows {
+    int heads, q_len;
+  };
+  for (const Rows r : {Rows{16, 2}, Rows{32, 1}, Rows{17, 1}, Rows{10, 3}, Rows{8, 4}, Rows{2, 16}})
+    for (int page : {16, 32, 64, 128}) {
+      MlaCase c = narrow_case();
+      c.heads = r.heads;
+      c.q_len = r.q_len;
+      c.page_size = page;
+      c.seq_lens = {1, r.q_len + int(rng() % 60), 64 + int(rng() % 4000), 1 + int(rng() % 700)};
+      c.dtype = n % 2 ? DType::kBFloat16 : DType::kFloat16;
+      c.four_d = n % 3 == 2;
+      c.sinks = n % 4 == 1;
+      c.lse = n % 4 != 0;
+      EXPECT_LE(run_mla(c, 3200 + n++), kTol) << describe(c);
+    }
+  for (int top_k : {63, 2048}) {
+    MlaCase c = narrow_case();
+    c.heads = 32;
+    c.q_len = 2;
+    c.seq_lens = {2048, 300};
+    c.top_k = top_k;
+    c.sinks = c.scale_ptrs = c.lse = true;
+    EXPECT_LE(run_mla(c, 3300 + top_k), kTol) << describe(c);
+  }
+  for (const char* mode : {"0", "1"}) {
+    testing::EnvGuard combine("ATTNJIT_MLA_COMBINE", mode);
+    MlaCase one = narrow_case();
+    one.q_len = 2;
+    one.seq_lens = {32768, 4000};
+    one.lse = true;
+    EXPECT_LE(run_mla(one, 3400 + n++), kTol) << describe(one) << " combine " << mode;
   }
 }
 

@@ -89,6 +89,12 @@ def test_mla_backends_by_shape_and_by_request():
     narrow = "mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a"  # 16 rows a CTA: the narrow tile
     assert attnjit.prewarm(mla_call(), arch=ARCH) == [narrow]
     assert attnjit.prewarm(mla_call(backend="trtllm-gen"), arch=ARCH) == [narrow]
+    # 17-32 rows with 16-bit KV: the 32-row form (16 heads x 2 query tokens); fp8 KV there: the wide tile.
+    q2 = mla_call(query=S([2, 2, 16, 576], "bf16"))
+    assert attnjit.prewarm(q2, arch=ARCH) == ["mla.bf16.hd576x512.g1.p64.nhd.causal.narrow32.trtllmgen.sm90a"]
+    assert attnjit.prewarm(dict(q2, kv_cache=S([8, 64, 576], "fp8_e4m3")), arch=ARCH) == [
+        "mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a"]
+    assert attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.causal.narrow32.trtllmgen.sm90a")["op"] == "mla"
     info = attnjit.inspect("mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a")
     assert info["op"] == "mla" and info["origin"] == "memory"
     with pytest.raises(attnjit.UnsupportedError, match="backend trtllm-gen"):

@@ -108,6 +108,12 @@ TEST_F(MlaCliTest, InspectShowsTheNarrowTile) {
   EXPECT_NE(bad.code, 0) << bad.all();
   EXPECT_NE(bad.all().find("narrow (rows in wgmma's N) is a tile of the trtllm-gen mla kernel"), std::string::npos)
       << bad.all();
+  Result n32 = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow32.trtllmgen.sm90a");
+  ASSERT_EQ(n32.code, 0) << n32.all();
+  EXPECT_NE(n32.out.find("wgmma, narrow tile: up to 32 head rows in N"), std::string::npos) << n32.out;
+  Result f32 = run("inspect mla.bf16.kve4m3.hd576x512.g1.p64.nhd.causal.narrow32.trtllmgen.sm90a");
+  EXPECT_NE(f32.code, 0) << f32.all();
+  EXPECT_NE(f32.all().find("narrow32 takes 16-bit KV"), std::string::npos) << f32.all();
 }
 
 // tensor_parallel: each degree's heads a GPU; one that does not divide the heads names the field.
@@ -123,7 +129,11 @@ TEST_F(MlaCliTest, TensorParallelDegreesChooseTheTiles) {
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_NE(r.out.find("mla.bf16.hd576x512.g1.p32.nhd.causal.trtllmgen.sm90a\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mla.bf16.hd576x512.g1.p32.nhd.causal.narrow.trtllmgen.sm90a\n"), std::string::npos) << r.out;
-  r = config("[2]");  // 32 heads a GPU: the wide tile only
+  r = config("[2]");  // 32 heads a GPU: the 32-row narrow tile (16-bit KV)
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("mla.bf16.hd576x512.g1.p32.nhd.causal.narrow32.trtllmgen.sm90a\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(".narrow."), std::string::npos) << r.out;
+  r = config("[1]");  // 64 heads: the wide tile only
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_EQ(r.out.find("narrow"), std::string::npos) << r.out;
   r = config("[3]");

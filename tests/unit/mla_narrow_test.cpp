@@ -1,4 +1,5 @@
-// The wgmma MLA kernel's narrow tile (<= 16 query rows a CTA, in wgmma's N): which calls
+// The wgmma MLA kernel's narrow tile (<= 16 query rows a CTA, in wgmma's N; or <= 32 with
+// 16-bit KV, `narrow32`): which calls
 // plan it, the spec bit that selects it, what can_implement and the generator do with it,
 // and that it compiles for sm_90a without spills. No GPU needed.
 #include <gtest/gtest.h>
@@ -36,28 +37,39 @@ MlaArgs mla_with(int heads, int q_len, bool sparse = false) {
 
 TEST(MlaNarrow, FeatureBitMatchesTheKernels) {
   EXPECT_EQ(mla_const::kFeatNarrow, spec::feature::kNarrowTile);
+  EXPECT_EQ(mla_const::kFeatNarrow32, spec::feature::kNarrow32);
   EXPECT_EQ(mla_const::kNarrowRows, 16);
+  EXPECT_EQ(mla_const::kNarrow32Rows, 32);
 }
 
-// Up to 16 rows a group take the narrow tile on the wgmma kernel; more take the wide one;
-// xqa has no narrow tile.
+// Up to 16 rows a group take the narrow tile on the wgmma kernel, 17-32 its 32-row form
+// (16-bit KV; fp8 takes the wide tile there); more take the wide one; xqa has no narrow tile.
 TEST(MlaNarrow, RowsThatFitTakeTheNarrowTile) {
   testing::EnvGuard knob("ATTNJIT_MLA_NARROW", nullptr);
   struct Case {
     int heads, q_len;
-    bool sparse, narrow;
+    bool sparse;
+    int rows;  // rows a CTA: 16, 32 (narrow32) or 64 (wide)
+    bool fp8 = false;
   };
-  for (const Case c : {Case{16, 1, false, true}, Case{1, 1, false, true}, Case{8, 2, false, true},
-                       Case{5, 3, false, true}, Case{16, 2, false, false}, Case{17, 1, false, false},
-                       Case{128, 1, false, false}, Case{16, 4, true, true}, Case{32, 1, true, false}}) {
-    const MlaPlan p = plan_mla(mla_with(c.heads, c.q_len, c.sparse), kPlanArch);
+  for (const Case c : {Case{16, 1, false, 16}, Case{1, 1, false, 16}, Case{8, 2, false, 16}, Case{5, 3, false, 16},
+                       Case{16, 2, false, 32}, Case{17, 1, false, 32}, Case{32, 1, false, 32}, Case{10, 3, false, 32},
+                       Case{33, 1, false, 64}, Case{128, 1, false, 64}, Case{16, 4, true, 16}, Case{32, 1, true, 32},
+                       Case{48, 1, true, 64}, Case{16, 1, false, 16, true}, Case{16, 2, false, 64, true},
+                       Case{32, 1, false, 64, true}}) {
+    MlaArgs a = mla_with(c.heads, c.q_len, c.sparse);
+    if (c.fp8) a.kv_cache.dtype = DType::kFloat8E4M3;
+    const MlaPlan p = plan_mla(a, kPlanArch);
     const std::string what = p.spec.name();
     EXPECT_EQ(p.spec.backend, spec::Backend::kTrtllmGen) << what;
-    EXPECT_EQ(p.spec.has(spec::feature::kNarrowTile), c.narrow) << what;
-    EXPECT_EQ(p.shape.rows_per_cta, c.narrow ? mla_const::kNarrowRows : mla_const::kHopperRows) << what;
+    EXPECT_EQ(p.spec.has(spec::feature::kNarrowTile), c.rows == 16) << what;
+    EXPECT_EQ(p.spec.has(spec::feature::kNarrow32), c.rows == 32) << what;
+    EXPECT_EQ(p.shape.rows_per_cta, c.rows) << what;
+    EXPECT_EQ(mla_tiling(p.spec).rows, c.rows) << what;
     EXPECT_EQ(p.shape.tile_tokens, mla_const::kHopperTile) << what;
-    EXPECT_EQ(p.params.row_blocks, c.narrow ? 1 : ((c.sparse ? c.heads : c.heads * c.q_len) + 63) / 64) << what;
-    EXPECT_EQ(what.find(".narrow.") != std::string::npos, c.narrow) << what;
+    EXPECT_EQ(p.params.row_blocks, ((c.sparse ? c.heads : c.heads * c.q_len) + c.rows - 1) / c.rows) << what;
+    EXPECT_EQ(what.find(".narrow.") != std::string::npos, c.rows == 16) << what;
+    EXPECT_EQ(what.find(".narrow32.") != std::string::npos, c.rows == 32) << what;
     EXPECT_EQ(spec::KernelSpec::from_name(what), p.spec) << what;
   }
   EXPECT_EQ(plan_mla(mla_with(16, 1), kPlanArch).spec.name(),
@@ -78,6 +90,7 @@ TEST(MlaNarrow, KnobKeepsTheWideTile) {
     const MlaPlan p = plan_mla(mla_with(16, 1), kPlanArch);
     EXPECT_FALSE(p.spec.has(spec::feature::kNarrowTile));
     EXPECT_EQ(p.shape.rows_per_cta, mla_const::kHopperRows);
+    EXPECT_FALSE(plan_mla(mla_with(32, 1), kPlanArch).spec.has(spec::feature::kNarrow32));
   }
   {
     testing::EnvGuard knob("ATTNJIT_MLA_NARROW", "2");
@@ -96,10 +109,24 @@ TEST(MlaNarrow, OnlyTheWgmmaKernelHasIt) {
   x.backend = spec::Backend::kXqa;
   EXPECT_FALSE(mla_can_implement(x, kPlanArch, &why));
   EXPECT_NE(why.find("narrow"), std::string::npos) << why;
-  // Other families refuse the bit.
+  // Other families refuse the bits; narrow32 is 16-bit KV on the wgmma kernel, and one tile.
   spec::KernelSpec d;
   d.features = spec::feature::kNarrowTile;
   EXPECT_THROW(render::render(d), Error);
+  d.features = spec::feature::kNarrow32;
+  EXPECT_THROW(render::render(d), Error);
+  const spec::KernelSpec n32 = plan_mla(mla_with(32, 1), kPlanArch).spec;
+  EXPECT_TRUE(mla_can_implement(n32, kPlanArch, &why)) << why;
+  spec::KernelSpec f = n32;
+  f.kv_dtype = DType::kFloat8E4M3;
+  EXPECT_FALSE(mla_can_implement(f, kPlanArch, &why));
+  EXPECT_NE(why.find("narrow32"), std::string::npos) << why;
+  spec::KernelSpec both = n32;
+  both.features |= spec::feature::kNarrowTile;
+  EXPECT_FALSE(mla_can_implement(both, kPlanArch, &why));
+  spec::KernelSpec x32 = n32;
+  x32.backend = spec::Backend::kXqa;
+  EXPECT_FALSE(mla_can_implement(x32, kPlanArch, &why));
 }
 
 // The rendered unit carries the bit into the traits; every variant compiles for sm_90a with
@@ -116,6 +143,16 @@ TEST(MlaNarrow, CompilesWithoutSpills) {
       EXPECT_EQ(u.launch.threads, 256);
       EXPECT_EQ(u.launch.split_granule, mla_const::kHopperTile);
       EXPECT_NE(u.source.find(std::to_string(spec::feature::kNarrowTile) + "u>"), std::string::npos) << u.source;
+      specs.push_back(s);
+    }
+  for (bool sparse : {false, true})
+    for (DType q : {DType::kBFloat16, DType::kFloat16}) {  // the 32-row tile: 16-bit KV
+      MlaArgs a = mla_with(32, 1, sparse);
+      for (TensorView* t : {&a.query, &a.kv_cache, &a.out}) t->dtype = q;
+      if (!sparse) a.lse = TensorView::contiguous(fake(0x610000), DType::kFloat32, {a.query.shape[0], 32});
+      const spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
+      ASSERT_TRUE(s.has(spec::feature::kNarrow32)) << s.name();
+      EXPECT_NE(render::render(s).source.find(std::to_string(s.features) + "u>"), std::string::npos) << s.name();
       specs.push_back(s);
     }
   testing::expect_compiles_without_spills(specs, "mla narrow-tile kernels");

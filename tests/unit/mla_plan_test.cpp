@@ -36,9 +36,10 @@ TEST(MlaPlan, ValidDenseAndSparseArgsPlan) {
       EXPECT_EQ(p.spec.page_size, testing::kMlaPage);
       EXPECT_EQ(p.spec.mask, sparse ? spec::MaskMode::kCustom : spec::MaskMode::kCausal);
       EXPECT_EQ(p.spec.backend, spec::Backend::kTrtllmGen);  // auto on sm_90a: the wgmma kernel
-      // Dense: 2 query tokens x 16 heads, the wide tile; sparse: 16 heads a CTA, the narrow one.
-      EXPECT_EQ(p.shape.rows_per_cta, sparse ? mla_const::kNarrowRows : mla_const::kHopperRows);
+      // Dense: 2 query tokens x 16 heads, the 32-row narrow tile; sparse: 16 heads a CTA, the 16-row one.
+      EXPECT_EQ(p.shape.rows_per_cta, sparse ? mla_const::kNarrowRows : mla_const::kNarrow32Rows);
       EXPECT_EQ(p.spec.has(spec::feature::kNarrowTile), sparse);
+      EXPECT_EQ(p.spec.has(spec::feature::kNarrow32), !sparse);
       EXPECT_EQ(p.shape.tile_tokens, mla_const::kHopperTile);
       EXPECT_EQ(p.params.kv_stride_tok, 576);
       EXPECT_EQ(p.params.kv_stride_page, testing::kMlaPage * 576);
@@ -46,7 +47,7 @@ TEST(MlaPlan, ValidDenseAndSparseArgsPlan) {
       EXPECT_EQ(p.shape.range, sparse ? testing::kMlaTopK : testing::kMlaPage * testing::kMlaPagesPerSeq);
       EXPECT_EQ(spec::KernelSpec::from_name(p.spec.name()), p.spec) << p.spec.name();
     }
-  EXPECT_EQ(plan_mla(valid_mla(), kPlanArch).spec.name(), "mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen.sm90a");
+  EXPECT_EQ(plan_mla(valid_mla(), kPlanArch).spec.name(), "mla.bf16.hd576x512.g1.p64.nhd.causal.narrow32.trtllmgen.sm90a");
 }
 
 TEST(MlaPlan, FeaturesFollowTheOptionalArguments) {
@@ -307,7 +308,7 @@ TEST(MlaPlan, TrtllmGenServesSm90aSixteenBitAndAutoTakesIt) {
     a.backend = Backend::kXqa;
     EXPECT_EQ(plan_mla(a, kPlanArch).spec.backend, spec::Backend::kXqa);
     EXPECT_EQ(plan_mla(a, kPlanArch).shape.rows_per_cta, mla_const::kRowsPerCta);
-    // Two requests of 32 rows (one block of 64 each): auto takes the wgmma kernel too.
+    // Two requests of 32 rows (one narrow 32-row block each): auto takes the wgmma kernel too.
     MlaArgs narrow = valid_mla(sparse);
     EXPECT_EQ(plan_mla(narrow, kPlanArch).spec.backend, spec::Backend::kTrtllmGen);
     EXPECT_EQ(plan_mla(narrow, kPlanArch).params.row_blocks, 1);
@@ -506,6 +507,7 @@ TEST(MlaWorkspace, BoundCoversEverySmallerCall) {
             for (int slots_per_sm = 1; slots_per_sm <= 4; ++slots_per_sm)
               for (const auto [rows, tile] : {std::pair{mla_const::kRowsPerCta, mla_const::kTileTokens},  // xqa
                                               std::pair{mla_const::kNarrowRows, mla_const::kHopperTile},
+                                              std::pair{mla_const::kNarrow32Rows, mla_const::kHopperTile},
                                               std::pair{mla_const::kHopperRows, mla_const::kHopperTile}}) {
                 MlaShape s{b, heads, q_len, len, false, rows, tile};
                 const MlaSplit sp = mla_plan_splits(s, sms * slots_per_sm);

@@ -109,11 +109,14 @@ std::vector<Result> bench_mla(const Options& o) {
                              {64, 16, 1, 8192, bf16, fp8}, {128, 1, 1, 32768, bf16, fp8},
                              // Where auto's choices turn: one or two short requests (few CTAs before
                              // splitting), and 2 splits a request (the smallest count a combine launch takes).
-                             {16, 1, 1, 4096},    {128, 1, 1, 4096},   {64, 2, 1, 16384},  {16, 64, 1, 8192}};
+                             {16, 1, 1, 4096},    {128, 1, 1, 4096},   {64, 2, 1, 16384},  {16, 64, 1, 8192},
+                             // 17-32 rows (the 32-row narrow tile): DeepSeek at TP8 with one MTP draft, at TP4.
+                             {16, 128, 2, 4096}, {32, 128, 1, 4096}};
   std::vector<Result> out;
   // Every dense shape runs on both backends (xqa: mma.sync; trtllm-gen: the sm_90a wgmma kernel) in
   // the same run; the last column is xqa's time over trtllm-gen's.
-  // trtllm-gen/16 and /64: its narrow tile (16 or fewer rows a CTA) and, for those shapes, its 64-row tile.
+  // trtllm-gen/16, /32 and /64: its narrow tile (16 or fewer rows a CTA; 17-32 with 16-bit KV) and, for
+  // those shapes, its 64-row tile.
   fmt::print("{:<24} {:<14} {:<22} {:>10} {:>8} {:>7} {:>9} {:>7} {:>8}\n", "mla (page 64)", "backend", "q / kv", "us",
              "TB/s", "% HBM", "TFLOP/s", "% GEMM", "vs xqa");
   const int cc = driver::device_info(driver::current_device()).sm_major * 10 +
@@ -124,8 +127,9 @@ std::vector<Result> bench_mla(const Options& o) {
     if (o.only_heads && sh.heads != o.only_heads) continue;
     const bool both = cc == 90;
     double xqa_ms = 0;
-    // Up to 16 rows: trtllm-gen runs its narrow tile, then (same run) the 64-row tile for comparison.
-    const bool narrow = sh.heads * sh.q_len <= 16;
+    // Up to 16 rows (32 with 16-bit KV): trtllm-gen runs its narrow tile, then (same run) the 64-row tile.
+    const int rows = sh.heads * sh.q_len;
+    const bool narrow = rows <= 16 || (rows <= 32 && sh.kv != fp8);
     for (int pass = 0; pass < (both && narrow ? 3 : 2); ++pass) {
       const Backend b = pass == 0 ? Backend::kXqa : Backend::kTrtllmGen;
       if (b == Backend::kTrtllmGen && !both) continue;
@@ -136,7 +140,9 @@ std::vector<Result> bench_mla(const Options& o) {
       Result r = time_mla(sh, b, o, rng, &tflops);
       if (pass == 2) r.op += " wide";
       if (b == Backend::kXqa) xqa_ms = r.ms;
-      const char* label = b == Backend::kXqa ? "xqa" : pass == 2 ? "trtllm-gen/64" : narrow ? "trtllm-gen/16" : "trtllm-gen";
+      const char* label = b == Backend::kXqa ? "xqa" : pass == 2 ? "trtllm-gen/64"
+                          : narrow       ? (rows <= 16 ? "trtllm-gen/16" : "trtllm-gen/32")
+                                         : "trtllm-gen";
       fmt::print("{:<24} {:<14} {:<22} {:>10.2f} {:>8.3f} {:>6.1f}% {:>9.1f} {:>6.1f}% {:>8}\n", r.shape, label, r.dtype,
                  r.ms * 1e3, r.tbs(), r.pct(), tflops, 100.0 * tflops / kGemmTflops,
                  b == Backend::kXqa || xqa_ms == 0 ? std::string("") : fmt::format("{:.2f}x", xqa_ms / r.ms));

@@ -101,7 +101,7 @@ std::string tiling_text(const ops::DecodeTiling& t) {
 
 // The mla family's layout (src/ops/mla/mla_family.hpp): head rows in M, shared KV tiles.
 nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
-  const bool narrow = t.hopper && t.rows == mla_const::kNarrowRows;
+  const bool narrow = t.hopper && t.rows < mla_const::kHopperRows;
   return {{"kernel", narrow ? "wgmma, narrow tile (rows in N), two math warpgroups on alternate tiles"
                      : t.hopper ? "wgmma, two math warpgroups (seesaw)" : "mma.sync"},
           {"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
@@ -113,7 +113,7 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
   const char* fp8 = t.kv_elem_bytes == 1 ? ", fp8 KV landed in the tile buffers and widened to fp16 in shared memory by the "
                                            "warpgroup that computes the tile's S"
                                          : "";
-  if (t.hopper && t.rows == mla_const::kNarrowRows)
+  if (t.hopper && t.rows < mla_const::kHopperRows)
     return fmt::format("wgmma, narrow tile: up to {} head rows in N and {}-token tiles of 576 dims in M (S^T = K Q^T, "
                        "O^T = V^T P^T), two math warpgroups on alternate tiles, each with its own buffers, softmax and "
                        "O^T, merged at the end; loads: TMA for dense pages, cp.async for sparse rows; {} buffers, {} "

@@ -54,9 +54,12 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
   return plan;
 }
 
-int mla_hopper_rows(int rows_per_group) {
+int mla_hopper_rows(int rows_per_group, bool fp8_kv) {
   const bool narrow = util::env_knob("ATTNJIT_MLA_NARROW", 0, 1, "0 or 1").value_or(1) == 1;
-  return narrow && rows_per_group <= mla_const::kNarrowRows ? mla_const::kNarrowRows : mla_const::kHopperRows;
+  if (narrow && rows_per_group <= mla_const::kNarrowRows) return mla_const::kNarrowRows;
+  // 17-32 rows: the 32-row narrow tile with 16-bit KV (fp8's widening in registers is the 16-row tile's).
+  if (narrow && !fp8_kv && rows_per_group <= mla_const::kNarrow32Rows) return mla_const::kNarrow32Rows;
+  return mla_const::kHopperRows;
 }
 
 bool mla_combine_pays(int splits) {
@@ -236,9 +239,11 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   plan.shape = {batch, static_cast<int>(heads), static_cast<int>(q_len), sparse ? a.sparse_mla_top_k : a.max_seq_len,
                 sparse};
   if (s.backend == spec::Backend::kTrtllmGen) {
-    plan.shape.rows_per_cta = mla_hopper_rows(sparse ? static_cast<int>(heads) : static_cast<int>(heads * q_len));
+    plan.shape.rows_per_cta = mla_hopper_rows(sparse ? static_cast<int>(heads) : static_cast<int>(heads * q_len),
+                                              s.kv_dtype == DType::kFloat8E4M3);
     plan.shape.tile_tokens = mla_const::kHopperTile;
     if (plan.shape.rows_per_cta == mla_const::kNarrowRows) s.features |= spec::feature::kNarrowTile;
+    if (plan.shape.rows_per_cta == mla_const::kNarrow32Rows) s.features |= spec::feature::kNarrow32;
   }
   MlaParams& p = plan.params;
   p = MlaParams{};

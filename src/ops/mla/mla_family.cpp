@@ -24,7 +24,7 @@ const char* device_type(DType d) {
   }
 }
 constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers |
-                                   spec::feature::kSplitRope | spec::feature::kNarrowTile;
+                                   spec::feature::kSplitRope | spec::feature::kNarrowTile | spec::feature::kNarrow32;
 }  // namespace
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
@@ -39,8 +39,10 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
     t.stages = 2;
-    // The narrow tile (<= 16 rows in wgmma's N) has the same buffers and shared-memory plan.
-    t.rows = s.has(spec::feature::kNarrowTile) ? mla_const::kNarrowRows : mla_const::kHopperRows;
+    // The narrow tile (<= 16 or 32 rows in wgmma's N) has the same buffers and shared-memory plan.
+    t.rows = s.has(spec::feature::kNarrow32)     ? mla_const::kNarrow32Rows
+             : s.has(spec::feature::kNarrowTile) ? mla_const::kNarrowRows
+                                                 : mla_const::kHopperRows;
     // (fp8 on the narrow tile: four 36 KB fp8 stages in the two buffers, widened in registers.)
     if (s.has(spec::feature::kNarrowTile) && s.kv_dtype == DType::kFloat8E4M3) t.stages = 4;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;  // (as widened: fp8 lands in the same buffers)
@@ -73,7 +75,11 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
       return refuse([&] { return fmt::format("the trtllm-gen mla kernel is sm_90a (wgmma), not {}", arch.str()); });
     if (s.has(spec::feature::kSplitRope))
       return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is the xqa mla kernel's"); });
-  } else if (s.has(spec::feature::kNarrowTile)) {
+    if (s.has(spec::feature::kNarrow32) && s.has(spec::feature::kNarrowTile))
+      return refuse([] { return std::string("narrow and narrow32 are two tiles: one of them"); });
+    if (s.has(spec::feature::kNarrow32) && s.kv_dtype == DType::kFloat8E4M3)
+      return refuse([] { return std::string("narrow32 takes 16-bit KV (fp8 KV: the 16-row narrow tile or the wide one)"); });
+  } else if (s.has(spec::feature::kNarrowTile) || s.has(spec::feature::kNarrow32)) {
     return refuse([] { return std::string("narrow (rows in wgmma's N) is a tile of the trtllm-gen mla kernel"); });
   }
   if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
@@ -93,7 +99,7 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
     return refuse([] { return std::string("mla masks are causal (dense) or custom (sparse indices)"); });
   if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("mla applies no positional encoding (RoPE is in the 64 rope dims)"); });
-  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope and narrow", s.features); });
+  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope, narrow and narrow32", s.features); });
   if (s.has(spec::feature::kSplitRope) &&
       (s.kv_dtype != s.q_dtype || s.q_dtype == DType::kFloat8E4M3 || s.mask != spec::MaskMode::kCausal))
     return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is dense (causal) with 16-bit Q and KV of one dtype"); });

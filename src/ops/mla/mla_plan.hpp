@@ -17,7 +17,8 @@ struct MlaShape {
   int q_len = 1;
   int range = 1;       // tokens a request's CTAs split: max_seq_len, or top_k when sparse
   bool sparse = false;
-  // 16 (xqa); trtllm-gen: kHopperRows (the wide tile), or kNarrowRows where a group's rows fit it.
+  // 16 (xqa); trtllm-gen: kHopperRows (the wide tile), or kNarrowRows / kNarrow32Rows where a
+  // group's rows fit the narrow tile (32: 16-bit KV).
   int rows_per_cta = mla_const::kRowsPerCta;
   int tile_tokens = mla_const::kTileTokens;  // the split granule: 32 (xqa), kHopperTile (trtllm-gen)
 };
@@ -53,7 +54,7 @@ MlaPlan plan_mla(const MlaArgs& args, const spec::Arch& arch);
 // The wgmma kernel's rows per CTA for rows_per_group rows a group: the narrow tile (rows in
 // wgmma's N) where they fit it, else the wide one. ATTNJIT_MLA_NARROW=0 keeps the wide tile
 // everywhere (a measuring knob: both tiles are in every wgmma kernel).
-int mla_hopper_rows(int rows_per_group);
+int mla_hopper_rows(int rows_per_group, bool fp8_kv);
 spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 
 // The wgmma kernel's dense KV as a TMA tensor map in plan.params.kv_map (kv_tma = 1), where

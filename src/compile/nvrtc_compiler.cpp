@@ -60,6 +60,19 @@ std::string nvrtc_library_path() {
   return "";
 }
 
+const std::vector<int>& nvrtc_supported_sms() {
+  static const std::vector<int> sms = [] {
+    int n = 0;
+    std::vector<int> v;
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+      v.resize(size_t(n));
+      if (nvrtcGetSupportedArchs(v.data()) != NVRTC_SUCCESS) v.clear();
+    }
+    return v;
+  }();
+  return sms;
+}
+
 const std::string& nvrtc_version() {
   static const std::string v = [] {
     int major = 0, minor = 0;

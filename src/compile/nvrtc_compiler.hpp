@@ -36,6 +36,8 @@ struct CompileResult {
 const std::string& nvrtc_version();
 // The file this process loaded NVRTC from (for doctor and tests; never in a key).
 std::string nvrtc_library_path();
+// The SM numbers (75, 80, ..., 121) the loaded NVRTC compiles for (nvrtcGetSupportedArchs).
+const std::vector<int>& nvrtc_supported_sms();
 
 // The options used for this arch (exposed so the cache key can cover them).
 std::vector<std::string> nvrtc_options(const spec::Arch& arch);

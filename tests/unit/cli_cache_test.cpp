@@ -144,6 +144,12 @@ TEST_F(CliCacheTest, LsAndStatsOnAnUnusableFolderSayMemoryOnlyAndFail) {
     EXPECT_EQ(r.code, 1) << cmd << "\n" << r.all();
     EXPECT_NE(r.err.find("the store is in memory only"), std::string::npos) << cmd << "\n" << r.err;
   }
+  // What would change the file cannot, so it fails instead of reporting a clear or an eviction.
+  for (const char* cmd : {"cache clear", "cache gc --max-size 0"}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 1) << cmd << "\n" << r.all();
+    EXPECT_NE(r.err.find("is not usable, so nothing would persist"), std::string::npos) << cmd << "\n" << r.err;
+  }
 }
 
 TEST_F(CliCacheTest, DoctorCreatesNoFolderOrDatabase) {

@@ -265,6 +265,12 @@ TEST_F(CliTest, AnUnsupportedArchFailsClearly) {
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_NE(r.err.find("sm_70"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("sm_80 or newer"), std::string::npos) << r.err;
+  // An arch NVRTC does not compile for is refused before anything compiles, even for --list.
+  r = run("prewarm --config '" + config_ + "' --arch sm_91 --list");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("NVRTC"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sm_90"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST_F(CliTest, UsageErrorsExitWithTwo) {
@@ -545,6 +551,17 @@ TEST_F(ModelConfigCliTest, Fp8OutputNeedsAnFp8KvCache) {
   CliResult r = list(config("", R"(, "fp8_output": true, "kv_cache_dtypes": ["bf16", "fp8_e4m3"])"));
   EXPECT_EQ(r.code, 0) << r.all();
   EXPECT_NE(r.out.find("xqa.bf16.kve4m3.oe4m3.hd64.g4.p32.nhd.sm90a"), std::string::npos) << r.out;
+  // A backend that cannot serve an op's kernel is reported against that op's field.
+  r = list(R"({"name": "x", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+              "ops": [{"op": "decode", "backend": "trtllm-gen"}]})");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ops[0].backend"), std::string::npos) << r.err;
+  // --list --json names each kernel as inspect and cache ls do.
+  r = list(config("", ""));
+  std::ofstream(config_, std::ios::trunc) << config("", "");
+  const json j = run_json("prewarm --config '" + config_ + "' --arch sm_90a --list --json");
+  ASSERT_FALSE(j["specs"].empty()) << j.dump(2);
+  EXPECT_EQ(j["specs"][0]["name"], "xqa.bf16.hd64.g4.p32.nhd.sm90a") << j.dump(2);
 }
 
 TEST_F(CliTest, EmptyArchsAndBadJobCountsAreUsageErrors) {

@@ -117,6 +117,7 @@ void add_cache_command(CLI::App& app, Context& ctx) {
     ctx.action = [&ctx, max_size, json] {
       const int64_t bytes = parse_size(*max_size, "--max-size");
       auto st = ctx.open_store();
+      require_file_backed(st->stats(), "cache gc");  // nothing it evicted would stay evicted
       const int quarantined = quarantine_files(st->path());
       const int64_t evicted = st->gc(bytes);
       const int removed = std::max(0, quarantined - quarantine_files(st->path()));
@@ -206,6 +207,7 @@ void add_cache_command(CLI::App& app, Context& ctx) {
   clear->callback([&ctx] {
     ctx.action = [&ctx] {
       auto st = ctx.open_store();
+      require_file_backed(st->stats(), "cache clear");  // a clear in memory leaves the file as it was
       const int64_t n = st->stats().entries;
       st->clear();
       std::cout << fmt::format("removed {} entries from {}\n", n, st->path());

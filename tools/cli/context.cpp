@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "attnjit/error.hpp"
+#include "compile/nvrtc_compiler.hpp"
 #include "driver/cuda_driver.hpp"
 #include "util/bounded_input.hpp"
 #include "util/log.hpp"
@@ -168,6 +169,16 @@ std::vector<spec::Arch> parse_archs(const std::vector<std::string>& values) {
       if (item.empty())
         throw UsageError(fmt::format("--arch '{}': empty arch name (expected e.g. sm_90a or sm_90a,sm_100a)", v));
       spec::Arch a = spec::Arch::parse(item);  // throws Error(kInvalidArgument)
+      // An arch this NVRTC cannot compile for (sm_91) would fail every kernel at compile time.
+      const std::vector<int>& sms = compile::nvrtc_supported_sms();
+      if (!sms.empty() && std::find(sms.begin(), sms.end(), a.sm) == sms.end()) {
+        std::string known;
+        for (int sm : sms) known += (known.empty() ? "sm_" : ", sm_") + std::to_string(sm);
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("--arch '{}': NVRTC {} does not compile for it (it does: {}; the kernels need sm_80 "
+                                "or newer)", item, compile::nvrtc_version().substr(0, compile::nvrtc_version().find(' ')),
+                                known));
+      }
       bool dup = false;
       for (const auto& b : archs) dup = dup || b == a;
       if (!dup) archs.push_back(a);

@@ -265,6 +265,11 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       try {
         s = spec_on(arch);
       } catch (const Error& e) {
+        // A backend that cannot serve the op's kernel: reported against the op's backend field.
+        if (e.code() == ErrorCode::kUnsupported && std::string(e.what()).find("backend ") != std::string::npos)
+          throw Error(ErrorCode::kUnsupported,
+                      fmt::format("model config: {}: {} ({}): {}", util::quote_input(where + ".backend"), combo,
+                                  arch.str(), util::quote_input(bare(e), 2 * util::kMaxQuotedChars)));
         if (e.code() != ErrorCode::kInvalidArgument) throw;
         const std::string why = bare(e);
         const std::string field = why.find("'page_size'") != std::string::npos      ? where + ".page_sizes"

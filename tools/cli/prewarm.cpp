@@ -200,7 +200,11 @@ void add_prewarm_command(CLI::App& app, Context& ctx) {
       if (o->list) {
         for (const auto& s : plan.skipped) std::cerr << fmt::format("skipping op '{}': {}\n", s.op, s.reason);
         nlohmann::json j = nlohmann::json::array();
-        for (const auto& s : plan.specs) j.push_back(o->json ? s.to_json() : nlohmann::json(s.name()));
+        for (const auto& s : plan.specs) {
+          nlohmann::json e = s.to_json();
+          e["name"] = s.name();  // what inspect and cache ls call it
+          j.push_back(o->json ? e : nlohmann::json(s.name()));
+        }
         if (o->json) print_json({{"model", plan.model}, {"specs", j}});
         else
           for (const auto& s : plan.specs) std::cout << s.name() << "\n";

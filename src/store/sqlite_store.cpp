@@ -413,8 +413,8 @@ bool SqliteStore::quarantine_locked(const std::string& reason, const FileId& id,
   if (!file_id(path_, &now) || now != id) return true;
   std::string to = quarantine_db_files(path_, error);
   if (to.empty()) return false;
-  util::log().warn("cubin store {} is unusable ({}); moved it to {} and started a fresh store",
-                   path_, reason, to);
+  util::log().warn("cubin store {} is unusable ({}); moved it to {}{}", path_, reason, to,
+                   options_.create ? " and started a fresh store" : " (a fresh one is made on first use)");
   add_problem("quarantined " + path_ + " (" + reason + ") as " + to);
   *moved_to = to;
   return true;

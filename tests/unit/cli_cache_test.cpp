@@ -79,7 +79,36 @@ TEST_F(CliCacheTest, VerifyAfterQuarantiningACorruptStoreFails) {
   EXPECT_EQ(j["ok"], false);
   ASSERT_EQ(j["problems"].size(), 1u) << j.dump(2);
 
-  EXPECT_EQ(run("cache verify").code, 0) << "the fresh store is clean";
+  // The fresh store is clean, but the damaged files set aside are still mentioned.
+  r = run("cache verify");
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("2 quarantined file(s) beside the store (" + cache_ + "/cubins.sqlite3.corrupt-*)"),
+            std::string::npos)
+      << r.out;
+  const json d = json::parse(run("doctor --json").out, nullptr, false);
+  ASSERT_FALSE(d.is_discarded());
+  EXPECT_EQ(d["ok"], true) << d.dump(2);
+  EXPECT_EQ(d["cache"]["quarantine_files"], 2) << d.dump(2);
+  EXPECT_NE(d["cache"].value("quarantine_note", "").find("cache gc"), std::string::npos) << d.dump(2);
+}
+
+// A mistyped --cache-dir: the commands that only read the store make no folder, say there is
+// no store there, and list nothing (exit 0: a fresh machine's empty cache is not an error).
+TEST_F(CliCacheTest, ReadingCommandsOnAMissingFolderMakeNothing) {
+  cache_ = dir_ + "/typo/cache";
+  for (const char* cmd : {"cache ls", "cache stats", "cache verify", "cache ls --json", "cache stats --json"}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.all();
+    EXPECT_NE(r.err.find("there is no store in " + cache_ + " yet"), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir_ + "/typo")) << cmd << " made the folder";
+  }
+  const json j = json::parse(run("cache stats --json").out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["created"], false);
+  EXPECT_EQ(j["entries"], 0);
+  const Result r = run("cache export '" + dir_ + "/bundle.sqlite3'");
+  EXPECT_EQ(r.code, 1) << "nothing to export: " << r.all();
+  EXPECT_FALSE(fs::exists(dir_ + "/typo"));
 }
 
 TEST_F(CliCacheTest, VerifyAndDoctorReportAWalWhoseDamageDroppedEntries) {

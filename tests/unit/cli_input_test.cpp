@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -226,7 +227,7 @@ TEST_F(CliInputTest, ByteCountsAreWhole) {
 }
 
 TEST_F(CliInputTest, GcSaysWhenItDeletesQuarantinedFiles) {
-  ASSERT_EQ(run("cache stats").code, 0);
+  ASSERT_EQ(run("cache gc --max-size 1G").code, 0);  // makes the store (stats only reads it)
   std::string db;
   for (const auto& e : fs::directory_iterator(cache_))
     if (e.path().extension() == ".sqlite3") db = e.path().string();
@@ -237,6 +238,30 @@ TEST_F(CliInputTest, GcSaysWhenItDeletesQuarantinedFiles) {
   EXPECT_NE(r.out.find("deleted 2 old quarantined file(s)"), std::string::npos) << r.out;
   r = run("cache gc --max-size 1G");  // nothing left to delete: nothing said
   EXPECT_EQ(r.out.find("quarantined"), std::string::npos) << r.out;
+}
+
+// An override folder is where operators test a config: its schema errors name the file, and
+// a folder that is not there is an error, not a silent fall-back to the built-in configs.
+TEST_F(CliInputTest, ConfigDirOverrideErrorsNameTheFileAndAMissingFolderIsAnError) {
+  fs::create_directories(dir_.sub("configs"));
+  const std::string file = write("configs/llama-3-8b.json", config_with_ops(R"([{"op": "xqa", "page_sizes": [3]}])"));
+  // The child inherits this process's environment.
+  struct ConfigDir {
+    explicit ConfigDir(const std::string& d) { setenv("ATTNJIT_CONFIG_DIR", d.c_str(), 1); }
+    ~ConfigDir() { unsetenv("ATTNJIT_CONFIG_DIR"); }
+  };
+  std::optional<ConfigDir> env(std::in_place, dir_.sub("configs"));
+  CliResult r = run("prewarm --list --config llama-3-8b");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("config '" + file + "': model config: ops[0].page_sizes"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("attnjit:", 1), std::string::npos) << "one prefix: " << r.err;
+
+  env.reset();
+  env.emplace(dir_.sub("no-such-folder"));
+  r = run("prewarm --list --config llama-3-8b");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("ATTNJIT_CONFIG_DIR '" + dir_.sub("no-such-folder") + "' is not a folder"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -17,23 +17,12 @@ nlohmann::json stats_json(const store::StoreStats& st) {
   return {{"path", st.path},         {"entries", st.entries},     {"total_bytes", st.total_bytes},
           {"hits", st.hits},         {"misses", st.misses},       {"puts", st.puts},
           {"evictions", st.evictions}, {"compile_ms_total", st.compile_ms_total},
-          {"in_memory", st.in_memory}, {"reads_file", st.reads_file}, {"note", st.note}};
-}
-
-// The quarantined files beside the database ("<db>.corrupt-*"): gc deletes all
-// but the newest sets, and says so.
-int quarantine_files(const std::string& db_path) {
-  namespace fs = std::filesystem;
-  const std::string prefix = fs::path(db_path).filename().string() + ".corrupt-";
-  int n = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(fs::path(db_path).parent_path(), ec), end; !ec && it != end; it.increment(ec))
-    n += it->path().filename().string().rfind(prefix, 0) == 0;
-  return n;
+          {"in_memory", st.in_memory}, {"reads_file", st.reads_file}, {"note", st.note},
+          {"created", !st.not_created}};
 }
 
 int cache_ls(Context& ctx, bool json) {
-  auto st = ctx.open_store();
+  auto st = ctx.open_store(0, /*create=*/false);  // a mistyped --cache-dir must not be made
   // An unusable folder lists nothing: that must not read as an empty cache.
   const bool usable = report_memory_only(st->stats(), "cache ls");
   auto entries = st->list();
@@ -53,7 +42,7 @@ int cache_ls(Context& ctx, bool json) {
                    {"compile_ms", e.compile_ms},
                    {"created_unix", e.created_unix},
                    {"last_used_unix", e.last_used_unix}});
-    print_json({{"path", st->path()}, {"in_memory", !usable}, {"entries", j}});
+    print_json({{"path", st->path()}, {"in_memory", !usable}, {"created", !st->stats().not_created}, {"entries", j}});
     return usable ? kExitOk : kExitFailure;
   }
   size_t width = 4;
@@ -76,14 +65,15 @@ int cache_ls(Context& ctx, bool json) {
 }
 
 int cache_stats(Context& ctx, bool json) {
-  auto st = ctx.open_store();
+  auto st = ctx.open_store(0, /*create=*/false);
   const auto s = st->stats();
   const bool usable = report_memory_only(s, "cache stats");
   if (json) {
     print_json(stats_json(s));
     return usable ? kExitOk : kExitFailure;
   }
-  std::cout << fmt::format("path:        {}{}\n", s.path, s.in_memory ? " (in memory)" : "")
+  std::cout << fmt::format("path:        {}{}\n", s.path,
+                           s.not_created ? " (not created yet)" : s.in_memory ? " (in memory)" : "")
             << fmt::format("entries:     {}\n", s.entries)
             << fmt::format("size:        {}\n", human_bytes(s.total_bytes))
             << fmt::format("hits:        {}\n", s.hits) << fmt::format("misses:      {}\n", s.misses)
@@ -118,9 +108,9 @@ void add_cache_command(CLI::App& app, Context& ctx) {
       const int64_t bytes = parse_size(*max_size, "--max-size");
       auto st = ctx.open_store();
       require_file_backed(st->stats(), "cache gc");  // nothing it evicted would stay evicted
-      const int quarantined = quarantine_files(st->path());
+      const int quarantined = quarantine_files(store_db_path());
       const int64_t evicted = st->gc(bytes);
-      const int removed = std::max(0, quarantined - quarantine_files(st->path()));
+      const int removed = std::max(0, quarantined - quarantine_files(store_db_path()));
       const auto s = st->stats();
       if (*json)
         print_json({{"evicted", evicted}, {"entries", s.entries}, {"total_bytes", s.total_bytes},
@@ -142,8 +132,9 @@ void add_cache_command(CLI::App& app, Context& ctx) {
   verify->add_flag("--json", *json, "Print JSON");
   verify->callback([&ctx, repair, json] {
     ctx.action = [&ctx, repair, json] {
-      auto st = ctx.open_store();
+      auto st = ctx.open_store(0, /*create=*/false);
       const auto r = st->verify(*repair);
+      const std::string quarantined = quarantine_note(store_db_path());
       // Opening may already have found the store damaged (a quarantined file, a -wal that
       // dropped entries): the rows checked then are what survived, not a clean bill.
       const bool usable = report_memory_only(st->stats(), "cache verify");
@@ -151,9 +142,11 @@ void add_cache_command(CLI::App& app, Context& ctx) {
       if (*json) {
         print_json({{"checked", r.checked}, {"bad", r.bad}, {"bad_keys", r.bad_keys},
                     {"integrity_ok", r.integrity_ok}, {"problems", r.problems}, {"in_memory", !usable},
-                    {"repaired", *repair}, {"ok", ok}});
+                    {"repaired", *repair}, {"ok", ok}, {"quarantine_files", quarantine_files(store_db_path())}});
       } else {
         for (const auto& p : r.problems) std::cout << "damaged: " << p << "\n";
+        // Not a failure of this store, but the operator should know a damaged one existed.
+        if (!quarantined.empty()) std::cout << "note: " << quarantined << "\n";
         std::cout << fmt::format("checked {} entries: {} bad{}; integrity {}\n", r.checked, r.bad,
                                  r.bad && *repair ? " (removed)" : "", r.integrity_ok ? "ok" : "FAILED");
         for (const auto& k : r.bad_keys) std::cout << "  bad: " << k << "\n";
@@ -175,7 +168,7 @@ void add_cache_command(CLI::App& app, Context& ctx) {
       if (!*force && std::filesystem::symlink_status(*file, ec).type() != std::filesystem::file_type::not_found)
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("cache export: {} already exists; pass --force to overwrite it", *file));
-      auto st = ctx.open_store();
+      auto st = ctx.open_store(0, /*create=*/false);
       // A read-only cache still serves its file's entries, which export can copy;
       // a store with no file behind it has nothing to give.
       if (st->stats().entries == 0) require_file_backed(st->stats(), "cache export");

@@ -17,6 +17,7 @@
 #include "attnjit/error.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "driver/cuda_driver.hpp"
+#include "store/store_location.hpp"
 #include "util/bounded_input.hpp"
 #include "util/log.hpp"
 
@@ -48,12 +49,55 @@ void require_file_backed(const store::StoreStats& stats, const std::string& comm
                           command, store::resolve_cache_dir(), stats.note));
 }
 
+// For a cache folder that does not exist yet: "" when the first use can make it,
+// else why not (the nearest existing folder above it is not writable, or is a file).
+std::string creatable_problem(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) return "";
+  while (p.has_parent_path() && p != p.parent_path() && !fs::exists(fs::symlink_status(p, ec))) p = p.parent_path();
+  if (!fs::is_directory(p, ec)) return fmt::format("cannot create {}: {} is not a directory", dir, p.string());
+  if (access(p.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("cannot create {}: {} is not writable", dir, p.string());
+  return "";
+}
+
 bool report_memory_only(const store::StoreStats& stats, const std::string& command) {
+  const std::string dir = store::resolve_cache_dir();
+  // A store not made yet (create=false) is empty, unless its folder could never be made.
+  const std::string why = stats.not_created ? creatable_problem(dir) : stats.note;
+  if (stats.not_created && why.empty()) {
+    std::cerr << fmt::format("attnjit: {}: there is no store in {} yet (nothing has been cached there)\n", command,
+                             dir);
+    return true;
+  }
   if (!stats.in_memory || stats.reads_file) return true;
   std::cerr << fmt::format("attnjit: store: {}: the store is in memory only: the cache in {} is not usable ({}); "
                            "fix the folder or pass --cache-dir (see `attnjit doctor`)\n",
-                           command, store::resolve_cache_dir(), stats.note);
+                           command, dir, why);
   return false;
+}
+
+std::string store_db_path() { return store::resolve_cache_dir() + "/" + store::kDbFileName; }
+
+int quarantine_files(const std::string& db_path) {
+  namespace fs = std::filesystem;
+  if (db_path.empty()) return 0;
+  const std::string prefix = fs::path(db_path).filename().string() + ".corrupt-";
+  int n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(db_path).parent_path(), ec), end; !ec && it != end; it.increment(ec))
+    n += it->path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
+std::string quarantine_note(const std::string& db_path) {
+  const int n = quarantine_files(db_path);
+  if (n == 0) return "";
+  return fmt::format("{} quarantined file(s) beside the store ({}.corrupt-*): a damaged store was set aside and "
+                     "a fresh one started; `attnjit cache gc` deletes all but the newest",
+                     n, db_path);
 }
 
 void apply_global_options(const Context& ctx) {

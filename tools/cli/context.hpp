@@ -50,8 +50,23 @@ void apply_global_options(const Context& ctx);
 // folder): `command` would fill or read a store that vanishes with the process.
 void require_file_backed(const store::StoreStats& stats, const std::string& command);
 // For commands that read the store (ls, stats, verify): when it is in memory with no
-// file behind it, says so on stderr and returns false (the caller exits 1).
+// file behind it, says so on stderr and returns false (the caller exits 1). A store
+// opened with create=false that does not exist yet is empty, not broken: a note on
+// stderr (a mistyped --cache-dir shows there) and true.
 bool report_memory_only(const store::StoreStats& stats, const std::string& command);
+
+// For a cache folder that does not exist yet: "" when the first use can make it,
+// else why not (the nearest existing folder above it is not writable, or is a file).
+std::string creatable_problem(const std::string& dir);
+
+// The database file the CLI's store uses (resolve_cache_dir()/cubins.sqlite3), also when
+// the store opened in memory and its path() says ":memory:".
+std::string store_db_path();
+// The quarantined files beside the database ("<db>.corrupt-*"), left by a process that
+// found the store damaged and set it aside.
+int quarantine_files(const std::string& db_path);
+// "" when there are none, else a sentence saying how many and that gc deletes old ones.
+std::string quarantine_note(const std::string& db_path);
 
 // "512M", "2G", "1.5GiB", "4096" -> bytes, below 2^63. Throws UsageError naming
 // `option`, also for a number that is not a whole count of bytes ("1.5", "1.1K").

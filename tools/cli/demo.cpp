@@ -128,9 +128,7 @@ void add_demo_command(CLI::App& app, Context& ctx) {
       std::string why;
       const spec::Arch arch = default_arch(&why);
       std::cout << fmt::format("== 1. prewarm {} for {} ({})\n", o->config, arch.str(), why) << std::flush;
-      const std::string path = resolve_config_path(o->config);
-      ModelPlan plan = expand_model_config(load_config(path), {arch});
-      plan.source = path;
+      ModelPlan plan = load_model_plan(o->config, {arch});
       const PrewarmResult r = prewarm_specs(rt, plan.specs, o->jobs, progress_mode(false));
       print_prewarm_summary(plan, r);
       if (r.failed) return kExitFailure;

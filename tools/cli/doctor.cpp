@@ -54,20 +54,6 @@ std::string quarantine_health(const std::string& note, std::string* moved_to) {
   return "corrupt (quarantined to " + *moved_to + ")";
 }
 
-// For a cache folder that does not exist yet: "" when the first use can make it,
-// else why not (the nearest existing folder above it is not writable, or is a file).
-std::string creatable_problem(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p = fs::absolute(dir, ec);
-  if (ec) return "";
-  while (p.has_parent_path() && p != p.parent_path() && !fs::exists(fs::symlink_status(p, ec))) p = p.parent_path();
-  if (!fs::is_directory(p, ec)) return fmt::format("cannot create {}: {} is not a directory", dir, p.string());
-  if (access(p.c_str(), W_OK | X_OK) != 0)
-    return fmt::format("cannot create {}: {} is not writable", dir, p.string());
-  return "";
-}
-
 nlohmann::json cache_json(const Context& ctx) {
   nlohmann::json c;
   c["dir"] = ctx.resolved_cache_dir();
@@ -87,6 +73,10 @@ nlohmann::json cache_json(const Context& ctx) {
     std::string moved;
     const std::string quarantined = quarantine_health(s.note, &moved);
     if (!moved.empty()) c["quarantined_to"] = moved;
+    // A quarantine by an earlier process leaves this store healthy, but the damaged file
+    // (and whatever caused it) is still worth a look.
+    c["quarantine_files"] = quarantine_files(store_db_path());
+    if (const std::string q = quarantine_note(store_db_path()); !q.empty()) c["quarantine_note"] = q;
     // Only "ok" is healthy: a store in memory loses every kernel with the process.
     c["created"] = !s.not_created;
     const std::string cannot_create = s.not_created ? creatable_problem(c["dir"].get<std::string>()) : "";
@@ -203,6 +193,7 @@ void add_doctor_command(CLI::App& app, Context& ctx) {
       std::cout << fmt::format("health:     {}{}\n", c["health"].get<std::string>(),
                                healthy && !c.value("created", true) ? " (no store yet: the first prewarm or op creates it)"
                                                                     : "");
+      if (c.contains("quarantine_note")) std::cout << "note:       " << c["quarantine_note"].get<std::string>() << "\n";
       std::cout << fmt::format("sass tools: {}\n", !cuobjdump.empty() ? cuobjdump
                                                  : !nvdisasm.empty()  ? nvdisasm
                                                                       : "none (cuobjdump/nvdisasm not found)");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -243,6 +244,29 @@ json load_config(const std::string& path) {
   if (!j.is_object())
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: expected a JSON object, got {}", where, j.type_name()));
   return j;
+}
+
+ModelPlan load_model_plan(const std::string& path_or_name, const std::vector<spec::Arch>& archs) {
+  // A folder named by the operator that is not there would silently fall back to the
+  // built-in configs: the override they meant to test would never run.
+  if (const char* d = std::getenv("ATTNJIT_CONFIG_DIR"); d && *d) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec))
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("ATTNJIT_CONFIG_DIR '{}' is not a folder (unset it to use the bundled configs)",
+                              util::quote_input(d)));
+  }
+  const std::string path = resolve_config_path(path_or_name);
+  const json config = load_config(path);
+  ModelPlan plan;
+  try {
+    plan = expand_model_config(config, archs);
+  } catch (const Error& e) {
+    if (bundled_content(path)) throw;  // a built-in config: its name is in the message's context
+    throw Error(e.code(), fmt::format("config '{}': {}", util::quote_input(path), bare(e)));
+  }
+  plan.source = path;
+  return plan;
 }
 
 ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& archs) {

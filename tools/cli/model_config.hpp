@@ -39,4 +39,9 @@ nlohmann::json load_config(const std::string& path);  // throws Error(kInvalidAr
 // Error(kInvalidArgument) naming the field ("ops[1].page_sizes") that is wrong.
 ModelPlan expand_model_config(const nlohmann::json& config, const std::vector<spec::Arch>& archs);
 
+// resolve_config_path + load_config + expand_model_config, with source set. A file's
+// schema errors name the file too ("config '/etc/x/llama.json': model config: ops[0]...")
+// so an override in $ATTNJIT_CONFIG_DIR is found; a missing $ATTNJIT_CONFIG_DIR is an error.
+ModelPlan load_model_plan(const std::string& path_or_name, const std::vector<spec::Arch>& archs);
+
 }  // namespace attnjit::cli

@@ -192,9 +192,7 @@ void add_prewarm_command(CLI::App& app, Context& ctx) {
       ModelPlan plan;
       plan.model = "specs";
       if (!o->config.empty()) {
-        const std::string path = resolve_config_path(o->config);
-        plan = expand_model_config(load_config(path), archs);
-        plan.source = path;
+        plan = load_model_plan(o->config, archs);
       }
       add_specs(plan, o->specs, o->archs.empty() ? std::vector<spec::Arch>{} : archs);
       if (o->list) {

@@ -24,6 +24,11 @@ struct KernelRegistry::Slot {
 
 namespace {
 
+// How long a miss waits for another process compiling the same key: more than the slowest
+// kernel's compile (the MLA wide tile, ~7 s on the H200 host), less than a stopped holder
+// should cost (after it, this process compiles the kernel itself).
+constexpr int kCompileClaimWaitMs = 120'000;
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -96,30 +101,39 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
   a.unit = render::render(s);
   a.key = spec::cache_key(s, key_inputs(s, a.unit));
   a.options = compile::join_options(compile::nvrtc_options(s.arch));
-  if (store_) {
+  // A store entry built from this key's inputs, if there is one.
+  auto from_store = [&]() {
     auto t0 = std::chrono::steady_clock::now();
-    if (auto hit = store_->get(a.key)) {
-      std::string why;
-      const auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
-      if (built_from_same_inputs(*hit, meta, a, s, &why)) {
-        a.cubin = std::move(hit->cubin);
-        a.ptx = std::move(hit->ptx);
-        a.compile_ms = hit->compile_ms;
-        a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
-        a.log = meta.value("log", "");
-        a.from_store = true;
-        store_hits_ += 1;
-        store_load_us_ += static_cast<int64_t>(ms_since(t0) * 1000);
-        util::log().debug("store hit {} ({})", a.name, a.key);
-        slot.artifact = std::move(a);
-        if (origin) *origin = Origin::kStore;
-        return;
-      }
+    auto hit = store_->get(a.key);
+    if (!hit) return false;
+    std::string why;
+    const auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
+    if (!built_from_same_inputs(*hit, meta, a, s, &why)) {
       // Intact (the checksum held) but not what this key means here: an imported
       // bundle, or a key that missed an input. Never run it; replace it.
       util::log().warn("store entry {} ({}) was built from other inputs ({}); compiling it again", a.name, a.key, why);
       store_->remove(a.key);
+      return false;
     }
+    a.cubin = std::move(hit->cubin);
+    a.ptx = std::move(hit->ptx);
+    a.compile_ms = hit->compile_ms;
+    a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
+    a.log = meta.value("log", "");
+    a.from_store = true;
+    store_hits_ += 1;
+    store_load_us_ += static_cast<int64_t>(ms_since(t0) * 1000);
+    util::log().debug("store hit {} ({})", a.name, a.key);
+    slot.artifact = std::move(a);
+    if (origin) *origin = Origin::kStore;
+    return true;
+  };
+  // Held until the entry is put: another process missing this key waits for it.
+  std::unique_ptr<store::CompileClaim> claim;
+  if (store_) {
+    if (from_store()) return;
+    claim = store_->claim_compile(a.key, kCompileClaimWaitMs);
+    if (claim && claim->waited() && from_store()) return;
   }
   compile::CompileResult r = compile::compile(a.name, a.unit, s.arch);
   compiles_ += 1;

@@ -73,6 +73,19 @@ struct ImportReport {
   int64_t bad = 0;    // rows skipped because their checksum did not match
 };
 
+// Held while this process compiles one key (CubinStore::claim_compile), so that another
+// process missing the same key waits for the entry instead of compiling it too: a fleet's
+// prewarms start side by side. Released when destroyed (and by the kernel if the process dies).
+class CompileClaim {
+ public:
+  virtual ~CompileClaim() = default;
+  // Another process held the claim first: look in the store again before compiling.
+  bool waited() const { return waited_; }
+
+ protected:
+  bool waited_ = false;
+};
+
 class CubinStore {
  public:
   // Never throws for an unusable location: falls back to an in-memory store and
@@ -109,6 +122,10 @@ class CubinStore {
   virtual bool checkpoint() = 0;
   virtual void clear() = 0;
   virtual std::string path() const = 0;  // db file path, or ":memory:"
+  // Waits (at most timeout_ms: a holder may be stopped) for no other process to be
+  // compiling `key`, then holds the claim until the result is destroyed. Null where no
+  // file backs the store (nothing this process puts is seen by others).
+  virtual std::unique_ptr<CompileClaim> claim_compile(const std::string& key, int timeout_ms) = 0;
 };
 
 }  // namespace attnjit::store

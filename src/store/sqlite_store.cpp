@@ -499,4 +499,13 @@ std::string SqliteStore::path() const {
   return in_memory_ ? ":memory:" : path_;
 }
 
+std::unique_ptr<CompileClaim> SqliteStore::claim_compile(const std::string& key, int timeout_ms) {
+  const std::string db = path();
+  if (db == ":memory:") return nullptr;
+  // Waits outside mu_: this process's other threads keep reading and writing the store.
+  auto claim = std::make_unique<KeyLock>(db, key, timeout_ms);
+  if (!claim->held() && !claim->timed_out()) return nullptr;  // no lock here (e.g. ENOLCK): compile
+  return claim;
+}
+
 }  // namespace attnjit::store

@@ -128,6 +128,7 @@ class SqliteStore final : public CubinStore {
   bool checkpoint() override;
   void clear() override;
   std::string path() const override;
+  std::unique_ptr<CompileClaim> claim_compile(const std::string& key, int timeout_ms) override;
 
  private:
   enum class OpenResult { kOk, kReadOnly, kNewer, kBad, kFailed, kRetry };

@@ -278,6 +278,42 @@ DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);  // closing releases the flock
 }
 
+KeyLock::KeyLock(const std::string& db_path, const std::string& key, int timeout_ms) {
+  fd_ = ::open((db_path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd_ < 0) return;
+  // Bytes 1 .. 2^40 (byte 0 is left alone); the key is hex, so its first 10 digits spread them.
+  uint64_t slot = 0;
+  for (size_t i = 0; i < key.size() && i < 10; ++i) {
+    const char c = key[i];
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
+    slot = slot * 16 + static_cast<uint64_t>(digit);
+  }
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(slot + 1);
+  fl.l_len = 1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto pause = std::chrono::milliseconds(2);
+  while (fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
+    if (errno == EINTR) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if ((errno != EAGAIN && errno != EACCES) || now >= deadline) {
+      timed_out_ = errno == EAGAIN || errno == EACCES;  // another errno (EINVAL, ENOLCK): no lock here
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    waited_ = true;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+KeyLock::~KeyLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the description releases its lock
+}
+
 bool file_id(const std::string& path, FileId* id, int64_t* size) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return false;

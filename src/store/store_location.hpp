@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "store/cubin_store.hpp"
+
 namespace attnjit::store {
 
 inline constexpr const char* kDbFileName = "cubins.sqlite3";
@@ -73,6 +75,25 @@ class DirLock {
 
  private:
   std::string lock_path_;
+  int fd_ = -1;
+  bool timed_out_ = false;
+};
+
+// One process compiling one key: an open-file-description lock (fcntl F_OFD_SETLK) on a
+// byte of "<db>.lock" picked by the key's first hex digits (flock, DirLock's, is apart from
+// fcntl locks on Linux). Per open file, so this process's threads that compile other keys
+// hold other bytes; two keys on one byte only wait for each other. Waits at most timeout_ms,
+// then timed_out() and the caller compiles anyway.
+class KeyLock final : public CompileClaim {
+ public:
+  KeyLock(const std::string& db_path, const std::string& key, int timeout_ms);
+  ~KeyLock() override;
+  KeyLock(const KeyLock&) = delete;
+  KeyLock& operator=(const KeyLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+  bool timed_out() const { return timed_out_; }
+
+ private:
   int fd_ = -1;
   bool timed_out_ = false;
 };

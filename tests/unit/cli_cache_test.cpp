@@ -213,5 +213,28 @@ TEST_F(CliCacheTest, AfterPrewarmTheDatabaseFileAloneHoldsTheEntries) {
   EXPECT_EQ(store->stats().entries, 1) << "the entry was left in the -wal";
 }
 
+// Two prewarms of one kernel started together (a fleet's hosts sharing a cache folder): one
+// compiles it, the other waits for its entry instead of compiling it too.
+TEST_F(CliCacheTest, ConcurrentPrewarmsCompileAKernelOnce) {
+  const std::string spec = "decode.bf16.hd64.g4.contig.nhd.sm90a";
+  const std::string script = dir_ + "/two.sh";
+  std::ofstream(script) << "export ATTNJIT_CACHE_DIR='" << cache_ << "' ATTNJIT_LOG_LEVEL=warn\n"
+                        << "'" << ATTNJIT_CLI_PATH << "' prewarm --spec " << spec << " --json > '" << dir_ << "/a.json' &\n"
+                        << "'" << ATTNJIT_CLI_PATH << "' prewarm --spec " << spec << " --json > '" << dir_ << "/b.json' &\n"
+                        << "wait\n";
+  const Result r = ::attnjit::testing::shell_run<Result>("sh '" + script + "'", dir_ + "/stderr.txt");
+  ASSERT_EQ(r.code, 0) << r.all();
+  int compiled = 0, present = 0;
+  for (const char* name : {"/a.json", "/b.json"}) {
+    std::ifstream in(dir_ + name);
+    const json j = json::parse(in, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << name;
+    compiled += j["compiled"].get<int>();
+    present += j["present"].get<int>();
+  }
+  EXPECT_EQ(compiled, 1);
+  EXPECT_EQ(present, 1);
+}
+
 }  // namespace
 }  // namespace attnjit::cli_test

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "attnjit/error.hpp"
 #include "common/child_process.hpp"
@@ -193,6 +194,47 @@ TEST(StoreLocationTest, RefusedReopenFallsBackToMemoryWithoutThrowing) {
     EXPECT_NE(st.note.find("refusing cache folder"), std::string::npos) << st.note;
     EXPECT_FALSE(fs::exists(dir + "/cubins.sqlite3")) << "nothing is written to a refused folder";
   }
+}
+
+// Cross-process single flight: a second claim on a key waits for the first (OFD locks
+// conflict between open files, also in one process), a claim on another key does not, and
+// a holder that never lets go costs the waiter its timeout, not a hang.
+TEST(StoreCompileClaim, ASecondClaimOnAKeyWaitsForTheFirst) {
+  TempDir dir("claim");
+  auto st = open_store(dir.path());
+  const std::string key = "0123456789abcdef0123456789abcdef";
+  auto first = st->claim_compile(key, 1000);
+  ASSERT_NE(first, nullptr);
+  EXPECT_FALSE(first->waited());
+
+  auto other = st->claim_compile("fedcba9876543210fedcba9876543210", 1000);
+  ASSERT_NE(other, nullptr);
+  EXPECT_FALSE(other->waited()) << "another key is another byte";
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto timed_out = st->claim_compile(key, 200);
+  const auto waited_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_NE(timed_out, nullptr);
+  EXPECT_TRUE(timed_out->waited());
+  EXPECT_GE(waited_ms, 190);
+  EXPECT_LT(waited_ms, 5000);
+
+  // Released by the holder: the waiter gets it well before its timeout.
+  auto waiter = std::async(std::launch::async, [&] {
+    auto c = st->claim_compile(key, 20000);
+    return c && c->waited();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  first.reset();
+  EXPECT_EQ(waiter.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(waiter.get());
+
+  // A store with no file behind it has nothing to share.
+  StoreOptions mem;
+  mem.dir = dir.sub("a-file/cache");
+  std::ofstream(dir.sub("a-file")) << "x";
+  EXPECT_EQ(CubinStore::open(mem)->claim_compile(key, 100), nullptr);
 }
 
 }  // namespace

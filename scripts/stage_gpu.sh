@@ -19,6 +19,7 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # SEED_CACHE=old-stage/cache/cubins.sqlite3.gz: start from an earlier stage's store, so
   # only kernels whose key changed compile again.
   if [ -n "${SEED_CACHE:-}" ]; then gzip -dc "$SEED_CACHE" >gpu-stage/cache/cubins.sqlite3; chmod 600 gpu-stage/cache/cubins.sqlite3; fi
+  STAGE_START_US=$(($(date +%s) * 1000000))
   # One process per suite, side by side (the store takes concurrent writers).
   prewarm() {
     local pids=()
@@ -37,6 +38,11 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # PREWARM_SPECS="name name ...": kernels the benchmark launches that no GPU test does.
   if [ -n "${PREWARM_SPECS:-}" ]; then
     "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
+  fi
+  # The seed's entries this stage did not use (keys a template edit changed) would only
+  # weigh on the carry: drop them.
+  if [ -n "${SEED_CACHE:-}" ] && command -v sqlite3 >/dev/null; then
+    sqlite3 gpu-stage/cache/cubins.sqlite3 "DELETE FROM entries WHERE last_used_us < $STAGE_START_US; VACUUM;"
   fi
   "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
   # Fold the WAL into the file so that one file carries everything.

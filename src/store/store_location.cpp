@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -252,26 +253,43 @@ int prune_quarantine(const std::string& db_path, int keep) {
   return removed;
 }
 
+namespace {
+
+enum class LockWait { kLocked, kTimedOut, kFailed };
+
+// Calls try_lock (non-blocking) until it succeeds, fails with an errno that is_busy(errno)
+// refuses (EINTR retries), or timeout_ms pass, backing off 1 -> 50 ms. *waited: it was busy
+// at least once.
+template <class TryLock, class IsBusy>
+LockWait wait_for_lock(TryLock try_lock, IsBusy is_busy, int timeout_ms, bool* waited) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto pause = std::chrono::milliseconds(1);
+  while (!try_lock()) {
+    if (errno == EINTR) continue;
+    if (!is_busy(errno)) return LockWait::kFailed;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return LockWait::kTimedOut;
+    if (waited) *waited = true;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return LockWait::kLocked;
+}
+
+}  // namespace
+
 DirLock::DirLock(const std::string& db_path, bool exclusive, int timeout_ms)
     : lock_path_(db_path + ".lock") {
   fd_ = ::open(lock_path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0) return;  // best effort: without it only a narrow race remains
   fchmod(fd_, 0600);
   // Non-blocking with retries: a stopped holder must not hang every opener.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto pause = std::chrono::milliseconds(1);
-  while (flock(fd_, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    const auto now = std::chrono::steady_clock::now();
-    if (errno != EWOULDBLOCK || now >= deadline) {
-      timed_out_ = errno == EWOULDBLOCK;  // another errno (e.g. ENOLCK): go on unlocked
-      ::close(fd_);
-      fd_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
-  }
+  const LockWait r = wait_for_lock([&] { return flock(fd_, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0; },
+                                   [](int e) { return e == EWOULDBLOCK; }, timeout_ms, nullptr);
+  if (r == LockWait::kLocked) return;
+  timed_out_ = r == LockWait::kTimedOut;  // another errno (e.g. ENOLCK): go on unlocked
+  ::close(fd_);
+  fd_ = -1;
 }
 
 DirLock::~DirLock() {
@@ -283,31 +301,19 @@ KeyLock::KeyLock(const std::string& db_path, const std::string& key, int timeout
   if (fd_ < 0) return;
   // Bytes 1 .. 2^40 (byte 0 is left alone); the key is hex, so its first 10 digits spread them.
   uint64_t slot = 0;
-  for (size_t i = 0; i < key.size() && i < 10; ++i) {
-    const char c = key[i];
-    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
-    slot = slot * 16 + static_cast<uint64_t>(digit);
-  }
+  std::from_chars(key.data(), key.data() + std::min<size_t>(key.size(), 10), slot, 16);
   struct flock fl {};
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
   fl.l_start = static_cast<off_t>(slot + 1);
   fl.l_len = 1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto pause = std::chrono::milliseconds(2);
-  while (fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
-    if (errno == EINTR) continue;
-    const auto now = std::chrono::steady_clock::now();
-    if ((errno != EAGAIN && errno != EACCES) || now >= deadline) {
-      timed_out_ = errno == EAGAIN || errno == EACCES;  // another errno (EINVAL, ENOLCK): no lock here
-      ::close(fd_);
-      fd_ = -1;
-      return;
-    }
-    waited_ = true;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
-  }
+  // A held fcntl lock answers EAGAIN or EACCES.
+  const LockWait r = wait_for_lock([&] { return fcntl(fd_, F_OFD_SETLK, &fl) == 0; },
+                                   [](int e) { return e == EAGAIN || e == EACCES; }, timeout_ms, &waited_);
+  if (r == LockWait::kLocked) return;
+  timed_out_ = r == LockWait::kTimedOut;  // another errno (EINVAL, ENOLCK): no lock here
+  ::close(fd_);
+  fd_ = -1;
 }
 
 KeyLock::~KeyLock() {

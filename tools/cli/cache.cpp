@@ -134,7 +134,8 @@ void add_cache_command(CLI::App& app, Context& ctx) {
     ctx.action = [&ctx, repair, json] {
       auto st = ctx.open_store(0, /*create=*/false);
       const auto r = st->verify(*repair);
-      const std::string quarantined = quarantine_note(store_db_path());
+      const int quarantined_files = quarantine_files(store_db_path());
+      const std::string quarantined = quarantine_note(store_db_path(), quarantined_files);
       // Opening may already have found the store damaged (a quarantined file, a -wal that
       // dropped entries): the rows checked then are what survived, not a clean bill.
       const bool usable = report_memory_only(st->stats(), "cache verify");
@@ -142,7 +143,7 @@ void add_cache_command(CLI::App& app, Context& ctx) {
       if (*json) {
         print_json({{"checked", r.checked}, {"bad", r.bad}, {"bad_keys", r.bad_keys},
                     {"integrity_ok", r.integrity_ok}, {"problems", r.problems}, {"in_memory", !usable},
-                    {"repaired", *repair}, {"ok", ok}, {"quarantine_files", quarantine_files(store_db_path())}});
+                    {"repaired", *repair}, {"ok", ok}, {"quarantine_files", quarantined_files}});
       } else {
         for (const auto& p : r.problems) std::cout << "damaged: " << p << "\n";
         // Not a failure of this store, but the operator should know a damaged one existed.

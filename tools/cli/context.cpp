@@ -79,7 +79,10 @@ bool report_memory_only(const store::StoreStats& stats, const std::string& comma
   return false;
 }
 
-std::string store_db_path() { return store::resolve_cache_dir() + "/" + store::kDbFileName; }
+std::string store_db_path() {
+  const std::string dir = store::resolve_cache_dir();
+  return dir.empty() ? "" : dir + "/" + store::kDbFileName;
+}
 
 int quarantine_files(const std::string& db_path) {
   namespace fs = std::filesystem;
@@ -92,8 +95,7 @@ int quarantine_files(const std::string& db_path) {
   return n;
 }
 
-std::string quarantine_note(const std::string& db_path) {
-  const int n = quarantine_files(db_path);
+std::string quarantine_note(const std::string& db_path, int n) {
   if (n == 0) return "";
   return fmt::format("{} quarantined file(s) beside the store ({}.corrupt-*): a damaged store was set aside and "
                      "a fresh one started; `attnjit cache gc` deletes all but the newest",

@@ -60,13 +60,14 @@ bool report_memory_only(const store::StoreStats& stats, const std::string& comma
 std::string creatable_problem(const std::string& dir);
 
 // The database file the CLI's store uses (resolve_cache_dir()/cubins.sqlite3), also when
-// the store opened in memory and its path() says ":memory:".
+// the store opened in memory and its path() says ":memory:"; "" when there is no folder.
 std::string store_db_path();
 // The quarantined files beside the database ("<db>.corrupt-*"), left by a process that
 // found the store damaged and set it aside.
 int quarantine_files(const std::string& db_path);
-// "" when there are none, else a sentence saying how many and that gc deletes old ones.
-std::string quarantine_note(const std::string& db_path);
+// For n = quarantine_files(db_path): "" when 0, else a sentence saying how many and that gc
+// deletes old ones.
+std::string quarantine_note(const std::string& db_path, int n);
 
 // "512M", "2G", "1.5GiB", "4096" -> bytes, below 2^63. Throws UsageError naming
 // `option`, also for a number that is not a whole count of bytes ("1.5", "1.1K").

@@ -39,6 +39,17 @@ if [ "${PREWARM:-0}" = 1 ]; then
   if [ -n "${PREWARM_SPECS:-}" ]; then
     "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
   fi
+  # BEFORE_TEMPLATES=dir BEFORE_SPECS="name ...": a template-only change's "before" side: the
+  # specs rendered from that template set too, both prewarmed here; the folder travels as
+  # gpu-stage/tpl-before (on the GPU machine ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before
+  # selects it; the key covers the templates' content, not their path).
+  if [ -n "${BEFORE_TEMPLATES:-}" ]; then
+    for tpl in "$BEFORE_TEMPLATES" ""; do
+      ATTNJIT_TEMPLATE_DIR=$tpl "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q \
+        -a "${PREWARM_ARCH:-sm_90a}" -s ${BEFORE_SPECS:?BEFORE_SPECS names the kernels of the before side}
+    done
+    cp -a "$BEFORE_TEMPLATES" gpu-stage/tpl-before
+  fi
   # The seed's entries this stage did not use (keys a template edit changed) would only
   # weigh on the carry: drop them.
   if [ -n "${SEED_CACHE:-}" ] && command -v sqlite3 >/dev/null; then
@@ -50,6 +61,15 @@ if [ "${PREWARM:-0}" = 1 ]; then
   rm -f gpu-stage/cache/cubins.sqlite3-shm gpu-stage/cache/cubins.sqlite3.lock
   # PTX text is most of the bytes and compresses ~4x; gpu_run.sh unpacks it.
   gzip -6 gpu-stage/cache/cubins.sqlite3
+fi
+# BEFORE_BUILD=dir: another build's libattnjit.so* and attnjit-bench, with its own store in
+# cache/cubins.sqlite3.gz (prewarm it with that build's CLI), as gpu-stage/before: the
+# "before" side of scripts/bench_before_after.sh when the host code changed too.
+if [ -n "${BEFORE_BUILD:-}" ]; then
+  mkdir -p gpu-stage/before
+  cp -a "$BEFORE_BUILD"/libattnjit.so* "$BEFORE_BUILD/attnjit-bench" gpu-stage/before/
+  [ -f "$BEFORE_BUILD/cache/cubins.sqlite3.gz" ] && mkdir -p -m 700 gpu-stage/before/cache &&
+    cp "$BEFORE_BUILD/cache/cubins.sqlite3.gz" gpu-stage/before/cache/
 fi
 # Debug info is most of the size; the carry limit is 64 MiB.
 find gpu-stage -type f \( -name 'libattnjit.so*' -o -perm -u+x \) -exec strip --strip-debug {} + 2>/dev/null || true

@@ -134,8 +134,9 @@ void add_cache_command(CLI::App& app, Context& ctx) {
     ctx.action = [&ctx, repair, json] {
       auto st = ctx.open_store(0, /*create=*/false);
       const auto r = st->verify(*repair);
-      const int quarantined_files = quarantine_files(store_db_path());
-      const std::string quarantined = quarantine_note(store_db_path(), quarantined_files);
+      const std::string db = store_db_path();
+      const int quarantined_files = quarantine_files(db);
+      const std::string quarantined = quarantine_note(db, quarantined_files);
       // Opening may already have found the store damaged (a quarantined file, a -wal that
       // dropped entries): the rows checked then are what survived, not a clean bill.
       const bool usable = report_memory_only(st->stats(), "cache verify");

@@ -75,9 +75,10 @@ nlohmann::json cache_json(const Context& ctx) {
     if (!moved.empty()) c["quarantined_to"] = moved;
     // A quarantine by an earlier process leaves this store healthy, but the damaged file
     // (and whatever caused it) is still worth a look.
-    const int quarantined_files = quarantine_files(store_db_path());
+    const std::string db = store_db_path();
+    const int quarantined_files = quarantine_files(db);
     c["quarantine_files"] = quarantined_files;
-    if (quarantined_files) c["quarantine_note"] = quarantine_note(store_db_path(), quarantined_files);
+    if (quarantined_files) c["quarantine_note"] = quarantine_note(db, quarantined_files);
     // Only "ok" is healthy: a store in memory loses every kernel with the process.
     c["created"] = !s.not_created;
     const std::string cannot_create = s.not_created ? creatable_problem(c["dir"].get<std::string>()) : "";

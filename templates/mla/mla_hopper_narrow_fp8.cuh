@@ -207,7 +207,11 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       float alpha[4];
-      Base::softmax(s, w, sm, flags(sm, wg, s_), it, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
+      bool key[2] = {true, true};
+      if constexpr (Tr::kSparse)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) key[h] = flags(sm, wg, s_)[Base::frag_row(2 * h, warp, lane)] != 0;
+      Base::softmax(s, key, it, limit, lim_min, scale_log2, m, l, alpha, sm.m + wg * 4 * kN, wg, warp, lane);
       Base::store_pt(pt, s, warp, lane);
       fence_proxy_async_shared();  // P^T: generic stores, read by the wgmma
       named_barrier_sync(kColBar + wg, 128);
@@ -251,7 +255,8 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
     run_wg(p, w, sm, wg, tid, limit, lim_min, Base::scale_log2(p), o, m, l);
     asm volatile("cp.async.wait_all;" ::: "memory");
     pdl_launch_dependents();
-    Base::template finish<true>(p, w, sm, wg, warp, lane, o, m, l);
+    Base::template finish<true>(p, w, sm.m, sm.base + Tr::kTileBytes, Tr::kTileBytes, sm.flag, [] { __syncthreads(); },
+                                wg, warp, lane, o, m, l);
   }
 };
 

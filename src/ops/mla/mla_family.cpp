@@ -49,6 +49,12 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
     const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
     t.smem_bytes = 1024 + 3 * 9 * block + block + small;
+    // The narrow tile with 16-bit KV: a producer warpgroup beside the two math ones and a ring
+    // of 8 KB blocks in the rest of the 227 KB (mla_hopper_narrow_ring.cuh, mla_params.cuh).
+    if (t.rows != mla_const::kHopperRows && s.kv_dtype != DType::kFloat8E4M3) {
+      t.warps = mla_const::kRingThreads / 32;
+      t.smem_bytes = mla_ring_smem_bytes(t.rows);
+    }
     return t;
   }
   const int q_row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kQRowBytes (Q as 16-bit MMA operands)

@@ -140,7 +140,9 @@ TEST(MlaNarrow, CompilesWithoutSpills) {
       const spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
       ASSERT_TRUE(s.has(spec::feature::kNarrowTile)) << s.name();
       const render::RenderedUnit u = render::render(s);
-      EXPECT_EQ(u.launch.threads, 256);
+      // 16-bit KV: two math warpgroups and the ring's producer; fp8 KV: the two math warpgroups.
+      EXPECT_EQ(u.launch.threads, kv == DType::kFloat8E4M3 ? 256 : mla_const::kRingThreads);
+      if (kv != DType::kFloat8E4M3) EXPECT_EQ(u.launch.smem_bytes, mla_ring_smem_bytes(mla_const::kNarrowRows));
       EXPECT_EQ(u.launch.split_granule, mla_const::kHopperTile);
       EXPECT_NE(u.source.find(std::to_string(spec::feature::kNarrowTile) + "u>"), std::string::npos) << u.source;
       specs.push_back(s);

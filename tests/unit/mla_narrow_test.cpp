@@ -104,7 +104,11 @@ TEST(MlaNarrow, OnlyTheWgmmaKernelHasIt) {
   std::string why;
   EXPECT_TRUE(mla_can_implement(s, kPlanArch, &why)) << why;
   EXPECT_EQ(mla_tiling(s).rows, mla_const::kNarrowRows);
-  EXPECT_EQ(mla_tiling(s).smem_bytes, mla_tiling(plan_mla(mla_with(128, 1), kPlanArch).spec).smem_bytes);
+  // 16-bit KV: the ring's plan (Q's 16 rows and 25 slots of 8 KB in the 227 KB); the threads
+  // of two math warpgroups and the producer.
+  EXPECT_EQ(mla_tiling(s).smem_bytes, mla_ring_smem_bytes(mla_const::kNarrowRows));
+  EXPECT_LE(mla_tiling(s).smem_bytes, mla_tiling(s).smem_limit);
+  EXPECT_EQ(mla_tiling(s).warps * 32, mla_const::kRingThreads);
   spec::KernelSpec x = s;
   x.backend = spec::Backend::kXqa;
   EXPECT_FALSE(mla_can_implement(x, kPlanArch, &why));

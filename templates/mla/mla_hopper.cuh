@@ -17,7 +17,7 @@
 // fp8 KV: each half tile lands as fp8 and is widened to fp16 in place by the warpgroup
 // that computes the tile's S, just before that S (mla_hopper_fp8.cuh); the math runs in fp16.
 // CTAs of 16 or 32 rows at most (the narrow spec bits) run the narrow tile instead (rows in
-// wgmma's N, mla_hopper_narrow.cuh): 16-bit KV through a producer warp's ring of blocks
+// wgmma's N, mla_hopper_narrow.cuh): 16-bit KV through a producer warpgroup's ring of blocks
 // (mla_hopper_narrow_ring.cuh), fp8 KV widened in registers (mla_hopper_narrow_fp8.cuh).
 #pragma once
 

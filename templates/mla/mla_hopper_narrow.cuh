@@ -11,7 +11,7 @@
 // The softmax runs down the columns: a row's max over a tile's 64 tokens is reduced over
 // the warp by shuffles and over the warpgroup's four warps through shared memory.
 // This file holds what both forms share: the fragment maps, the softmax, P^T, the rescale
-// and the merge. 16-bit KV streams through a producer warp's ring of blocks
+// and the merge. 16-bit KV streams through a producer warpgroup's ring of blocks
 // (mla_hopper_narrow_ring.cuh); fp8 KV is widened in registers (mla_hopper_narrow_fp8.cuh).
 #pragma once
 

@@ -40,7 +40,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
   static constexpr int kOBytes = (kN * kOStride * 4 + 15) / 16 * 16;  // a warpgroup's merged O
   enum : int { kMathBar = 9 };  // the two math warpgroups, 256 threads (kColBar + wg are 7 and 8)
   static_assert(Tr::kThreads == mla_const::kRingThreads && !Tr::kFp8Kv, "two math warpgroups and a producer");
-  static_assert(kSlots >= 18, "two tiles in the ring: mla_params.cuh's phase argument needs it");
+  static_assert(kSlots >= 18, "two tiles in the ring: mla_params.cuh's phase argument rests on it");
   static_assert(2 * kOBytes <= kSlots * kBlk, "the merged O of both warpgroups fits the ring");
   static_assert(mla_ring_smem_bytes(kN) == Tr::kSmemBytes, "the carve below is the plan's");
   static_assert(kProducerRegs * 128 + kMathRegs * 256 <= 65536, "the register file");
@@ -256,6 +256,9 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
     Base::clear(o, m, l);
     consume(p, w, r, wg, tid, limit, lim_min, Base::scale_log2(p), o, m, l);
     pdl_launch_dependents();
+    // The merged O reuses the slots: safe because the producer loads no block past the CTA's
+    // last tile, so every fill has landed and been read by now (a producer that prefetched
+    // the next work item would race with these generic stores).
     Base::finish(p, w, r.st, r.base + 9 * kN * 128, kOBytes, r.flag, [] { named_barrier_sync(kMathBar, 256); }, wg,
                  warp, lane, o, m, l);
   }

@@ -39,7 +39,8 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
     t.stages = 2;
-    // The narrow tile (<= 16 or 32 rows in wgmma's N) has the same buffers and shared-memory plan.
+    // The narrow tile (<= 16 or 32 rows in wgmma's N): fp8 KV has the same buffers and plan;
+    // 16-bit KV its ring (below).
     t.rows = s.has(spec::feature::kNarrow32)     ? mla_const::kNarrow32Rows
              : s.has(spec::feature::kNarrowTile) ? mla_const::kNarrowRows
                                                  : mla_const::kHopperRows;

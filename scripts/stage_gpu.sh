@@ -45,6 +45,16 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # gpu-stage/tpl-before (on the GPU machine ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before
   # selects it; the key covers the templates' content, not their path).
   if [ -n "${BEFORE_TEMPLATES:-}" ]; then
+    # The library refuses a template set whose params headers differ from its own (the host
+    # fills those structs); a change that only added to one (new constants) keeps the before
+    # kernels' meaning, so the staged copy takes this tree's headers, and says which differed.
+    before_tpl=$(mktemp -d)
+    cp -a "$BEFORE_TEMPLATES"/. "$before_tpl"/
+    for h in templates/*/*_params.cuh; do
+      rel=${h#templates/}
+      cmp -s "$h" "$before_tpl/$rel" || { echo "stage: before templates take this tree's $rel"; cp "$h" "$before_tpl/$rel"; }
+    done
+    BEFORE_TEMPLATES=$before_tpl
     for tpl in "$BEFORE_TEMPLATES" ""; do
       ATTNJIT_TEMPLATE_DIR=$tpl "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q \
         -a "${PREWARM_ARCH:-sm_90a}" -s ${BEFORE_SPECS:?BEFORE_SPECS names the kernels of the before side}

@@ -33,24 +33,26 @@ constexpr unsigned kFeatSplitRope = 1u << 8;
 constexpr unsigned kFeatNarrow = 1u << 16;
 constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
-// The narrow tile with 16-bit KV (mla_hopper_narrow_ring.cuh): a producer warpgroup beside the
-// two math ones, and a ring of 64-token x 64-dim blocks in what sm_90's 227 KB leave.
+// The narrow tile (mla_hopper_narrow_ring.cuh): a producer warpgroup beside the two math
+// ones, and a ring of 64-token x 64-dim blocks (8 KB of 16-bit KV, 4 KB of fp8) in what
+// sm_90's 227 KB leave.
 constexpr int kRingThreads = 384;
 constexpr int kHopperSmemLimit = 227 * 1024;
-constexpr int kRingBlockBytes = 64 * 128;
 }  // namespace mla_const
 
-// The ring tile's shared memory (rows: 16 or 32): 1024 of alignment slack, Q's rows (9 blocks
-// of rows x 128 bytes), the two warpgroups' P^T, 12 rows floats of statistics, the split flag;
-// then per slot its 8 KB block and three mbarriers (two full, one empty).
+// A ring block's bytes: 64 tokens x 64 dims of KV elements of kv_bytes.
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_block_bytes(int kv_bytes) { return 64 * 64 * kv_bytes; }
+// The ring tile's shared memory (rows: 16 or 32): 1024 of alignment slack, Q's rows (16-bit: 9
+// blocks of rows x 128 bytes), the two warpgroups' P^T, 12 rows floats of statistics, the split
+// flag; then per slot its block and three mbarriers (two full, one empty).
 ATTNJIT_HOST_DEVICE constexpr int mla_ring_fixed_bytes(int rows) {
   return 1024 + 9 * rows * 128 + 2 * rows * 128 + 12 * rows * 4 + 16;
 }
-ATTNJIT_HOST_DEVICE constexpr int mla_ring_slots(int rows) {
-  return (mla_const::kHopperSmemLimit - mla_ring_fixed_bytes(rows)) / (mla_const::kRingBlockBytes + 3 * 8);
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_slots(int rows, int kv_bytes) {
+  return (mla_const::kHopperSmemLimit - mla_ring_fixed_bytes(rows)) / (mla_ring_block_bytes(kv_bytes) + 3 * 8);
 }
-ATTNJIT_HOST_DEVICE constexpr int mla_ring_smem_bytes(int rows) {
-  return mla_ring_fixed_bytes(rows) + mla_ring_slots(rows) * (mla_const::kRingBlockBytes + 3 * 8);
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_smem_bytes(int rows, int kv_bytes) {
+  return mla_ring_fixed_bytes(rows) + mla_ring_slots(rows, kv_bytes) * (mla_ring_block_bytes(kv_bytes) + 3 * 8);
 }
 
 // The ring's schedule. Block g = 9 t + cb (column block cb of the CTA's tile t) is fill

@@ -113,23 +113,27 @@ Verdict run_ring(int slots, int tiles, bool two_barriers, std::mt19937& rng) {
 }
 
 TEST(MlaRingProtocol, TheKernelsSlotCounts) {
-  EXPECT_EQ(mla_ring_slots(16), 25);
-  EXPECT_EQ(mla_ring_slots(32), 22);
-  EXPECT_LE(mla_ring_smem_bytes(16), mla_const::kHopperSmemLimit);
-  EXPECT_LE(mla_ring_smem_bytes(32), mla_const::kHopperSmemLimit);
-  EXPECT_GT(mla_ring_smem_bytes(16) + 8 * 1024, mla_const::kHopperSmemLimit);  // no slot left unused
+  EXPECT_EQ(mla_ring_slots(16, 2), 25);
+  EXPECT_EQ(mla_ring_slots(32, 2), 22);
+  EXPECT_EQ(mla_ring_slots(16, 1), 50);  // fp8 KV: 4 KB blocks
+  for (int kv_bytes : {1, 2})
+    for (int rows : {16, 32}) {
+      EXPECT_LE(mla_ring_smem_bytes(rows, kv_bytes), mla_const::kHopperSmemLimit);
+      // no slot left unused
+      EXPECT_GT(mla_ring_smem_bytes(rows, kv_bytes) + mla_ring_block_bytes(kv_bytes) + 24, mla_const::kHopperSmemLimit);
+    }
 }
 
 TEST(MlaRingProtocol, NoWaitPassesEarlyAndNoneStalls) {
   std::mt19937 rng(2531);
   int runs = 0;
-  for (int slots : {mla_ring_slots(16), mla_ring_slots(32), 18})
+  for (int slots : {mla_ring_slots(16, 2), mla_ring_slots(32, 2), mla_ring_slots(16, 1), 18})
     for (int tiles : {1, 2, 3, 5, 8, 13, 40})
       for (int rep = 0; rep < 60; ++rep, ++runs) {
         const Verdict v = run_ring(slots, tiles, true, rng);
         ASSERT_TRUE(v.ok) << v.why << " (slots " << slots << ", tiles " << tiles << ", run " << rep << ")";
       }
-  EXPECT_EQ(runs, 3 * 7 * 60);
+  EXPECT_EQ(runs, 4 * 7 * 60);
 }
 
 // The check has teeth: with one full barrier a slot some interleaving lets a warpgroup pass
@@ -137,7 +141,7 @@ TEST(MlaRingProtocol, NoWaitPassesEarlyAndNoneStalls) {
 TEST(MlaRingProtocol, OneBarrierASlotIsCaught) {
   std::mt19937 rng(77);
   int caught = 0;
-  for (int rep = 0; rep < 400; ++rep) caught += !run_ring(mla_ring_slots(16), 12, false, rng).ok;
+  for (int rep = 0; rep < 400; ++rep) caught += !run_ring(mla_ring_slots(16, 2), 12, false, rng).ok;
   EXPECT_GT(caught, 0);
 }
 

@@ -328,13 +328,7 @@ struct PrefillHopper {
   static __device__ __forceinline__ void softmax(const PrefillParams& p, const typename C::Rows& R, int lane, int j0,
                                                  float (&s)[kTile / 2], float (&m)[2], float (&l)[2],
                                                  float (&alpha)[2]) {
-    // Each row's max and sum run in kChains independent chains (8-wide blocks modulo
-    // kChains, joined at the end): one chain of kTile / 2 dependent FMNMX / FADD sat on
-    // the softmax's critical path, which in ping-pong must fit under the other's GEMMs.
-    constexpr int kChains = kTile / 8 >= 4 ? 4 : kTile / 8;
-    float mx[kChains][2];
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) mx[c][0] = mx[c][1] = kNegInf;
+    float mx[2] = {kNegInf, kNegInf};
     // A tile every key of which both rows see (no mask tensor, no pse): the max is
     // taken on the raw scores (a positive scale keeps it the max), and the scale
     // folds into the exponent's fused multiply-add.
@@ -343,44 +337,33 @@ struct PrefillHopper {
     const float scale_log2 = p.scale * kLog2e;
     if (interior) {
 #pragma unroll
-      for (int i = 0; i < kTile / 2; ++i) mx[(i / 4) % kChains][(i % 4) / 2] = fmaxf(mx[(i / 4) % kChains][(i % 4) / 2], s[i]);
+      for (int i = 0; i < kTile / 2; ++i) mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
+      mx[0] *= scale_log2;
+      mx[1] *= scale_log2;
     } else {
 #pragma unroll
       for (int i = 0; i < kTile / 2; ++i) {
         const int hf = (i % 4) / 2;
         const int j = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
         s[i] = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[i]);
-        mx[(i / 4) % kChains][hf] = fmaxf(mx[(i / 4) % kChains][hf], s[i]);
+        mx[hf] = fmaxf(mx[hf], s[i]);
       }
     }
-    float ref[2];
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      float row_max = mx[0][hf];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) row_max = fmaxf(row_max, mx[c][hf]);
-      if (interior) row_max *= scale_log2;
-      const float m_new = fmaxf(m[hf], quad_max(row_max));
-      ref[hf] = safe_ref(m_new);
-      alpha[hf] = fast_exp2(m[hf] - ref[hf]);
+      const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
+      const float ref = safe_ref(m_new);
+      alpha[hf] = fast_exp2(m[hf] - ref);
       m[hf] = m_new;
+      mx[hf] = ref;
+      l[hf] *= alpha[hf];
     }
     const float mul = interior ? scale_log2 : 1.0f;
-    float sum[kChains][2];
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) sum[c][0] = sum[c][1] = 0.f;
 #pragma unroll
     for (int i = 0; i < kTile / 2; ++i) {
       const int hf = (i % 4) / 2;
-      s[i] = fast_exp2(fmaf(s[i], mul, -ref[hf]));
-      sum[(i / 4) % kChains][hf] += s[i];
-    }
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float row_sum = sum[0][hf];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) row_sum += sum[c][hf];
-      l[hf] = fmaf(l[hf], alpha[hf], row_sum);
+      s[i] = fast_exp2(fmaf(s[i], mul, -mx[hf]));
+      l[hf] += s[i];
     }
   }
 

@@ -16,7 +16,8 @@ for line in open(sys.argv[1]):
     if side is None:
         continue
     # --mla's own rows: shape, backend, q / kv, us, TB/s, % HBM, ...
-    m = re.match(r"^(h\d+.*?)\s+(xqa|trtllm-gen)\s+(.+?)\s+[\d.]+\s+([\d.]+)\s+[\d.]+%", line)
+    # (the backend column carries the narrow tile's rows: trtllm-gen/16, /32, /64)
+    m = re.match(r"^(h\d+.*?)\s+(xqa|trtllm-gen(?:/\d+)?)\s+(.+?)\s+[\d.]+\s+([\d.]+)\s+[\d.]+%", line)
     if m:
         key, value = f"mla {m.group(1)} {m.group(2)} {m.group(3)}", float(m.group(4))
     else:

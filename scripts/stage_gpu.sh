@@ -5,8 +5,9 @@
 # limits it to those gtest filters; PREWARM_SPECS adds kernels by name).
 set -euo pipefail
 BUILD=${1:-build}
-# Build first: a stale test binary once ran old test cases against new kernels.
-cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+# Build first: a stale test binary once ran old test cases against new kernels. Only what
+# is staged (the CPU unit tests take longest to build and are not needed there).
+cmake --build "$BUILD" -j"$(nproc)" --target attnjit attnjit_gpu_tests attnjit-bench attnjit-cli >/dev/null
 rm -rf gpu-stage && mkdir -p gpu-stage/tests gpu-stage/tools/bench
 cp -a "$BUILD"/libattnjit.so* gpu-stage/
 cp "$BUILD/tests/attnjit_gpu_tests" gpu-stage/tests/
@@ -44,6 +45,16 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # gpu-stage/tpl-before (on the GPU machine ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before
   # selects it; the key covers the templates' content, not their path).
   if [ -n "${BEFORE_TEMPLATES:-}" ]; then
+    # The library refuses a template set whose params headers differ from its own (the host
+    # fills those structs); a change that only added to one (new constants) keeps the before
+    # kernels' meaning, so the staged copy takes this tree's headers, and says which differed.
+    before_tpl=$(mktemp -d)
+    cp -a "$BEFORE_TEMPLATES"/. "$before_tpl"/
+    for h in templates/*/*_params.cuh; do
+      rel=${h#templates/}
+      cmp -s "$h" "$before_tpl/$rel" || { echo "stage: before templates take this tree's $rel"; cp "$h" "$before_tpl/$rel"; }
+    done
+    BEFORE_TEMPLATES=$before_tpl
     for tpl in "$BEFORE_TEMPLATES" ""; do
       ATTNJIT_TEMPLATE_DIR=$tpl "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q \
         -a "${PREWARM_ARCH:-sm_90a}" -s ${BEFORE_SPECS:?BEFORE_SPECS names the kernels of the before side}

@@ -89,9 +89,10 @@ struct MlaEpilogue {
   }
 
   // The combine pass (split_pass 2): blockDim.x / 128 rows of the attention pass's row
-  // block blockIdx.y of request blockIdx.z per CTA, 128 threads a row, each a float4 of
+  // block blockIdx.y of request blockIdx.z per CTA (the host launches one, so that a
+  // single long request still spreads over the SMs), 128 threads a row, each a float4 of
   // the 512 dims. Rows' weights first (one round of loads, reduced over the row's four
-  // warps), then each thread's float4 of every split, loads in flight together.
+  // warps), then each thread's float4 of every split, 16 splits' loads in flight together.
   // smem (mla_combine_smem_bytes): [rows][kMaxSplits] weights, then [rows][2][4] warp maxima and sums.
   __device__ static void combine(const MlaParams& p, unsigned char* smem) {
     constexpr int kRowThreads = DV / 4, kWarpsPerRow = kRowThreads / 32, kMaxSplits = mla_const::kMaxSplits;
@@ -139,12 +140,24 @@ struct MlaEpilogue {
     for (int i = 0; i < kWarpsPerRow; ++i) l_tot += red[kWarpsPerRow + i];
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const float* src = base + lr * DV + 4 * d4;
-#pragma unroll 8
-    for (int sp = 0; sp < n; ++sp) {
-      const float e = wt[sp];
-      if (e == 0.f) continue;  // empty or fully masked split: its O may never have been written
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(src + (long long)sp * kPartialFloats));
-      acc[0] += e * x.x; acc[1] += e * x.y; acc[2] += e * x.z; acc[3] += e * x.w;
+    // kBatch splits' loads issued before any is used (a branch per split serialized
+    // them); a split of weight 0 (empty, fully masked, or past n) is not read, since its
+    // O may never have been written. wt holds kMaxSplits weights, 0 past n.
+    constexpr int kBatch = 16;
+    static_assert(kMaxSplits % kBatch == 0, "batches stay inside wt");
+    for (int sp0 = 0; sp0 < n; sp0 += kBatch) {
+      float e[kBatch];
+      float4 x[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        e[i] = wt[sp0 + i];
+        x[i] = e[i] != 0.f ? __ldcg(reinterpret_cast<const float4*>(src + (long long)(sp0 + i) * kPartialFloats))
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        acc[0] += e[i] * x[i].x; acc[1] += e[i] * x[i].y; acc[2] += e[i] * x[i].z; acc[3] += e[i] * x[i].w;
+      }
     }
     finish_row<4, 2, 4>(p, b, group, rb * kRows + lr, 4 * d4, m_tot, l_tot, acc, d4 == 0);
   }

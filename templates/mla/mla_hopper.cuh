@@ -16,8 +16,9 @@
 // mbarriers. Split-KV CTAs merge in the last one (mla_epilogue.cuh).
 // fp8 KV: each half tile lands as fp8 and is widened to fp16 in place by the warpgroup
 // that computes the tile's S, just before that S (mla_hopper_fp8.cuh); the math runs in fp16.
-// CTAs of 16 or fewer rows (the narrow spec bit) run mla_hopper_narrow.cuh's tile instead
-// (fp8 KV: mla_hopper_narrow_fp8.cuh's, widened in registers).
+// CTAs of 16 or 32 rows at most (the narrow spec bits) run the narrow tile instead (rows in
+// wgmma's N, mla_hopper_narrow.cuh), through a producer warpgroup's ring of blocks
+// (mla_hopper_narrow_ring.cuh); fp8 KV widened in registers (mla_hopper_narrow_fp8.cuh).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -26,6 +27,7 @@
 #include "mla/mla_hopper_io.cuh"
 #include "mla/mla_hopper_narrow.cuh"
 #include "mla/mla_hopper_narrow_fp8.cuh"
+#include "mla/mla_hopper_narrow_ring.cuh"
 
 namespace attnjit {
 
@@ -45,7 +47,10 @@ struct MlaHopperTraits {
   static constexpr bool kNarrow = kNarrow32 || (kFeatures_ & mla_const::kFeatNarrow) != 0;
   static constexpr int kRows = kNarrow32 ? mla_const::kNarrow32Rows : kNarrow ? mla_const::kNarrowRows : mla_const::kHopperRows;
   static constexpr int kTile = mla_const::kHopperTile;
-  static constexpr int kThreads = 256, kMinBlocks = 1;
+  // The narrow tile: a producer warpgroup and a ring of blocks (mla_hopper_narrow_ring.cuh).
+  static constexpr bool kRing = kNarrow;
+  static constexpr int kThreads = kRing ? mla_const::kRingThreads : 256, kMinBlocks = 1;
+  static constexpr int kRingSlots = kRing ? mla_ring_slots(kRows, sizeof(KVT_)) : 0;
   static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
   static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims
   // Row maxima, tile A's and B's rescale factors, the two row sums, the sparse
@@ -53,7 +58,7 @@ struct MlaHopperTraits {
   // an mbarrier per buffer and half for fp8's staged bytes.
   static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
   // 1024: slack to align the swizzled tiles. Q, two KV buffers, A's P.
-  static constexpr int kSmemBytes = 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
+  static constexpr int kSmemBytes = kRing ? mla_ring_smem_bytes(kRows, sizeof(KVT_)) : 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
   static_assert(!IsFp8<QT_>::value || kFp8Kv, "an fp8 query needs an fp8 KV cache");
   static_assert(IsFp8<KVT_>::value || sizeof(KVT_) == 2, "16-bit or fp8 KV");
   static_assert(kTile == 64, "64-token tiles");
@@ -455,8 +460,7 @@ struct MlaHopper {
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::combine(p, smem_raw);
-    if constexpr (Tr::kNarrow && Tr::kFp8Kv) attend<MlaNarrowFp8>(p, smem_raw);
-    else if constexpr (Tr::kNarrow) attend<MlaHopperNarrow>(p, smem_raw);
+    if constexpr (Tr::kNarrow) attend<MlaNarrowRing>(p, smem_raw);
     else attend<MlaHopperLoop>(p, smem_raw);
   }
 };

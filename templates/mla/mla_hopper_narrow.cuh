@@ -6,13 +6,13 @@
 //   S^T (64 tokens x N rows) = K (64 x 576) . Q^T: both operands K-major in shared memory;
 //   O^T (512 x N) += V^T (512 x 64) . P^T: V^T read MN-major from the same tile, P^T
 //   stored from registers by stmatrix.trans.
-// The two math warpgroups take alternate tiles (0 the even ones, 1 the odd), each with its
-// own buffer, running max, row sums and O^T, and each loads its own next tile once its P V
-// has freed the buffer. They meet only at the end, where their halves of the sums merge.
+// Two math warpgroups take alternate tiles (0 the even ones, 1 the odd), each with its own
+// running max, row sums and O^T; they meet only at the end, where their halves merge.
 // The softmax runs down the columns: a row's max over a tile's 64 tokens is reduced over
 // the warp by shuffles and over the warpgroup's four warps through shared memory.
-// 16-bit KV: loads, waits and the shared-memory plan are MlaHopperIo's. fp8 KV takes
-// mla_hopper_narrow_fp8.cuh, which reuses this tile's softmax, P^T and merge.
+// This file holds what both forms share: the fragment maps, the softmax, P^T, the rescale
+// and the merge. 16-bit KV streams through a producer warpgroup's ring of blocks
+// (mla_hopper_narrow_ring.cuh); fp8 KV is widened in registers (mla_hopper_narrow_fp8.cuh).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -32,12 +32,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   using Io::DV;
   using Io::kTile;
   using Io::kBlk;
-  using Io::kLeftBlocks;
-  using Io::kTokBar;
-  using Io::carve;
-  using Io::lookup_rows;
-  using Io::load;
-  using Io::wait_block;
   static constexpr int kN = Tr::kRows;  // query rows: wgmma's N, 16 or 32
   static constexpr int kVals = kN / 2;  // a thread's values of an m64nN fragment
   static constexpr int kCols = kN / 4;  // the query rows (columns) it holds
@@ -46,8 +40,9 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   static constexpr int kPBytes = kN * 128;  // a warpgroup's P^T: N rows x 64 tokens, swizzled
   static constexpr int kOStride = DV + 4;   // floats a row of the merged O (padded: no bank conflicts)
   static_assert((kN == 16 || kN == 32) && kTile == 64, "the fragment maps below are m64n16's and m64n32's");
+  // (fp8's plan, MlaHopperIo::carve: the two P^T in A's P block, each merged O in a 16-bit
+  // buffer, the maxima exchange [2][4][N] and finish's 12 N floats before the mbarriers.)
   static_assert(2 * kPBytes <= Tr::kBlockBytes && kN * kOStride * 4 <= Tr::kTileBytes, "P^T and the merged O fit");
-  // The small region's floats (carve: the maxima exchange [2][4][N], finish's 12 N) end before the mbarriers.
   static_assert(12 * kN <= 448, "finish's statistics fit below sm.full");
 
   // Value i of a thread's m64nN fragment (S^T or a 64-dim block of O^T) sits in column
@@ -57,48 +52,14 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   // ... and in fragment row warp * 16 + lane / 4 + 8 ((i % 4) / 2) (a token of S^T, a dim of O^T).
   __device__ static int frag_row(int i, int warp, int lane) { return warp * 16 + (lane >> 2) + 8 * ((i % 4) / 2); }
 
-  // S^T = K Q^T over tile it's nine column blocks, each once it has landed.
-  __device__ static void qk(float (&s)[kVals], const Smem& sm, int it) {
-    const u64 dk = desc_k_major<64>(sm.kv + (it % 2) * Tr::kTileBytes, 0), dq = desc_k_major<64>(sm.q, 0);
-#pragma unroll
-    for (int cb = 0; cb < 9; ++cb) {
-      wait_block(sm, it, cb);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const int k0 = cb * 64 + kk * 16;
-        const u32 off = k_major_offset<64>(k0);
-        Wgmma<T, kN>::ss(s, desc_step(dk, off), desc_step(dq, off), k0 > 0);
-      }
-    }
-    wgmma_commit();
-  }
-
-  // O^T += V^T P^T: the tile's eight 64-dim blocks of V as MN-major A, P^T (at pt) as B.
-  __device__ static void pv(float (&o)[8][kVals], const Smem& sm, int it, u32 pt) {
-    const u32 v = sm.kv + (it % 2) * Tr::kTileBytes;
-    const u64 dp = desc_k_major<kN>(pt, 0);
-#pragma unroll
-    for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);  // (rescaled just before)
-    wgmma_fence();
-#pragma unroll
-    for (int mb = 0; mb < 8; ++mb) {
-      const u64 dv = desc_mn_major<64>(v + mb * kBlk, 0);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        Wgmma<T, kN>::ss_amn(o[mb], desc_step(dv, mn_major_offset(kk * 16)), desc_step(dp, k_major_offset<kN>(kk * 16)),
-                             1);
-    }
-    wgmma_commit();
-  }
-
   // Masks and scales S^T of tile it, then the online softmax per
   // column: m moves to the new max, l (this thread's tokens' share) is rescaled and gains
   // the tile's, s becomes P, alpha is the columns' rescale factor for what came before.
-  // tok: sparse, the tile's rows' flags (whether each holds a key).
-  __device__ static void softmax(float (&s)[kVals], const Work& w, const Smem& sm, const int* tok, int it, const int (&limit)[kCols],
-                                 int lim_min, float scale_log2, float (&m)[kCols], float (&l)[kCols], float (&alpha)[kCols], int wg,
-                                 int warp, int lane) {
+  // key (sparse): whether the thread's two fragment rows, frag_row(0) and frag_row(2), hold a
+  // key; x: the warpgroup's [4 warps][N] maxima exchange in shared memory.
+  __device__ static void softmax(float (&s)[kVals], const bool (&key)[2], int it, const int (&limit)[kCols],
+                                 int lim_min, float scale_log2, float (&m)[kCols], float (&l)[kCols], float (&alpha)[kCols],
+                                 float* x, int wg, int warp, int lane) {
     const int j0 = it * kTile;
     float mx[kCols];
 #pragma unroll
@@ -116,7 +77,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
       for (int i = 0; i < kVals; ++i) {
         const int row = frag_row(i, warp, lane);
         bool vis = j0 + row < limit[ci(i)];
-        if constexpr (Tr::kSparse) vis = vis && tok[row] != 0;
+        if constexpr (Tr::kSparse) vis = vis && key[(i % 4) / 2];
         s[i] = vis ? s[i] * scale_log2 : kNegInf;
         mx[ci(i)] = fmaxf(mx[ci(i)], s[i]);
       }
@@ -127,7 +88,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
 #pragma unroll
       for (int off = 4; off < 32; off *= 2) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], off));
     // [warp][column]: written again only after the P^T barrier, which every warp passes after reading it.
-    float* x = sm.m + wg * 4 * kN;
     if (lane < 4)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) x[warp * kN + col(c, lane)] = mx[c];
@@ -175,58 +135,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
       for (int i = 0; i < kVals; ++i) o[mb][i] *= a[ci(i)];
   }
 
-  // TMA: rows past the range end hold whatever their page holds there, and V meets P = 0
-  // in them (0 * NaN is NaN): zeroed in V's eight blocks before the P V (only the range's
-  // last tile has any; cp.async zero-fills them).
-  __device__ static void zero_tail(const Work& w, const Smem& sm, int it, int tid) {
-    const int valid = w.hi - w.lo - it * kTile;
-    if (!kTma || valid >= kTile) return;
-    unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2);
-    for (int i = tid; i < (kTile - valid) * 64; i += 128) {  // rows x 8 blocks x 8 chunks
-      const int r = valid + i / 64, cb = (i / 8) % 8;
-      *reinterpret_cast<uint4*>(v + cb * kBlk + r * 128 + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-
-  // Both halves of tile it into buffer it % 2, by warpgroup wg (sparse: with the rows' flags).
-  __device__ static void load_tile(const MlaParams& p, const Work& w, const Smem& sm, int wg, int tid, int it,
-                                   const int (&e)[4]) {
-    load<0, kLeftBlocks>(p, w, sm, tid, it, e, Tr::kSparse, kTokBar + wg);
-    load<kLeftBlocks, 9>(p, w, sm, tid, it, e, false, kTokBar + wg);
-  }
-
-  // Warpgroup wg: tiles wg, wg + 2, ...; on return m is its columns' max, l this thread's
-  // share of their sums, o its O^T (relative to m).
-  __device__ static void run_wg(const MlaParams& p, const Work& w, const Smem& sm, int wg, int tid,
-                                const int (&limit)[kCols], int lim_min, float scale_log2, float (&o)[8][kVals], float (&m)[kCols],
-                                float (&l)[kCols]) {
-    const int warp = tid / 32, lane = tid % 32;
-    const u32 pt = sm.p0 + wg * kPBytes;
-    for (int it = wg; it < w.n_tiles; it += 2) {
-      float s[kVals];
-      qk(s, sm, it);
-      int e[4];
-      lookup_rows(p, w, it + 2, tid, e);  // the next tile's pages, while S runs
-      wgmma_wait<0>();
-      wgmma_fence_operands(s);
-      float alpha[kCols];
-      softmax(s, w, sm, sm.tok + (it % 2) * 64, it, limit, lim_min, scale_log2, m, l, alpha, wg, warp, lane);
-      store_pt(pt, s, warp, lane);
-      zero_tail(w, sm, it, tid);
-      fence_proxy_async_shared();  // generic stores (P^T, zeroed rows), read by the wgmma
-      named_barrier_sync(kColBar + wg, 128);
-      rescale(o, alpha);
-      pv(o, sm, it, pt);
-      wgmma_wait<0>();
-#pragma unroll
-      for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);
-      if (it + 2 < w.n_tiles) {
-        named_barrier_sync(kColBar + wg, 128);  // every warp's share of the P V has read the buffer
-        load_tile(p, w, sm, wg, tid, it + 2, e);
-      }
-    }
-  }
-
   // Range offset limits of the thread's four columns: query token t of the request sees
   // positions < seq_len - q_len + t + 1 (dense: and no key past the block table).
   __device__ static void column_limits(const MlaParams& p, const Work& w, int lane, int (&limit)[kCols], int& lim_min) {
@@ -254,53 +162,23 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
       for (int i = 0; i < kVals; ++i) o[mb][i] = 0.f;
   }
 
-  __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
-    static_assert(!Tr::kFp8Kv, "fp8 KV: mla_hopper_narrow_fp8.cuh");
-    const Smem sm = carve(smem_raw);
-    Io::init_barriers(sm);
-    const Work w = Io::work(p);
-
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    // Q's N rows into rows 0..N - 1 of the 64-row Q tile (the N-row descriptors read no more).
-    for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
-      const int r = i / 72, cb = (i % 72) / 8, cc = i % 8;
-      const QT* src = Io::q_row(p, w, w.rb * kN + r);
-      cp_async_16(sm.base + swizzled_offset<64>(r, cb * 64 + cc * 8),
-                  src ? src + cb * 64 + cc * 8 : static_cast<const QT*>(p.q), src ? 16u : 0u);
-    }
-    cp_async_commit();
-    if (wg < w.n_tiles) {
-      int e[4];
-      lookup_rows(p, w, wg, tid, e);
-      load_tile(p, w, sm, wg, tid, wg, e);
-    }
-    cp_async_wait<0>();  // Q (the committed group)
-    fence_proxy_async_shared();
-    __syncthreads();
-
-    int limit[kCols], lim_min;
-    column_limits(p, w, lane, limit, lim_min);
-    float o[8][kVals], m[kCols], l[kCols];
-    clear(o, m, l);
-    run_wg(p, w, sm, wg, tid, limit, lim_min, scale_log2(p), o, m, l);
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    pdl_launch_dependents();
-    finish(p, w, sm, wg, warp, lane, o, m, l);
-  }
-
   // The two warpgroups' halves merged (each rescaled to the columns' common max) through
   // shared memory, then written row by row: the output, or this split's partial.
   // kDimPairs: O^T's fragment rows g and g + 8 of a warp's 16 are dims 2g and 2g + 1 (the fp8
   // path's V^T fragments, mla_hopper_narrow_fp8.cuh), not g and g + 8.
-  template <bool kDimPairs = false>
-  __device__ static void finish(const MlaParams& p, const Work& w, const Smem& sm, int wg, int warp, int lane,
-                                const float (&o)[8][kVals], const float (&m)[kCols], float (&l)[kCols]) {
+  // The two math warpgroups are threads 0-255. st: 12 N floats of statistics; ob: the
+  // warpgroups' merged O ([N][kOStride] floats each, ob_stride bytes apart), both free once the
+  // loops are done; sync: a barrier of those 256 threads.
+  template <bool kDimPairs = false, class Sync>
+  __device__ static void finish(const MlaParams& p, const Work& w, float* st, unsigned char* ob, int ob_stride,
+                                unsigned* flag, Sync sync, int wg, int warp, int lane, const float (&o)[8][kVals],
+                                const float (&m)[kCols], float (&l)[kCols]) {
 #pragma unroll
     for (int c = 0; c < kCols; ++c)
 #pragma unroll
       for (int off = 4; off < 32; off *= 2) l[c] += __shfl_xor_sync(0xffffffffu, l[c], off);
-    __syncthreads();  // both loops are done: the buffers and the exchange slots are free
-    float* st = sm.m;  // [2][N] maxima, [2][4][N] warp sums, then the rows' totals: [N] m, [N] l
+    sync();  // both loops are done: the buffers and the exchange slots are free
+    // st: [2][N] maxima, [2][4][N] warp sums, then the rows' totals: [N] m, [N] l
     constexpr int kSums = 2 * kN, kTotM = 10 * kN, kTotL = 11 * kN;
     if (lane < 4)
 #pragma unroll
@@ -308,7 +186,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
         st[kSums + wg * 4 * kN + warp * kN + col(c, lane)] = l[c];
         if (warp == 0) st[wg * kN + col(c, lane)] = m[c];
       }
-    __syncthreads();
+    sync();
     float f[kCols];
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
@@ -326,14 +204,14 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
         st[kTotL + n] = l_tot;
       }
     }
-    float* of = reinterpret_cast<float*>(sm.base + Tr::kTileBytes * (1 + wg));  // this warpgroup's O, [N][kOStride]
+    float* of = reinterpret_cast<float*>(ob + wg * ob_stride);  // this warpgroup's O, [N][kOStride]
 #pragma unroll
     for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
       for (int i = 0; i < kVals; ++i)
         of[col(ci(i), lane) * kOStride + mb * 64 +
            (kDimPairs ? warp * 16 + 2 * (lane >> 2) + (i % 4) / 2 : frag_row(i, warp, lane))] = o[mb][i] * f[ci(i)];
-    __syncthreads();
+    sync();
     // 16 threads a row, each 8 dims of each 128-dim run; N / 16 rows a thread.
     const int sub = threadIdx.x % 16;
     float* part = nullptr;
@@ -341,8 +219,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     if (p.num_splits > 1) part = Out::partial(p, cta, w.split);
 #pragma unroll
     for (int row = threadIdx.x / 16; row < kN; row += 16) {
-      const float* o0 = reinterpret_cast<const float*>(sm.base + Tr::kTileBytes) + row * kOStride;
-      const float* o1 = o0 + Tr::kTileBytes / 4;
+      const float* o0 = reinterpret_cast<const float*>(ob) + row * kOStride;
+      const float* o1 = o0 + ob_stride / 4;
       const float m_row = st[kTotM + row], l_row = st[kTotL + row];
 #pragma unroll
       for (int run = 0; run < DV / 128; ++run) {
@@ -372,8 +250,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
       }
     }
     if (!part || p.split_pass == 1) return;  // one split, or a combine launch merges them
-    // Every thread is here (one call site): a plain __syncthreads; 256 / N threads a row merge.
-    if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
+    // Every math thread is here (one call site); 256 / N threads a row merge.
+    if (Out::last_to_arrive(p, cta, flag, threadIdx.x, sync))
       Out::template merge<256 / kN>(p, w.b, w.group, w.rb, cta, threadIdx.x);
   }
 };

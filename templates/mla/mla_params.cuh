@@ -33,7 +33,41 @@ constexpr unsigned kFeatSplitRope = 1u << 8;
 constexpr unsigned kFeatNarrow = 1u << 16;
 constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
+// The narrow tile (mla_hopper_narrow_ring.cuh): a producer warpgroup beside the two math
+// ones, and a ring of 64-token x 64-dim blocks (8 KB of 16-bit KV, 4 KB of fp8) in what
+// sm_90's 227 KB leave.
+constexpr int kRingThreads = 384;
+constexpr int kHopperSmemLimit = 227 * 1024;
 }  // namespace mla_const
+
+// A ring block's bytes: 64 tokens x 64 dims of KV elements of kv_bytes.
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_block_bytes(int kv_bytes) { return 64 * 64 * kv_bytes; }
+// The ring tile's shared memory (rows: 16 or 32): 1024 of alignment slack, Q's rows (16-bit: 9
+// blocks of rows x 128 bytes), the two warpgroups' P^T, 12 rows floats of statistics, the split
+// flag; then per slot its block and three mbarriers (two full, one empty).
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_fixed_bytes(int rows) {
+  return 1024 + 9 * rows * 128 + 2 * rows * 128 + 12 * rows * 4 + 16;
+}
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_slots(int rows, int kv_bytes) {
+  return (mla_const::kHopperSmemLimit - mla_ring_fixed_bytes(rows)) / (mla_ring_block_bytes(kv_bytes) + 3 * 8);
+}
+ATTNJIT_HOST_DEVICE constexpr int mla_ring_smem_bytes(int rows, int kv_bytes) {
+  return mla_ring_fixed_bytes(rows) + mla_ring_slots(rows, kv_bytes) * (mla_ring_block_bytes(kv_bytes) + 3 * 8);
+}
+
+// The ring's schedule. Block g = 9 t + cb (column block cb of the CTA's tile t) is fill
+// g / slots of slot g % slots, loaded in order of g by the producer. The math warpgroups take
+// alternate tiles from the one ring, so a warpgroup may wait for a slot's fill f while fill
+// f - 1 (the other warpgroup's) has not landed: with one full barrier a slot, a parity wait
+// would pass on fill f - 2's phase. Fills alternate between two full barriers a slot; when a
+// warpgroup waits at tile t it has read tile t - 2, whose loads waited for the release of
+// blocks up to 9 (t - 2) + 8 - slots, past fill f - 2 of any slot (slots >= 18), so that fill
+// has landed and the barrier's phase is the one wanted. Releases (the empty barrier) happen in
+// fill order per slot, and the producer waits for them in order: one barrier serves.
+ATTNJIT_HOST_DEVICE inline int mla_ring_full_index(int g, int slots) { return (g / slots % 2) * slots + g % slots; }
+ATTNJIT_HOST_DEVICE inline unsigned mla_ring_full_parity(int g, int slots) { return unsigned(g / slots / 2) & 1u; }
+// Block g >= slots first waits for the release of block g - slots (the slot's previous fill).
+ATTNJIT_HOST_DEVICE inline unsigned mla_ring_empty_parity(int g, int slots) { return unsigned(g / slots - 1) & 1u; }
 
 // A CUtensorMap as the kernel sees it (128 opaque bytes; the driver needs 64-byte alignment).
 struct alignas(64) MlaTensorMap {

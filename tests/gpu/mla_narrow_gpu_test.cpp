@@ -189,5 +189,42 @@ TEST(MlaGpuHopperNarrow, ThirtyTwoRows) {
   }
 }
 
+// The ring of blocks (mla_hopper_narrow_ring.cuh) wraps many times in a CTA: the plan for one
+// SM (few splits, up to 128 tiles a CTA), by TMA and by cp.async, at 16 and 32 rows, a ragged
+// second request whose last tile is partial, sparse rows with -1 entries, and fp8 KV (4 KB
+// blocks, 50 slots) dense and sparse with either query.
+TEST(MlaGpuHopperNarrow, RingWrapsManyTimes) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  int seed = 5100;
+  for (const char* tma : {"1", "0"}) {
+    testing::EnvGuard path("ATTNJIT_MLA_TMA", tma);
+    for (int heads : {16, 32}) {
+      MlaCase c = narrow_case();
+      c.heads = heads;
+      c.seq_lens = {8192, 3001};
+      c.sm_count = 1;
+      c.lse = true;
+      EXPECT_LE(run_mla(c, seed++), kTol) << describe(c) << " ATTNJIT_MLA_TMA=" << tma;
+    }
+  }
+  MlaCase sparse = narrow_case();
+  sparse.top_k = 2048;
+  sparse.seq_lens = {9000, 1500};  // the second has fewer keys than top_k: -1 entries
+  sparse.sm_count = 1;
+  sparse.sinks = true;
+  EXPECT_LE(run_mla(sparse, seed++), kTol) << describe(sparse);
+  for (DType q : {DType::kBFloat16, DType::kFloat8E4M3})
+    for (int top_k : {0, 2048}) {
+      MlaCase fp8 = narrow_case();
+      fp8.dtype = q;
+      fp8.fp8_kv = true;
+      fp8.top_k = top_k;
+      fp8.seq_lens = {8192, 2999};
+      fp8.sm_count = 1;
+      fp8.lse = true;
+      EXPECT_LE(run_mla(fp8, seed++), kTol) << describe(fp8);
+    }
+}
+
 }  // namespace
 }  // namespace attnjit

@@ -98,11 +98,12 @@ TEST_F(MlaCliTest, InspectShowsTheNarrowTile) {
   EXPECT_NE(r.out.find("backend:    trtllm-gen"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wgmma, narrow tile: up to 16 head rows in N and 64-token tiles of 576 dims in M"),
             std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("4 buffers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a ring of 50 slots of 4.0 KiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fp8 KV widened to fp16 in registers: wgmma's A operands"), std::string::npos) << r.out;
   Result j = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.trtllmgen.sm90a --json");
   ASSERT_EQ(j.code, 0) << j.all();
   EXPECT_NE(j.out.find("\"rows_per_cta\": 16"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"ring_slots\": 25"), std::string::npos) << j.out;
   // xqa has no narrow tile: inspect says why.
   Result bad = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.sm90a");
   EXPECT_NE(bad.code, 0) << bad.all();

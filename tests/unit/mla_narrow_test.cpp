@@ -104,7 +104,11 @@ TEST(MlaNarrow, OnlyTheWgmmaKernelHasIt) {
   std::string why;
   EXPECT_TRUE(mla_can_implement(s, kPlanArch, &why)) << why;
   EXPECT_EQ(mla_tiling(s).rows, mla_const::kNarrowRows);
-  EXPECT_EQ(mla_tiling(s).smem_bytes, mla_tiling(plan_mla(mla_with(128, 1), kPlanArch).spec).smem_bytes);
+  // 16-bit KV: the ring's plan (Q's 16 rows and 25 slots of 8 KB in the 227 KB); the threads
+  // of two math warpgroups and the producer.
+  EXPECT_EQ(mla_tiling(s).smem_bytes, mla_ring_smem_bytes(mla_const::kNarrowRows, 2));
+  EXPECT_LE(mla_tiling(s).smem_bytes, mla_tiling(s).smem_limit);
+  EXPECT_EQ(mla_tiling(s).warps * 32, mla_const::kRingThreads);
   spec::KernelSpec x = s;
   x.backend = spec::Backend::kXqa;
   EXPECT_FALSE(mla_can_implement(x, kPlanArch, &why));
@@ -140,7 +144,9 @@ TEST(MlaNarrow, CompilesWithoutSpills) {
       const spec::KernelSpec s = plan_mla(a, kPlanArch).spec;
       ASSERT_TRUE(s.has(spec::feature::kNarrowTile)) << s.name();
       const render::RenderedUnit u = render::render(s);
-      EXPECT_EQ(u.launch.threads, 256);
+      // Two math warpgroups and the ring's producer; 8 KB blocks of 16-bit KV, 4 KB of fp8.
+      EXPECT_EQ(u.launch.threads, mla_const::kRingThreads);
+      EXPECT_EQ(u.launch.smem_bytes, mla_ring_smem_bytes(mla_const::kNarrowRows, kv == DType::kFloat8E4M3 ? 1 : 2));
       EXPECT_EQ(u.launch.split_granule, mla_const::kHopperTile);
       EXPECT_NE(u.source.find(std::to_string(spec::feature::kNarrowTile) + "u>"), std::string::npos) << u.source;
       specs.push_back(s);
@@ -155,7 +161,12 @@ TEST(MlaNarrow, CompilesWithoutSpills) {
       EXPECT_NE(render::render(s).source.find(std::to_string(s.features) + "u>"), std::string::npos) << s.name();
       specs.push_back(s);
     }
-  testing::expect_compiles_without_spills(specs, "mla narrow-tile kernels");
+  const auto results = testing::expect_compiles_without_spills(specs, "mla narrow-tile kernels");
+  // The ring's setmaxnreg hand-over (224 to the math, 56 to the producer) needs exactly the
+  // 168 registers 384 threads allow at launch: with fewer, the increase would wait forever.
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (!results[i].cubin.empty())
+      EXPECT_EQ(results[i].resources.registers, 168) << specs[i].name();
 }
 
 }  // namespace

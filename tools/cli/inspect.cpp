@@ -104,7 +104,8 @@ nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
   const bool narrow = t.hopper && t.rows < mla_const::kHopperRows;
   return {{"kernel", narrow ? "wgmma, narrow tile (rows in N), two math warpgroups on alternate tiles"
                      : t.hopper ? "wgmma, two math warpgroups (seesaw)" : "mma.sync"},
-          {"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile}, {"stages", t.stages},
+          {"warps", t.warps}, {"rows_per_cta", t.rows}, {"tile_tokens", t.tile},
+          {narrow ? "ring_slots" : "stages", narrow ? t.ring_slots : t.stages},
           {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", (!t.hopper || narrow) && t.kv_elem_bytes == 1},
           {"kv_widened_in_smem", t.hopper && !narrow && t.kv_elem_bytes == 1},
           {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
@@ -115,12 +116,14 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
                                          : "";
   if (t.hopper && t.rows < mla_const::kHopperRows)
     return fmt::format("wgmma, narrow tile: up to {} head rows in N and {}-token tiles of 576 dims in M (S^T = K Q^T, "
-                       "O^T = V^T P^T), two math warpgroups on alternate tiles, each with its own buffers, softmax and "
-                       "O^T, merged at the end; loads: TMA for dense pages, cp.async for sparse rows; {} buffers, {} "
+                       "O^T = V^T P^T), two math warpgroups on alternate tiles, each with its own softmax and O^T, "
+                       "merged at the end; a producer warpgroup streams the tiles' 64-dim blocks into a ring of {} "
+                       "slots of {} (TMA for dense pages, cp.async for sparse rows), each released once read; {} "
                        "dynamic smem ({} CTA/SM by smem){}",
-                       t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
+                       t.rows, t.tile, t.ring_slots, human_bytes(64 * 64 * t.kv_elem_bytes), human_bytes(t.smem_bytes),
+                       (t.smem_limit + 1024) / (t.smem_bytes + 1024),
                        t.kv_elem_bytes == 1 ? ", fp8 KV widened to fp16 in registers: wgmma's A operands (K, and V "
-                                              "transposed) by ldmatrix from 64-byte-swizzled fp8 stages"
+                                              "transposed) by ldmatrix from 64-byte-swizzled fp8 blocks"
                                             : "");
   if (t.hopper)
     return fmt::format("wgmma, two math warpgroups (seesaw): {} head rows x {}-token tiles of 576 dims, two "

@@ -80,13 +80,15 @@ void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstrea
                              stream);
   launch_kernel(k, grid, stream, pdl, p);
   if (!combine) return;
-  // The combine pass: the same entry (its split_pass 2 branch), 128 threads a row.
+  // The combine pass: the same entry (its split_pass 2 branch), one row of 128 threads a
+  // CTA: a single long request (h128 B1: 2 row blocks of 64 rows) gives 128 CTAs, where
+  // two or three rows a CTA left half the SMs idle, each thread with twice the loads.
   runtime::LoadedKernel kc = k;
-  kc.launch.smem_bytes = mla_combine_smem_bytes(k.launch.threads);
-  const int rows_per_combine = std::max(k.launch.threads / (mla_const::kHeadDimVo / 4), 1);
+  kc.launch.threads = mla_const::kHeadDimVo / 4;
+  kc.launch.smem_bytes = mla_combine_smem_bytes(kc.launch.threads);
   MlaParams pc = p;
   pc.split_pass = 2;
-  const Grid cgrid{static_cast<unsigned>(ceil_div(shape.rows_per_cta, rows_per_combine)), grid.y, grid.z};
+  const Grid cgrid{static_cast<unsigned>(shape.rows_per_cta), grid.y, grid.z};
   launch_kernel(kc, cgrid, stream, pdl, pc);
 }
 

@@ -39,16 +39,21 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
     t.stages = 2;
-    // The narrow tile (<= 16 or 32 rows in wgmma's N) has the same buffers and shared-memory plan.
+    // The narrow tile (<= 16 or 32 rows in wgmma's N): its ring (below).
     t.rows = s.has(spec::feature::kNarrow32)     ? mla_const::kNarrow32Rows
              : s.has(spec::feature::kNarrowTile) ? mla_const::kNarrowRows
                                                  : mla_const::kHopperRows;
-    // (fp8 on the narrow tile: four 36 KB fp8 stages in the two buffers, widened in registers.)
-    if (s.has(spec::feature::kNarrowTile) && s.kv_dtype == DType::kFloat8E4M3) t.stages = 4;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;  // (as widened: fp8 lands in the same buffers)
     t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
     const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
     t.smem_bytes = 1024 + 3 * 9 * block + block + small;
+    // The narrow tile: a producer warpgroup beside the two math ones and a ring of 64 x 64
+    // blocks in the rest of the 227 KB (mla_hopper_narrow_ring.cuh, mla_params.cuh).
+    if (t.rows != mla_const::kHopperRows) {
+      t.warps = mla_const::kRingThreads / 32;
+      t.ring_slots = mla_ring_slots(t.rows, t.kv_elem_bytes);
+      t.smem_bytes = mla_ring_smem_bytes(t.rows, t.kv_elem_bytes);
+    }
     return t;
   }
   const int q_row_bytes = mla_const::kHeadDimQk * 2 + 16;  // MlaTraits::kQRowBytes (Q as 16-bit MMA operands)

@@ -21,6 +21,7 @@ struct MlaTiling {
   int smem_limit = 0;  // the arch's opt-in maximum per block
   int min_blocks = 1;
   bool hopper = false;  // the trtllm-gen (wgmma, sm_90a) kernel: MlaHopperTraits
+  int ring_slots = 0;   // its narrow tile: the producer's ring of 64 x 64 blocks (else 0)
 };
 MlaTiling mla_tiling(const spec::KernelSpec& spec);
 

@@ -10,8 +10,8 @@
 // running max, row sums and O^T; they meet only at the end, where their halves merge.
 // The softmax runs down the columns: a row's max over a tile's 64 tokens is reduced over
 // the warp by shuffles and over the warpgroup's four warps through shared memory.
-// This file holds what both forms share: the fragment maps, the softmax, P^T, the rescale
-// and the merge. 16-bit KV streams through a producer warpgroup's ring of blocks
+// This file holds what both dtypes share: the fragment maps, the softmax, P^T, the rescale
+// and the merge. The KV streams through a producer warpgroup's ring of blocks
 // (mla_hopper_narrow_ring.cuh); fp8 KV is widened in registers (mla_hopper_narrow_fp8.cuh).
 #pragma once
 
@@ -28,10 +28,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   using typename Io::T;
   using typename Io::QT;
   using typename Io::Work;
-  using typename Io::Smem;
   using Io::DV;
   using Io::kTile;
-  using Io::kBlk;
   static constexpr int kN = Tr::kRows;  // query rows: wgmma's N, 16 or 32
   static constexpr int kVals = kN / 2;  // a thread's values of an m64nN fragment
   static constexpr int kCols = kN / 4;  // the query rows (columns) it holds
@@ -40,10 +38,6 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   static constexpr int kPBytes = kN * 128;  // a warpgroup's P^T: N rows x 64 tokens, swizzled
   static constexpr int kOStride = DV + 4;   // floats a row of the merged O (padded: no bank conflicts)
   static_assert((kN == 16 || kN == 32) && kTile == 64, "the fragment maps below are m64n16's and m64n32's");
-  // (fp8's plan, MlaHopperIo::carve: the two P^T in A's P block, each merged O in a 16-bit
-  // buffer, the maxima exchange [2][4][N] and finish's 12 N floats before the mbarriers.)
-  static_assert(2 * kPBytes <= Tr::kBlockBytes && kN * kOStride * 4 <= Tr::kTileBytes, "P^T and the merged O fit");
-  static_assert(12 * kN <= 448, "finish's statistics fit below sm.full");
 
   // Value i of a thread's m64nN fragment (S^T or a 64-dim block of O^T) sits in column
   // (query row) 8 (i / 4) + 2 (lane % 4) + i % 2, so a thread holds N / 4 columns: ci(i).

@@ -120,7 +120,7 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
                        "merged at the end; a producer warpgroup streams the tiles' 64-dim blocks into a ring of {} "
                        "slots of {} (TMA for dense pages, cp.async for sparse rows), each released once read; {} "
                        "dynamic smem ({} CTA/SM by smem){}",
-                       t.rows, t.tile, t.ring_slots, human_bytes(64 * 64 * t.kv_elem_bytes), human_bytes(t.smem_bytes),
+                       t.rows, t.tile, t.ring_slots, human_bytes(mla_ring_block_bytes(t.kv_elem_bytes)), human_bytes(t.smem_bytes),
                        (t.smem_limit + 1024) / (t.smem_bytes + 1024),
                        t.kv_elem_bytes == 1 ? ", fp8 KV widened to fp16 in registers: wgmma's A operands (K, and V "
                                               "transposed) by ldmatrix from 64-byte-swizzled fp8 blocks"

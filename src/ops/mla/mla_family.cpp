@@ -45,14 +45,15 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
                                                  : mla_const::kHopperRows;
     t.kv_row_bytes = mla_const::kHeadDimQk * 2;  // (as widened: fp8 lands in the same buffers)
     t.kv_elem_bytes = static_cast<int>(dtype_size(s.kv_dtype));
-    const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
-    t.smem_bytes = 1024 + 3 * 9 * block + block + small;
-    // The narrow tile: a producer warpgroup beside the two math ones and a ring of 64 x 64
-    // blocks in the rest of the 227 KB (mla_hopper_narrow_ring.cuh, mla_params.cuh).
     if (t.rows != mla_const::kHopperRows) {
+      // The narrow tile: a producer warpgroup beside the two math ones and a ring of 64 x 64
+      // blocks in the rest of the 227 KB (mla_hopper_narrow_ring.cuh, mla_params.cuh).
       t.warps = mla_const::kRingThreads / 32;
       t.ring_slots = mla_ring_slots(t.rows, t.kv_elem_bytes);
       t.smem_bytes = mla_ring_smem_bytes(t.rows, t.kv_elem_bytes);
+    } else {
+      const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
+      t.smem_bytes = 1024 + 3 * 9 * block + block + small;
     }
     return t;
   }

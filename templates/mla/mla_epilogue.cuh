@@ -88,76 +88,92 @@ struct MlaEpilogue {
     return last;
   }
 
-  // The combine pass (split_pass 2): blockDim.x / 128 rows of the attention pass's row
-  // block blockIdx.y of request blockIdx.z per CTA (the host launches one, so that a
-  // single long request still spreads over the SMs), 128 threads a row, each a float4 of
-  // the 512 dims. Rows' weights first (one round of loads, reduced over the row's four
-  // warps), then each thread's float4 of every split, 16 splits' loads in flight together.
-  // smem (mla_combine_smem_bytes): [rows][kMaxSplits] weights, then [rows][2][4] warp maxima and sums.
+  // The combine pass (split_pass 2): one row of the attention pass's row block blockIdx.y
+  // of request blockIdx.z per CTA (blockIdx.x: the row), so that a single long request still
+  // spreads over the SMs. blockDim.x = 128 x kLanes: thread (d4, lane group q) owns a float4
+  // of the 512 dims and the splits q, q + kLanes, ... Its first kBatch splits' O loads go
+  // out with the rows' maxima and sums, before the weights are known: one round of loads
+  // for the whole row when splits <= kLanes x kBatch (the entry's registers allow kBatch
+  // float4s a thread; a split of weight 0, whose O may never have been written, is read
+  // but never used). The lane groups' sums meet in shared memory.
+  // smem (mla_combine_smem_bytes): [kMaxSplits] weights, [2][warps] maxima and sums,
+  // [kLanes - 1][128] float4 partial sums.
+  template <int kBatch>
   __device__ static void combine(const MlaParams& p, unsigned char* smem) {
-    constexpr int kRowThreads = DV / 4, kWarpsPerRow = kRowThreads / 32, kMaxSplits = mla_const::kMaxSplits;
-    static_assert(kMaxSplits % kRowThreads == 0, "each thread takes whole splits");
+    constexpr int kRowThreads = DV / 4, kMaxSplits = mla_const::kMaxSplits;
     pdl_wait_prior_grid();  // the attention pass's partials
-    const int rows_here = blockDim.x / kRowThreads, sub = threadIdx.x / kRowThreads, d4 = threadIdx.x % kRowThreads;
-    const int lr = blockIdx.x * rows_here + sub, wr = d4 / 32, lane = threadIdx.x & 31;
-    const int group = blockIdx.y / p.row_blocks, rb = blockIdx.y % p.row_blocks, b = blockIdx.z;
+    const int threads = blockDim.x, lanes = threads / kRowThreads, warps = threads / 32;
+    const int d4 = threadIdx.x % kRowThreads, q = threadIdx.x / kRowThreads, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int lr = blockIdx.x, group = blockIdx.y / p.row_blocks, rb = blockIdx.y % p.row_blocks, b = blockIdx.z;
     const long long cta = (long long)b * gridDim.y + blockIdx.y;
     const int n = p.num_splits;
-    const bool row_ok = lr < kRows && rb * kRows + lr < p.rows_per_group;  // the same for the row's 128 threads
-    float* wt = reinterpret_cast<float*>(smem) + sub * kMaxSplits;
-    float* red = reinterpret_cast<float*>(smem) + rows_here * kMaxSplits + sub * kWarpsPerRow * 2;
+    const bool row_ok = lr < kRows && rb * kRows + lr < p.rows_per_group;  // the same for the whole CTA
+    float* wt = reinterpret_cast<float*>(smem);
+    float* red = wt + kMaxSplits;                                // [2][warps]
+    float4* part = reinterpret_cast<float4*>(red + 2 * warps);  // [lanes - 1][128]
     const float* base = partial(p, cta, 0);
     const float* mrow = base + kRows * DV + lr;
-    float ms[kMaxSplits / kRowThreads], mx = kNegInf;
+    const float* src = base + lr * DV + 4 * d4;
+    auto load_o = [&](int sp) {
+      return row_ok && sp < n ? __ldcg(reinterpret_cast<const float4*>(src + (long long)sp * kPartialFloats))
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+    };
+    float4 x[kBatch];
 #pragma unroll
-    for (int i = 0; i < kMaxSplits / kRowThreads; ++i) {
-      const int sp = d4 + i * kRowThreads;
-      ms[i] = row_ok && sp < n ? __ldcg(mrow + (long long)sp * kPartialFloats) : kNegInf;
-      mx = fmaxf(mx, ms[i]);
+    for (int i = 0; i < kBatch; ++i) x[i] = load_o(q + lanes * i);
+    // Every split's max and sum: split t + threads * j of thread t (at most two a thread).
+    constexpr int kStatsPer = 2;
+    float ms[kStatsPer], ls[kStatsPer], mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < kStatsPer; ++j) {
+      const int sp = threadIdx.x + threads * j;
+      const bool in = row_ok && sp < n && sp < kMaxSplits;
+      ms[j] = in ? __ldcg(mrow + (long long)sp * kPartialFloats) : kNegInf;
+      ls[j] = in ? __ldcg(mrow + kRows + (long long)sp * kPartialFloats) : 0.f;
+      mx = fmaxf(mx, ms[j]);
     }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    if (lane == 0) red[wr] = mx;
+    if (lane == 0) red[warp] = mx;
     __syncthreads();
     float m_tot = red[0];
+    for (int i = 1; i < warps; ++i) m_tot = fmaxf(m_tot, red[i]);
+    float lsum = 0.f;
 #pragma unroll
-    for (int i = 1; i < kWarpsPerRow; ++i) m_tot = fmaxf(m_tot, red[i]);
-    float ls = 0.f;
-#pragma unroll
-    for (int i = 0; i < kMaxSplits / kRowThreads; ++i) {
-      const int sp = d4 + i * kRowThreads;
-      const float e = merge_weight(ms[i], m_tot);  // 0 for an empty split or one past n
-      wt[sp] = e;
-      if (e != 0.f) ls += e * __ldcg(mrow + kRows + (long long)sp * kPartialFloats);
+    for (int j = 0; j < kStatsPer; ++j) {
+      const int sp = threadIdx.x + threads * j;
+      const float e = merge_weight(ms[j], m_tot);  // 0 for an empty split or one past n
+      if (sp < kMaxSplits) wt[sp] = e;
+      if (e != 0.f) lsum += e * ls[j];
     }
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) ls += __shfl_xor_sync(0xffffffffu, ls, off);
-    if (lane == 0) red[kWarpsPerRow + wr] = ls;
-    __syncthreads();
-    if (!row_ok) return;
+    for (int off = 16; off > 0; off /= 2) lsum += __shfl_xor_sync(0xffffffffu, lsum, off);
+    if (lane == 0) red[warps + warp] = lsum;
+    __syncthreads();  // (wt too)
     float l_tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWarpsPerRow; ++i) l_tot += red[kWarpsPerRow + i];
+    for (int i = 0; i < warps; ++i) l_tot += red[warps + i];
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    const float* src = base + lr * DV + 4 * d4;
-    // kBatch splits' loads issued before any is used (a branch per split serialized
-    // them); a split of weight 0 (empty, fully masked, or past n) is not read, since its
-    // O may never have been written. wt holds kMaxSplits weights, 0 past n.
-    constexpr int kBatch = 16;
-    static_assert(kMaxSplits % kBatch == 0, "batches stay inside wt");
-    for (int sp0 = 0; sp0 < n; sp0 += kBatch) {
-      float e[kBatch];
-      float4 x[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        e[i] = wt[sp0 + i];
-        x[i] = e[i] != 0.f ? __ldcg(reinterpret_cast<const float4*>(src + (long long)(sp0 + i) * kPartialFloats))
-                           : make_float4(0.f, 0.f, 0.f, 0.f);
+    auto add = [&](int sp, const float4& v) {
+      const float e = sp < n ? wt[sp] : 0.f;
+      if (e != 0.f) {
+        acc[0] += e * v.x; acc[1] += e * v.y; acc[2] += e * v.z; acc[3] += e * v.w;
       }
+    };
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        acc[0] += e[i] * x[i].x; acc[1] += e[i] * x[i].y; acc[2] += e[i] * x[i].z; acc[3] += e[i] * x[i].w;
-      }
+    for (int i = 0; i < kBatch; ++i) add(q + lanes * i, x[i]);
+    // More splits than one round holds: the rest in rounds of kBatch, each issued whole.
+    for (int sp0 = lanes * kBatch; sp0 < n; sp0 += lanes * kBatch) {
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) x[i] = load_o(sp0 + q + lanes * i);
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) add(sp0 + q + lanes * i, x[i]);
+    }
+    if (q > 0) part[(q - 1) * kRowThreads + d4] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (q > 0 || !row_ok) return;
+    for (int g = 1; g < lanes; ++g) {
+      const float4 v = part[(g - 1) * kRowThreads + d4];
+      acc[0] += v.x; acc[1] += v.y; acc[2] += v.z; acc[3] += v.w;
     }
     finish_row<4, 2, 4>(p, b, group, rb * kRows + lr, 4 * d4, m_tot, l_tot, acc, d4 == 0);
   }

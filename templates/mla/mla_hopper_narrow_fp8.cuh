@@ -46,30 +46,40 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
 
   // Q's N rows as fp16 into the compact Q tile at q (N-row blocks), each k step's 16 dims in
   // the order K's fragments come in: logical pair j of a step holds dims 4j, 4j + 1 (j < 4)
-  // or 4(j - 4) + 2, 4(j - 4) + 3, as widen4 splits a word of four e4m3. By every thread.
-  __device__ static void load_q(const MlaParams& p, const Work& w, unsigned char* q) {
-    for (int i = threadIdx.x; i < kN * 288; i += Tr::kThreads) {  // rows x 36 k steps x 8 pairs
-      const int r = i / 288, step = (i % 288) / 8, j = i % 8;
-      const int dim = step * 16 + (j < 4 ? 4 * j : 4 * (j - 4) + 2), col = step * 16 + 2 * j;
-      const QT* src = Io::q_row(p, w, w.rb * kN + r);
-      *reinterpret_cast<u32*>(q + swizzled_offset<kN>(r, col & ~7) + (col & 7) * 2) = src ? q_pair(src + dim) : 0u;
+  // or 4(j - 4) + 2, 4(j - 4) + 3, as widen4 splits a word of four e4m3. By the 256 math
+  // threads (t: 0-255), every load issued before the first store.
+  __device__ static void load_q(const MlaParams& p, const Work& w, unsigned char* q, int t) {
+    constexpr int kPairs = kN * 288, kEach = (kPairs + 255) / 256;  // rows x 36 k steps x 8 pairs
+    u32 v[kEach];
+#pragma unroll
+    for (int k = 0; k < kEach; ++k) {
+      const int i = t + 256 * k, r = i / 288, step = (i % 288) / 8, j = i % 8;
+      const int dim = step * 16 + (j < 4 ? 4 * j : 4 * (j - 4) + 2);
+      const QT* src = i < kPairs ? Io::q_row(p, w, w.rb * kN + r) : nullptr;
+      v[k] = src ? q_pair(src + dim) : 0u;
+    }
+#pragma unroll
+    for (int k = 0; k < kEach; ++k) {
+      const int i = t + 256 * k, r = i / 288, col = (i % 288) / 8 * 16 + 2 * (i % 8);
+      if (i < kPairs) *reinterpret_cast<u32*>(q + swizzled_offset<kN>(r, col & ~7) + (col & 7) * 2) = v[k];
     }
   }
 
-  // S^T = K Q^T over the tile of blocks g0..g0 + 8 (r: the ring): per block, two ldmatrix.x4
+  // S^T = K Q^T over the tile whose first block is `first` (r: the ring): per block, two ldmatrix.x4
   // give four k steps' A fragments (rows g, g + 8 of the warp's 16 tokens), widened;
   // double-buffered by block parity so one block's loads and widening run under the previous
   // block's wgmma. The rope block goes back to the ring once its fragments are in registers.
   template <class R>
-  __device__ static void qk(float (&s)[8], const R& r, int g0, int warp, int lane) {
+  __device__ static void qk(float (&s)[8], const R& r, typename R::Pos first, int warp, int lane) {
     const u64 dq = desc_k_major<kN>(r.q, 0);
     const int row = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), half = lane >> 4;
     u32 a[2][4][4];
 #pragma unroll
     for (int cb = 0; cb < 9; ++cb) {
       u32 (&ab)[4][4] = a[cb % 2];
-      r.wait(g0 + cb);
-      const unsigned char* blk = r.block(g0 + cb);
+      const typename R::Pos b = R::step(first, cb);
+      r.wait(b);
+      const unsigned char* blk = r.block(b);
       if (cb >= 2) wgmma_wait<1>();  // block cb - 2's wgmma, which read this buffer, are done
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -83,7 +93,7 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
           MlaHopperFp8<Tr>::widen4(x[2 * y + 1], f[1], f[3]);
         }
       }
-      if (cb == 8) r.release(g0 + 8, lane);  // (the widened fragments hold what the rope block held)
+      if (cb == 8) r.release(b, lane);  // (the widened fragments hold what the rope block held)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) wgmma_fence_operands(ab[kk]);
       wgmma_fence();
@@ -101,8 +111,8 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
   // pair of tokens a dim and widened. Tokens at or past `valid` become 0 (their rows may
   // hold anything, and V meets P = 0 there: 0 * NaN is NaN).
   // Each V block goes back to the ring once its fragments are in registers.
-  template <class R>
-  __device__ static void pv(float (&o)[8][8], const R& r, int g0, u32 pt, int valid, int warp, int lane) {
+  template <bool kMask, class R>
+  __device__ static void pv(float (&o)[8][8], const R& r, typename R::Pos first, u32 pt, int valid, int warp, int lane) {
     const u64 dp = desc_k_major<kN>(pt, 0);
     const int q = lane & 3;
     u32 a[2][4][4];
@@ -115,7 +125,7 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
         // Matrix i of the x4: tokens 32 kp + 16 (i / 2) + 8 (i % 2) + 0..7, the warp's 16 dims.
         const int tok = 32 * kp + (lane >> 3) * 8 + (lane & 7);
         u32 x4[4];
-        ldmatrix_x4_trans(x4, r.block(g0 + mb) + sw64(tok, warp));
+        ldmatrix_x4_trans(x4, r.block(R::step(first, mb)) + sw64(tok, warp));
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           // Thread's tokens in matrix i: t0 = base + 2q, t1 = t0 + 1; bytes after the permute:
@@ -123,14 +133,14 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
           const int t0 = 32 * kp + 8 * i + 2 * q;
           u32 x;
           asm("prmt.b32 %0, %1, 0, 0x3120;" : "=r"(x) : "r"(x4[i]));
-          x &= (t0 < valid ? 0x00ff00ffu : 0u) | (t0 + 1 < valid ? 0xff00ff00u : 0u);
+          if constexpr (kMask) x &= (t0 < valid ? 0x00ff00ffu : 0u) | (t0 + 1 < valid ? 0xff00ff00u : 0u);
           // k step 2 kp + i / 2; registers: rows g (dim 2g) / g + 8 (dim 2g + 1), tokens
           // 2q, 2q + 1 (i even) or 2q + 8, 2q + 9 (i odd).
           u32(&f)[4] = ab[2 * kp + i / 2];
           MlaHopperFp8<Tr>::widen4(x, f[(i % 2) * 2], f[(i % 2) * 2 + 1]);
         }
       }
-      r.release(g0 + mb, lane);
+      r.release(R::step(first, mb), lane);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) wgmma_fence_operands(ab[kk]);
       wgmma_fence_operands(o[mb]);  // (rescaled just before: those writes stay before the fence)
@@ -149,13 +159,14 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
                                  int lim_min, float scale_log2, float (&o)[8][8], float (&m)[4], float (&l)[4]) {
     const int warp = tid / 32, lane = tid % 32;
     const u32 pt = r.pt + wg * kPBytes;
-    for (int it = wg; it < w.n_tiles; it += 2) {
+    typename R::Pos t0 = R::at(9 * wg);  // the tile's first block
+    for (int it = wg; it < w.n_tiles; it += 2, t0 = R::step(t0, 18)) {
       bool key[2] = {true, true};
       if constexpr (Tr::kSparse)
 #pragma unroll
         for (int h = 0; h < 2; ++h) key[h] = Io::lookup(p, w, w.lo + it * kTile + Base::frag_row(2 * h, warp, lane)) >= 0;
       float s[8];
-      qk(s, r, 9 * it, warp, lane);
+      qk(s, r, t0, warp, lane);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       float alpha[4];
@@ -164,7 +175,11 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
       fence_proxy_async_shared();  // P^T: generic stores, read by the wgmma
       named_barrier_sync(kColBar + wg, 128);
       Base::rescale(o, alpha);
-      pv(o, r, 9 * it, pt, w.hi - w.lo - it * kTile, warp, lane);
+      // Tokens past the range exist only in the last tile: the others skip the masks.
+      if (w.hi - w.lo - it * kTile >= kTile)
+        pv<false>(o, r, t0, pt, kTile, warp, lane);
+      else
+        pv<true>(o, r, t0, pt, w.hi - w.lo - it * kTile, warp, lane);
       wgmma_wait<0>();
 #pragma unroll
       for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);

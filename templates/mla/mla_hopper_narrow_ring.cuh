@@ -61,19 +61,34 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
     u64* empty;           // [kSlots]: the consuming warpgroup's four warps release the block
     unsigned* flag;
 
-    __device__ u32 slot(int g) const { return slots + (g % kSlots) * kBlk; }
-    __device__ const unsigned char* block(int g) const { return base + kQBytes + (g % kSlots) * kBlk; }
-    // Block g has landed (cp.async writes are generic-proxy ones: fenced for the wgmma).
-    __device__ void wait(int g) const {
-      mbar_wait(&full[mla_ring_full_index(g, kSlots)], mla_ring_full_parity(g, kSlots));
+    // A block's place: g = fill * kSlots + slot. The math walks it by steps (a compare and a
+    // select a block), where g % kSlots and g / kSlots cost a multiply-high and shifts each.
+    struct Pos {
+      int slot, fill;
+    };
+    __device__ static Pos at(int g) { return {g % kSlots, g / kSlots}; }
+    __device__ static Pos step(Pos p, int n) {  // n <= kSlots
+      p.slot += n;
+      if (p.slot >= kSlots) {
+        p.slot -= kSlots;
+        ++p.fill;
+      }
+      return p;
+    }
+    __device__ u32 slot(Pos b) const { return slots + b.slot * kBlk; }
+    __device__ const unsigned char* block(Pos b) const { return base + kQBytes + b.slot * kBlk; }
+    // The block has landed (cp.async writes are generic-proxy ones: fenced for the wgmma).
+    __device__ void wait(Pos b) const {
+      mbar_wait(&full[mla_ring_full_at(b.slot, b.fill, kSlots)], mla_ring_full_phase(b.fill));
       if constexpr (!kTma) fence_proxy_async_shared();
     }
-    // The warp is done with block g (its wgmma have completed, or its fragments are loaded).
-    __device__ void release(int g, int lane) const {
+    // The warp is done with the block (its wgmma have completed, or its fragments are loaded).
+    __device__ void release(Pos b, int lane) const {
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[g % kSlots]);
+      if (lane == 0) mbar_arrive(&empty[b.slot]);
     }
   };
+  using Pos = typename Ring::Pos;
 
   __device__ static Ring carve(unsigned char* raw) {
     Ring r;
@@ -107,7 +122,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
         mbar_arrive_expect_tx(bar, kBlk);
 #pragma unroll
         for (int sub = 0; sub < 64 / kBoxRows; ++sub)
-          tma_load_3d(r.slot(g) + sub * kBoxRows * kRowBytes, &p.kv_map, bar, cb * 64,
+          tma_load_3d(r.slot(Ring::at(g)) + sub * kBoxRows * kRowBytes, &p.kv_map, bar, cb * 64,
                       (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
       }
 #pragma unroll
@@ -166,12 +181,12 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
   // TMA: rows past the range end hold whatever their page holds there, and V meets P = 0
   // in them (0 * NaN is NaN): zeroed in the tile's eight V blocks before its P V (only the
   // range's last tile has any; cp.async zero-fills them).
-  __device__ static void zero_tail(const Work& w, const Ring& r, int it, int tid) {
+  __device__ static void zero_tail(const Work& w, const Ring& r, Pos t0, int it, int tid) {
     const int valid = w.hi - w.lo - it * kTile;
     if (!kTma || valid >= kTile) return;
     for (int i = tid; i < (kTile - valid) * 64; i += 128) {  // rows x 8 blocks x 8 chunks
       const int row = valid + i / 64, cb = (i / 8) % 8;
-      const u32 a = r.slot(9 * it + cb) + row * 128 + (i % 8) * 16;
+      const u32 a = r.slot(Ring::step(t0, cb)) + row * 128 + (i % 8) * 16;
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(0u) : "memory");
     }
   }
@@ -184,7 +199,8 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
     const int warp = tid / 32, lane = tid % 32;
     const u32 pt = r.pt + wg * kPBytes;
     const u64 dq = desc_k_major<kN>(r.q, 0), dp = desc_k_major<kN>(pt, 0);
-    for (int it = wg; it < w.n_tiles; it += 2) {
+    Pos t0 = Ring::at(9 * wg);  // the tile's first block
+    for (int it = wg; it < w.n_tiles; it += 2, t0 = Ring::step(t0, 18)) {
       bool key[2] = {true, true};
       if constexpr (Tr::kSparse)
 #pragma unroll
@@ -193,9 +209,9 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
       float s[kVals];
 #pragma unroll
       for (int cb = 0; cb < 9; ++cb) {
-        const int g = 9 * it + cb;
-        r.wait(g);
-        const u64 dk = desc_k_major<64>(r.slot(g), 0);
+        const Pos b = Ring::step(t0, cb);
+        r.wait(b);
+        const u64 dk = desc_k_major<64>(r.slot(b), 0);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
@@ -205,11 +221,11 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_fence_operands(s);
-      r.release(9 * it + 8, lane);  // the rope block: only S reads it
+      r.release(Ring::step(t0, 8), lane);  // the rope block: only S reads it
       float alpha[kCols];
       Base::softmax(s, key, it, limit, lim_min, scale_log2, m, l, alpha, r.st + wg * 4 * kN, wg, warp, lane);
       Base::store_pt(pt, s, warp, lane);
-      zero_tail(w, r, it, tid);
+      zero_tail(w, r, t0, it, tid);
       fence_proxy_async_shared();  // generic stores (P^T, zeroed rows), read by the wgmma
       named_barrier_sync(kColBar + wg, 128);
       Base::rescale(o, alpha);
@@ -219,7 +235,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
       wgmma_fence();
 #pragma unroll
       for (int mb = 0; mb < 8; ++mb) {
-        const u64 dv = desc_mn_major<64>(r.slot(9 * it + mb), 0);
+        const u64 dv = desc_mn_major<64>(r.slot(Ring::step(t0, mb)), 0);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
           Wgmma<T, kN>::ss_amn(o[mb], desc_step(dv, mn_major_offset(kk * 16)),
@@ -228,12 +244,12 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
       }
       wgmma_wait<1>();
 #pragma unroll
-      for (int mb = 0; mb < 4; ++mb) r.release(9 * it + mb, lane);
+      for (int mb = 0; mb < 4; ++mb) r.release(Ring::step(t0, mb), lane);
       wgmma_wait<0>();
 #pragma unroll
       for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);
 #pragma unroll
-      for (int mb = 4; mb < 8; ++mb) r.release(9 * it + mb, lane);
+      for (int mb = 4; mb < 8; ++mb) r.release(Ring::step(t0, mb), lane);
     }
   }
 
@@ -247,24 +263,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
     pdl_wait_prior_grid();
     const Work w = Io::work(p);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    // Q's N rows (swizzled, N-row blocks), by every thread: 16-bit by cp.async; fp8 KV's
-    // as fp16 in the fp8 fragments' dim order.
-    if constexpr (Tr::kFp8Kv) {
-      Fp8::load_q(p, w, r.base);
-    } else {
-      for (int i = threadIdx.x; i < kN * 72; i += Tr::kThreads) {  // rows x 9 blocks x 8 chunks
-        const int row = i / 72, cb = (i % 72) / 8, cc = i % 8;
-        const QT* src = Io::q_row(p, w, w.rb * kN + row);
-        cp_async_16(r.base + swizzled_offset<kN>(row, cb * 64 + cc * 8),
-                    src ? src + cb * 64 + cc * 8 : static_cast<const QT*>(p.q), src ? 16u : 0u);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-    }
-    fence_proxy_async_shared();
-    __syncthreads();
-
-    if (wg == 2) {  // the producer (its other warps leave; TMA needs one lane)
+    if (wg == 2) {  // the producer starts at once (its other warps leave; TMA needs one lane)
       regs_decrease<kProducerRegs>();
       if constexpr (kTma) {
         if (tid == 0) produce_tma(p, w, r);
@@ -274,6 +273,22 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
       return;
     }
     regs_increase<kMathRegs>();
+    // Q's N rows (swizzled, N-row blocks), by the math threads while the first blocks land:
+    // 16-bit by cp.async; fp8 KV's as fp16 in the fp8 fragments' dim order.
+    if constexpr (Tr::kFp8Kv) {
+      Fp8::load_q(p, w, r.base, threadIdx.x);
+    } else {
+      for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
+        const int row = i / 72, cb = (i % 72) / 8, cc = i % 8;
+        const QT* src = Io::q_row(p, w, w.rb * kN + row);
+        cp_async_16(r.base + swizzled_offset<kN>(row, cb * 64 + cc * 8),
+                    src ? src + cb * 64 + cc * 8 : static_cast<const QT*>(p.q), src ? 16u : 0u);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(kMathBar, 256);
     const int warp = tid / 32, lane = tid % 32;
     int limit[kCols], lim_min;
     Base::column_limits(p, w, lane, limit, lim_min);

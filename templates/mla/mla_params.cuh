@@ -64,8 +64,11 @@ ATTNJIT_HOST_DEVICE constexpr int mla_ring_smem_bytes(int rows, int kv_bytes) {
 // blocks up to 9 (t - 2) + 8 - slots, past fill f - 2 of any slot (slots >= 18), so that fill
 // has landed and the barrier's phase is the one wanted. Releases (the empty barrier) happen in
 // fill order per slot, and the producer waits for them in order: one barrier serves.
-ATTNJIT_HOST_DEVICE inline int mla_ring_full_index(int g, int slots) { return (g / slots % 2) * slots + g % slots; }
-ATTNJIT_HOST_DEVICE inline unsigned mla_ring_full_parity(int g, int slots) { return unsigned(g / slots / 2) & 1u; }
+// Fill `fill` of slot `slot`: its full barrier and the parity its wait takes.
+ATTNJIT_HOST_DEVICE inline int mla_ring_full_at(int slot, int fill, int slots) { return (fill % 2) * slots + slot; }
+ATTNJIT_HOST_DEVICE inline unsigned mla_ring_full_phase(int fill) { return unsigned(fill / 2) & 1u; }
+ATTNJIT_HOST_DEVICE inline int mla_ring_full_index(int g, int slots) { return mla_ring_full_at(g % slots, g / slots, slots); }
+ATTNJIT_HOST_DEVICE inline unsigned mla_ring_full_parity(int g, int slots) { return mla_ring_full_phase(g / slots); }
 // Block g >= slots first waits for the release of block g - slots (the slot's previous fill).
 ATTNJIT_HOST_DEVICE inline unsigned mla_ring_empty_parity(int g, int slots) { return unsigned(g / slots - 1) & 1u; }
 
@@ -158,11 +161,19 @@ ATTNJIT_HOST_DEVICE inline int mla_split_hi(const MlaParams& p, int range, int l
   return range < lo + p.tokens_per_split ? range : lo + p.tokens_per_split;
 }
 
-// Dynamic shared memory of a split-combine CTA (split_pass 2) of `threads` threads, 128 a
-// row: each row's split weights, then its four warps' maxima and sums.
+// A split-combine CTA (split_pass 2): one row, 128 threads a lane group. Two groups (each
+// thread half the splits) only where the combine's `ctas` fit on the `sms` at once and the
+// entry has 256 threads: with more CTAs than SMs, two 128-thread CTAs an SM keep more rows'
+// loads in flight than one of 256 (the wide tile's 255 registers allow 256 threads an SM).
+ATTNJIT_HOST_DEVICE inline int mla_combine_threads(int entry_threads, long long ctas, int sms) {
+  const int row_threads = mla_const::kHeadDimVo / 4;
+  return entry_threads >= 2 * row_threads && ctas <= sms ? 2 * row_threads : row_threads;
+}
+// Its dynamic shared memory: the split weights, the warps' maxima and sums, and the lane
+// groups past the first one's float4 sums.
 ATTNJIT_HOST_DEVICE inline int mla_combine_smem_bytes(int threads) {
-  const int rows = threads / (mla_const::kHeadDimVo / 4) > 0 ? threads / (mla_const::kHeadDimVo / 4) : 1;
-  return rows * (mla_const::kMaxSplits + 2 * (mla_const::kHeadDimVo / 4 / 32)) * 4;
+  const int row_threads = mla_const::kHeadDimVo / 4, lanes = threads / row_threads > 0 ? threads / row_threads : 1;
+  return mla_const::kMaxSplits * 4 + 2 * (threads / 32) * 4 + (lanes - 1) * row_threads * 16;
 }
 
 // Workspace floats per (batch, row block, split): rows x 512 partial O, then the rows'

@@ -491,9 +491,14 @@ TEST(MlaPlan, SplitsMergeInACombineLaunch) {
   ASSERT_EQ(setenv("ATTNJIT_MLA_COMBINE", "2", 1), 0);
   expect_error([&] { mla_combine_pays(8); }, kBad, {"ATTNJIT_MLA_COMBINE", "2"});
   unsetenv("ATTNJIT_MLA_COMBINE");
-  // A combine CTA: 128 threads a row, each row's weights for every split plus 8 floats.
-  EXPECT_EQ(mla_combine_smem_bytes(128), (mla_const::kMaxSplits + 8) * 4);
-  EXPECT_EQ(mla_combine_smem_bytes(256), 2 * (mla_const::kMaxSplits + 8) * 4);
+  // A combine CTA: one row, 128 threads a lane group, two groups where the entry has 256 threads.
+  EXPECT_EQ(mla_combine_threads(128, 16, 132), 128);    // the mma.sync kernel
+  EXPECT_EQ(mla_combine_threads(256, 128, 132), 256);   // the wide wgmma tile, h128 B1: a CTA an SM
+  EXPECT_EQ(mla_combine_threads(384, 16, 132), 256);    // the narrow tile's ring
+  EXPECT_EQ(mla_combine_threads(256, 1024, 132), 128);  // h64 B16: two CTAs an SM
+  // Every split's weight, each warp's max and sum, and the second group's float4 per dim quad.
+  EXPECT_EQ(mla_combine_smem_bytes(128), mla_const::kMaxSplits * 4 + 2 * 4 * 4);
+  EXPECT_EQ(mla_combine_smem_bytes(256), mla_const::kMaxSplits * 4 + 2 * 8 * 4 + 128 * 16);
 }
 
 TEST(MlaWorkspace, BoundCoversEverySmallerCall) {

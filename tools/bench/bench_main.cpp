@@ -158,6 +158,16 @@ int startup(const char* self) {
   const double bare_us = per_burst([&] { ops::launch_kernel(kernel, grid, nullptr, l.pdl, plan.params); });
   fmt::print("  of which planning (validate, spec, backend) {:.2f} us; a bare cuLaunchKernelEx of the same kernel "
              "{:.2f} us\n", plan_us, bare_us);
+  // The same on a stream of the caller's (engines launch on their own streams, not the
+  // legacy default one, whose implicit ordering the driver pays for), and without PDL.
+  CUstream own = driver::stream_create();
+  const double own_us = per_burst([&] { xqa(a, own); });
+  const double own_bare_us = per_burst([&] { ops::launch_kernel(kernel, grid, own, l.pdl, plan.params); });
+  const double own_bare_nopdl_us = per_burst([&] { ops::launch_kernel(kernel, grid, own, false, plan.params); });
+  fmt::print("host overhead per xqa launch on a non-blocking stream: {:.2f} us; bare launch there {:.2f} us, "
+             "without PDL {:.2f} us\n", own_us, own_bare_us, own_bare_nopdl_us);
+  driver::ctx_sync();
+  driver::stream_destroy(own);
   return rc;
 }
 

@@ -80,15 +80,15 @@ void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstrea
                              stream);
   launch_kernel(k, grid, stream, pdl, p);
   if (!combine) return;
-  // The combine pass: the same entry (its split_pass 2 branch), one row of 128 threads a
-  // CTA: a single long request (h128 B1: 2 row blocks of 64 rows) gives 128 CTAs, where
-  // two or three rows a CTA left half the SMs idle, each thread with twice the loads.
+  // The combine pass: the same entry (its split_pass 2 branch), one row a CTA (a single
+  // long request, h128 B1: 2 row blocks of 64 rows, gives 128 CTAs), only the rows a row
+  // block can hold (16 heads in the 64-row tile: 16 CTAs, not 64).
+  const Grid cgrid{static_cast<unsigned>(std::min(shape.rows_per_cta, p.rows_per_group)), grid.y, grid.z};
   runtime::LoadedKernel kc = k;
-  kc.launch.threads = mla_const::kHeadDimVo / 4;
+  kc.launch.threads = mla_combine_threads(k.launch.threads, int64_t(cgrid.x) * cgrid.y * cgrid.z, k.num_sms);
   kc.launch.smem_bytes = mla_combine_smem_bytes(kc.launch.threads);
   MlaParams pc = p;
   pc.split_pass = 2;
-  const Grid cgrid{static_cast<unsigned>(shape.rows_per_cta), grid.y, grid.z};
   launch_kernel(kc, cgrid, stream, pdl, pc);
 }
 

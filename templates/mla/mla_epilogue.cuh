@@ -121,8 +121,10 @@ struct MlaEpilogue {
     float4 x[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) x[i] = load_o(q + lanes * i);
-    // Every split's max and sum: split t + threads * j of thread t (at most two a thread).
+    // Every split's max and sum: split t + threads * j of thread t; two a thread cover the
+    // kMaxSplits at the fewest threads the host launches (128: mla_combine_threads).
     constexpr int kStatsPer = 2;
+    static_assert(kStatsPer * kRowThreads >= kMaxSplits, "the stats loads cover every split");
     float ms[kStatsPer], ls[kStatsPer], mx = kNegInf;
 #pragma unroll
     for (int j = 0; j < kStatsPer; ++j) {

@@ -30,6 +30,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
   using typename Io::Work;
   using Io::DV;
   using Io::kTile;
+  static constexpr int kMathThreads = 256;  // the two math warpgroups
   static constexpr int kN = Tr::kRows;  // query rows: wgmma's N, 16 or 32
   static constexpr int kVals = kN / 2;  // a thread's values of an m64nN fragment
   static constexpr int kCols = kN / 4;  // the query rows (columns) it holds
@@ -246,7 +247,7 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
     if (!part || p.split_pass == 1) return;  // one split, or a combine launch merges them
     // Every math thread is here (one call site); 256 / N threads a row merge.
     if (Out::last_to_arrive(p, cta, flag, threadIdx.x, sync))
-      Out::template merge<256 / kN>(p, w.b, w.group, w.rb, cta, threadIdx.x);
+      Out::template merge<kMathThreads / kN>(p, w.b, w.group, w.rb, cta, threadIdx.x);
   }
 };
 

@@ -29,6 +29,7 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
   using Base::kN;
   using Base::kColBar;
   using Base::kPBytes;
+  using Base::kMathThreads;
   static constexpr int kTile = Tr::kTile;
   static_assert(Tr::kFp8Kv && IsSame<typename Tr::T, half_t>::value, "fp8 KV, fp16 math");
 
@@ -49,18 +50,18 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
   // or 4(j - 4) + 2, 4(j - 4) + 3, as widen4 splits a word of four e4m3. By the 256 math
   // threads (t: 0-255), every load issued before the first store.
   __device__ static void load_q(const MlaParams& p, const Work& w, unsigned char* q, int t) {
-    constexpr int kPairs = kN * 288, kEach = (kPairs + 255) / 256;  // rows x 36 k steps x 8 pairs
+    constexpr int kPairs = kN * 288, kEach = (kPairs + kMathThreads - 1) / kMathThreads;  // rows x 36 k steps x 8 pairs
     u32 v[kEach];
 #pragma unroll
     for (int k = 0; k < kEach; ++k) {
-      const int i = t + 256 * k, r = i / 288, step = (i % 288) / 8, j = i % 8;
+      const int i = t + kMathThreads * k, r = i / 288, step = (i % 288) / 8, j = i % 8;
       const int dim = step * 16 + (j < 4 ? 4 * j : 4 * (j - 4) + 2);
       const QT* src = i < kPairs ? Io::q_row(p, w, w.rb * kN + r) : nullptr;
       v[k] = src ? q_pair(src + dim) : 0u;
     }
 #pragma unroll
     for (int k = 0; k < kEach; ++k) {
-      const int i = t + 256 * k, r = i / 288, col = (i % 288) / 8 * 16 + 2 * (i % 8);
+      const int i = t + kMathThreads * k, r = i / 288, col = (i % 288) / 8 * 16 + 2 * (i % 8);
       if (i < kPairs) *reinterpret_cast<u32*>(q + swizzled_offset<kN>(r, col & ~7) + (col & 7) * 2) = v[k];
     }
   }
@@ -176,10 +177,11 @@ struct MlaNarrowFp8 : MlaHopperNarrow<Tr, kTma> {
       named_barrier_sync(kColBar + wg, 128);
       Base::rescale(o, alpha);
       // Tokens past the range exist only in the last tile: the others skip the masks.
-      if (w.hi - w.lo - it * kTile >= kTile)
-        pv<false>(o, r, t0, pt, kTile, warp, lane);
+      const int valid = w.hi - w.lo - it * kTile;
+      if (valid >= kTile)
+        pv<false>(o, r, t0, pt, valid, warp, lane);
       else
-        pv<true>(o, r, t0, pt, w.hi - w.lo - it * kTile, warp, lane);
+        pv<true>(o, r, t0, pt, valid, warp, lane);
       wgmma_wait<0>();
 #pragma unroll
       for (int mb = 0; mb < 8; ++mb) wgmma_fence_operands(o[mb]);

@@ -40,6 +40,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
   using Base::kColBar;
   using Base::kPBytes;
   using Base::kOStride;
+  using Base::kMathThreads;
   using Fp8 = MlaNarrowFp8<Tr, kTma>;
   static constexpr int kKvBytes = Tr::kFp8Kv ? 1 : 2, kRowBytes = 64 * kKvBytes;  // a block row: 64 dims
   static constexpr int kTile = Tr::kTile, kBlk = mla_ring_block_bytes(kKvBytes), kSlots = Tr::kRingSlots;
@@ -51,7 +52,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
   static_assert(kSlots >= 18, "two tiles in the ring: mla_params.cuh's phase argument rests on it");
   static_assert(2 * kOBytes <= kSlots * kBlk, "the merged O of both warpgroups fits the ring");
   static_assert(mla_ring_smem_bytes(kN, kKvBytes) == Tr::kSmemBytes, "the carve below is the plan's");
-  static_assert(kProducerRegs * 128 + kMathRegs * 256 <= 65536, "the register file");
+  static_assert(kProducerRegs * 128 + kMathRegs * kMathThreads <= 65536, "the register file");
 
   struct Ring {
     unsigned char* base;  // 1024-aligned: Q's N rows, the slots, the two P^T
@@ -278,7 +279,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
     if constexpr (Tr::kFp8Kv) {
       Fp8::load_q(p, w, r.base, threadIdx.x);
     } else {
-      for (int i = threadIdx.x; i < kN * 72; i += 256) {  // rows x 9 blocks x 8 chunks
+      for (int i = threadIdx.x; i < kN * 72; i += kMathThreads) {  // rows x 9 blocks x 8 chunks
         const int row = i / 72, cb = (i % 72) / 8, cc = i % 8;
         const QT* src = Io::q_row(p, w, w.rb * kN + row);
         cp_async_16(r.base + swizzled_offset<kN>(row, cb * 64 + cc * 8),
@@ -288,7 +289,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
       cp_async_wait<0>();
     }
     fence_proxy_async_shared();
-    named_barrier_sync(kMathBar, 256);
+    named_barrier_sync(kMathBar, kMathThreads);
     const int warp = tid / 32, lane = tid % 32;
     int limit[kCols], lim_min;
     Base::column_limits(p, w, lane, limit, lim_min);
@@ -304,7 +305,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
     // last tile, so every fill has landed and been read by now (a producer that prefetched
     // the next work item would race with these generic stores). fp8's O^T rows are dim pairs.
     Base::template finish<Tr::kFp8Kv>(p, w, r.st, r.base + kQBytes, kOBytes, r.flag,
-                                      [] { named_barrier_sync(kMathBar, 256); }, wg, warp, lane, o, m, l);
+                                      [] { named_barrier_sync(kMathBar, kMathThreads); }, wg, warp, lane, o, m, l);
   }
 };
 

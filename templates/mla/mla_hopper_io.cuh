@@ -143,7 +143,7 @@ struct MlaHopperIo {
 #pragma unroll
       for (int sub = 0; sub < 64 / kBoxRows; ++sub)
         tma_load_3d(dst + cb * kBlk + sub * kBoxRows * 128, &p.kv_map, bar, cb * 64,
-                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
+                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16], l2_evict_first());
     }
   }
 

@@ -56,14 +56,9 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
 
 int mla_hopper_rows(int rows_per_group, bool fp8_kv) {
   const bool narrow = util::env_knob("ATTNJIT_MLA_NARROW", 0, 1, "0 or 1").value_or(1) == 1;
-  // ATTNJIT_MLA_NARROW_ROWS=N (a measuring knob): groups of up to N rows run a narrow tile,
-  // in row blocks that each read the whole KV (the second read is an L2 hit).
-  static const int narrow_rows =
-      util::env_knob("ATTNJIT_MLA_NARROW_ROWS", mla_const::kNarrowRows, mla_const::kHopperRows, "16 to 64").value_or(0);
   if (narrow && rows_per_group <= mla_const::kNarrowRows) return mla_const::kNarrowRows;
   // 17-32 rows: the 32-row narrow tile with 16-bit KV (fp8's widening in registers is the 16-row tile's).
   if (narrow && !fp8_kv && rows_per_group <= mla_const::kNarrow32Rows) return mla_const::kNarrow32Rows;
-  if (narrow && rows_per_group <= narrow_rows) return fp8_kv ? mla_const::kNarrowRows : mla_const::kNarrow32Rows;
   return mla_const::kHopperRows;
 }
 

@@ -62,6 +62,13 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, u64* bar, 
       : "memory");
 }
 
+// An L2 policy for data read once (streamed KV): its lines go first when L2 needs room, so
+// the stream does not push out what is read again (tables, Q, partials).
+__device__ __forceinline__ u64 l2_evict_first() {
+  u64 policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
 // tma_load_3d with an L2 cache policy (l2_evict_first).
 __device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, u64* bar, int c0, int c1, int c2, u64 policy) {
   asm volatile(

@@ -57,19 +57,6 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, u32 sr
   asm volatile("cp.async.cg.shared.global" ATTNJIT_CP_ASYNC_L2 " [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)),
                "l"(gmem), "r"(src_bytes));
 }
-// An L2 policy for data read once (streamed KV): its lines go first when L2 needs room, so
-// the stream does not push out what is read again (tables, Q, split partials).
-__device__ __forceinline__ u64 l2_evict_first() {
-  u64 policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-// cp_async_16 under an L2 cache policy (l2_evict_first).
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, u32 src_bytes, u64 policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint" ATTNJIT_CP_ASYNC_L2 " [%0], [%1], 16, %2, %3;" ::"r"(
-                   smem_addr(smem)),
-               "l"(gmem), "r"(src_bytes), "l"(policy));
-}
 // 4-byte global->shared copy (per-token scales); src_bytes 0 zero-fills.
 __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, u32 src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));

@@ -73,14 +73,13 @@ struct DecodeCtaRing {
                                                    const unsigned char* vb, long long ks, long long vs, int rows_left) {
     const unsigned char* ksrc = kb + cp.k_off;
     const unsigned char* vsrc = vb + cp.v_off;
-    const u64 kv_policy = l2_evict_first();  // K/V are read once: leave L2 to Q, tables, partials
 #pragma unroll
     for (int j = 0; j < kTile / kRowsPerPass; ++j) {
       // raw_offset(r + 8, col) = raw_offset(r, col) + 8 rows: the swizzle repeats every 8 rows.
       unsigned char* dk = stage + cp.dst[j % kDstBases] + (j / kDstBases) * kDstBases * kRowsPerPass * Tr::kRawRowBytes;
       const bool valid = kWhole || j * kRowsPerPass < rows_left;
-      cp_async_16(dk, valid ? ksrc : kb + cp.k_off, valid ? 16u : 0u, kv_policy);
-      cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb + cp.v_off, valid ? 16u : 0u, kv_policy);
+      cp_async_16(dk, valid ? ksrc : kb + cp.k_off, valid ? 16u : 0u);
+      cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb + cp.v_off, valid ? 16u : 0u);
       ksrc += ks;
       vsrc += vs;
     }

@@ -335,7 +335,6 @@ struct GqaDecode : DecodeSoftmax<Tr> {
                                                        int page, int lane) {
     const long long ks = p.k_stride_tok * (long long)sizeof(KVT), vs = p.v_stride_tok * (long long)sizeof(KVT);
     constexpr int kChunks = Tr::kRowDataBytes / 16;  // 16-byte chunks per row
-    const u64 kv_policy = l2_evict_first();  // K/V are read once: leave L2 to Q, tables, partials
     if constexpr (32 % kChunks == 0) {
       // Each pass of the warp copies whole rows: a lane keeps its chunk column and steps
       // its row, so its sources step by a constant (int8 hd128: 458 -> 453 instructions a
@@ -357,8 +356,8 @@ struct GqaDecode : DecodeSoftmax<Tr> {
         const int r = r0 + j * kRowsPerPass;
         const bool valid = head_ok && tok0 + r < w.tok_hi;
         unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
-        cp_async_16(dk, valid ? ksrc : kb, valid ? 16u : 0u, kv_policy);
-        cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb, valid ? 16u : 0u, kv_policy);
+        cp_async_16(dk, valid ? ksrc : kb, valid ? 16u : 0u);
+        cp_async_16(dk + kTile * Tr::kRawRowBytes, valid ? vsrc : vb, valid ? 16u : 0u);
         ksrc += kRowsPerPass * ks;
         vsrc += kRowsPerPass * vs;
       }
@@ -370,8 +369,8 @@ struct GqaDecode : DecodeSoftmax<Tr> {
         bool valid = tok0 + r < w.tok_hi;
         unsigned char* dk = stage + raw_offset<Tr>(r, c * 16);
         unsigned char* dv = dk + kTile * Tr::kRawRowBytes;
-        cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u, kv_policy);
-        cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u, kv_policy);
+        cp_async_16(dk, valid ? kb + r * ks + c * 16 : kb, valid ? 16u : 0u);
+        cp_async_16(dv, valid ? vb + r * vs + c * 16 : vb, valid ? 16u : 0u);
       }
     }
     if constexpr (Tr::kTokScales)

@@ -32,6 +32,10 @@ constexpr unsigned kFeatSplitRope = 1u << 8;
 // The wgmma kernel's narrow tile (kNarrowRows rows in N, tokens in M): spec::feature::kNarrowTile.
 constexpr unsigned kFeatNarrow = 1u << 16;
 constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
+// The wide tile in 32-token tiles, four KV buffers in the two's bytes (spec::feature::kTile32):
+// a tile's loads start two pairs of tiles before its S, not one (16-bit dense KV).
+constexpr unsigned kFeatTile32 = 1u << 18;
+constexpr int kHopperTile32 = 32;
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 // The narrow tile (mla_hopper_narrow_ring.cuh): a producer warpgroup beside the two math
 // ones, and a ring of 64-token x 64-dim blocks (8 KB of 16-bit KV, 4 KB of fp8) in what

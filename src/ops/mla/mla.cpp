@@ -62,6 +62,16 @@ int mla_hopper_rows(int rows_per_group, bool fp8_kv) {
   return mla_const::kHopperRows;
 }
 
+bool mla_wide_tile32(const MlaShape& s, bool fp8_kv) {
+  // ATTNJIT_MLA_TILE32=0/1 (a measuring knob): the 64-row tile in 32-token tiles, four buffers.
+  const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 1, "0 or 1");
+  const bool on = knob ? *knob == 1 : false;
+  // Where one row block holds the whole group (no second CTA reads the same KV from L2), the
+  // wide tile waits on its loads: dense 16-bit KV only.
+  return on && s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv &&
+         mla_row_blocks(s) == 1;
+}
+
 bool mla_combine_pays(int splits) {
   if (splits <= 1) return false;
   const auto knob = util::env_knob("ATTNJIT_MLA_COMBINE", 0, 1, "0 or 1");
@@ -246,6 +256,10 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
     plan.shape.tile_tokens = mla_const::kHopperTile;
     if (plan.shape.rows_per_cta == mla_const::kNarrowRows) s.features |= spec::feature::kNarrowTile;
     if (plan.shape.rows_per_cta == mla_const::kNarrow32Rows) s.features |= spec::feature::kNarrow32;
+    if (mla_wide_tile32(plan.shape, s.kv_dtype == DType::kFloat8E4M3)) {
+      s.features |= spec::feature::kTile32;
+      plan.shape.tile_tokens = mla_const::kHopperTile32;
+    }
   }
   MlaParams& p = plan.params;
   p = MlaParams{};

@@ -481,7 +481,7 @@ struct MlaHopper {
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     // The combine: the wide tile's 255 registers hold 32 splits' float4s a thread, the narrow 16.
-    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::template combine<Tr::kNarrow ? 16 : 32>(p, smem_raw);
+    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::template combine_any<Tr::kNarrow ? 16 : 32>(p, smem_raw);
     if constexpr (Tr::kNarrow) attend<MlaNarrowRing>(p, smem_raw);
     else attend<MlaHopperLoop>(p, smem_raw);
   }

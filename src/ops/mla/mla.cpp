@@ -101,6 +101,9 @@ void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstrea
   // ATTNJIT_MLA_COMBINE_ROWS=1 (a measuring knob): at most that many rows a CTA (1: one).
   if (const auto most = util::env_knob("ATTNJIT_MLA_COMBINE_ROWS", 1, 8, "1, 2, 4 or 8"))
     while (per_cta > *most) per_cta /= 2;
+  // ...but not below a CTA an SM: where the rows are few, fewer and longer CTAs lose (H100,
+  // h128 B1 L4K: 128 one-row CTAs -> 64 two-row ones, 0.92x).
+  while (per_cta > 1 && int64_t((rows + per_cta - 1) / per_cta) * grid.y * grid.z < k.num_sms) per_cta /= 2;
   const Grid cgrid{static_cast<unsigned>((rows + per_cta - 1) / per_cta), grid.y, grid.z};
   runtime::LoadedKernel kc = k;
   kc.launch.threads = mla_combine_threads(k.launch.threads, int64_t(cgrid.x) * cgrid.y * cgrid.z, k.num_sms);

@@ -2,6 +2,7 @@
 // asks of shared memory, and what it refuses. No GPU needed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "common/env_guard.hpp"
@@ -17,10 +18,12 @@ namespace {
 using testing::fake;
 using testing::kPlanArch;
 
-// valid_mla's call with `heads` heads at one query token, KV in `kv`.
-MlaArgs with_heads(int heads, DType kv = DType::kBFloat16, bool sparse = false) {
+// valid_mla's call with `heads` heads at one query token, KV in `kv`, max_seq_len `len`.
+MlaArgs with_heads(int heads, DType kv = DType::kBFloat16, bool sparse = false, int len = 16384) {
   MlaArgs a = testing::valid_mla(sparse);
   const int64_t b = a.query.shape[0];
+  a.block_tables = TensorView::contiguous(fake(0x300000), DType::kInt32, {b, len / testing::kMlaPage});
+  a.max_seq_len = len;
   a.query = TensorView::contiguous(fake(0x10000), DType::kBFloat16, {b, 1, heads, 576});
   a.out = TensorView::contiguous(fake(0x400000), DType::kBFloat16, {b, 1, heads, 512});
   a.kv_cache = TensorView::contiguous(fake(0x100000), kv, {a.kv_cache.shape[0], a.kv_cache.shape[1], 576});
@@ -30,7 +33,8 @@ MlaArgs with_heads(int heads, DType kv = DType::kBFloat16, bool sparse = false) 
 }
 
 TEST(MlaTile32, OnlyWhereOneRowBlockReadsDense16BitKv) {
-  testing::EnvGuard on("ATTNJIT_MLA_TILE32", "1");
+  testing::EnvGuard unset("ATTNJIT_MLA_TILE32");
+  unsetenv("ATTNJIT_MLA_TILE32");  // the default rule
   const MlaPlan h64 = plan_mla(with_heads(64), kPlanArch);
   EXPECT_TRUE(h64.spec.has(spec::feature::kTile32)) << h64.spec.name();
   EXPECT_EQ(h64.shape.tile_tokens, mla_const::kHopperTile32);
@@ -43,6 +47,13 @@ TEST(MlaTile32, OnlyWhereOneRowBlockReadsDense16BitKv) {
     const MlaPlan p = plan_mla(a, kPlanArch);
     EXPECT_FALSE(p.spec.has(spec::feature::kTile32)) << p.spec.name();
     EXPECT_NE(p.shape.tile_tokens, mla_const::kHopperTile32) << p.spec.name();
+  }
+  // Few CTAs however split (2 requests of 1024 tokens: 8 at 256 tokens a split): latency-bound.
+  EXPECT_FALSE(plan_mla(with_heads(64, DType::kBFloat16, false, 1024), kPlanArch).spec.has(spec::feature::kTile32));
+  {
+    testing::EnvGuard on("ATTNJIT_MLA_TILE32", "1");  // the knob: wherever it fits
+    EXPECT_TRUE(plan_mla(with_heads(64, DType::kBFloat16, false, 1024), kPlanArch).spec.has(spec::feature::kTile32));
+    EXPECT_FALSE(plan_mla(with_heads(128), kPlanArch).spec.has(spec::feature::kTile32));
   }
   testing::EnvGuard off("ATTNJIT_MLA_TILE32", "0");
   EXPECT_FALSE(plan_mla(with_heads(64), kPlanArch).spec.has(spec::feature::kTile32));

@@ -63,14 +63,16 @@ int mla_hopper_rows(int rows_per_group, bool fp8_kv) {
 }
 
 bool mla_wide_tile32(const MlaShape& s, bool fp8_kv) {
-  // ATTNJIT_MLA_TILE32=0/1 (a measuring knob, default 1): the 64-row tile in 32-token tiles,
-  // four buffers, where one row block holds the whole group (no second CTA reads the same KV
-  // from L2, so the tile waits on its loads): dense 16-bit KV only. H100, h64: B16 L8K 1.018x,
-  // B2 L16K 1.064x of the 64-token tile.
-  const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 1, "0 or 1");
-  const bool on = knob ? *knob == 1 : true;
-  return on && s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv &&
-         mla_row_blocks(s) == 1;
+  // The 64-row tile in 32-token tiles, four buffers, where one row block holds the whole group
+  // (no second CTA reads the same KV from L2, so the tile waits on its loads): dense 16-bit KV
+  // only. H100, h64: B16 L8K 1.018x, B2 L16K 1.064x of the 64-token tile; but a launch of few
+  // CTAs is latency-bound and wants fewer, longer tiles (h16 B1 L4K in the wide tile: 0.85x),
+  // so only where the splits can give at least kMinCtas CTAs (a split holds >= 256 tokens).
+  constexpr int64_t kMinCtas = 64, kMinSplitTokens = 256;
+  const bool fits = s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv && mla_row_blocks(s) == 1;
+  // ATTNJIT_MLA_TILE32=0/1 (a measuring knob): never, or wherever it fits.
+  if (const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 1, "0 or 1")) return fits && *knob == 1;
+  return fits && mla_base_ctas(s) * ((std::max(s.range, 1) + kMinSplitTokens - 1) / kMinSplitTokens) >= kMinCtas;
 }
 
 bool mla_combine_pays(int splits) {

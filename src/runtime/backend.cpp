@@ -155,13 +155,26 @@ spec::Backend resolve_uncached(const render::Family& f, BackendChoice choice, co
 }  // namespace
 
 void select_backend(BackendChoice choice, spec::KernelSpec& s) {
-  spec::Backend b;
-  if (decision_memo().find(choice, s, &b)) {
-    s.backend = b;
+  // A thread's last decision first: resolution is pure, so it never goes stale, and a
+  // launch loop asks for the same spec each time (no hash, no lock).
+  struct Last {
+    bool valid = false;
+    BackendChoice choice = BackendChoice::kAuto;
+    spec::KernelSpec spec;  // with the caller's backend field, as asked
+    spec::Backend backend = spec::Backend::kXqa;
+  };
+  thread_local Last last;
+  if (last.valid && last.choice == choice && last.spec == s) {
+    s.backend = last.backend;
     return;
   }
-  b = resolve_uncached(family_of(s), choice, s);  // a refusal throws and is not remembered
-  decision_memo().remember(choice, s, b);
+  const spec::KernelSpec asked = s;
+  spec::Backend b;
+  if (!decision_memo().find(choice, s, &b)) {
+    b = resolve_uncached(family_of(s), choice, s);  // a refusal throws and is not remembered
+    decision_memo().remember(choice, s, b);
+  }
+  last = Last{true, choice, asked, b};
   s.backend = b;
 }
 

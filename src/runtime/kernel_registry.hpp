@@ -82,6 +82,7 @@ class KernelRegistry {
   const LoadedKernel& load(Slot& slot, int device);
 
   RuntimeOptions options_;
+  const uint64_t id_;  // unique over the process's life (the launch path's per-thread memo)
   std::unique_ptr<store::CubinStore> store_;
   mutable std::shared_mutex map_mutex_;
   std::unordered_map<spec::KernelSpec, std::unique_ptr<Slot>, spec::KernelSpecHash> slots_;

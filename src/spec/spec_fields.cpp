@@ -298,9 +298,15 @@ const std::vector<std::string>& json_keys() {
 }
 
 bool KernelSpec::operator==(const KernelSpec& o) const {
-  for (const Field& f : kFields)
-    if (f.value(*this) != f.value(o)) return false;
-  return true;
+  // Member by member: every launch compares specs (its backend memo, its kernel), and the
+  // field table's indirect reads took ~40 ns a comparison. A member added to KernelSpec
+  // changes its size and stops the build here until it joins this list (and the table;
+  // the SpecEquality test checks the two agree field by field).
+  static_assert(sizeof(KernelSpec) == 40, "a new KernelSpec member: compare it here and add it to kFields");
+  return family == o.family && backend == o.backend && q_dtype == o.q_dtype && kv_dtype == o.kv_dtype &&
+         out_dtype == o.out_dtype && head_dim_qk == o.head_dim_qk && head_dim_vo == o.head_dim_vo &&
+         group_size == o.group_size && page_size == o.page_size && layout == o.layout && mask == o.mask &&
+         pos_encoding == o.pos_encoding && features == o.features && arch == o.arch;
 }
 
 size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {

@@ -62,6 +62,22 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, u64* bar, 
       : "memory");
 }
 
+// An L2 policy for data read once (streamed KV): its lines go first when L2 needs room, so
+// the stream does not push out what is read again (tables, Q, partials).
+__device__ __forceinline__ u64 l2_evict_first() {
+  u64 policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+// tma_load_3d with an L2 cache policy (l2_evict_first).
+__device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, u64* bar, int c0, int c1, int c2, u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, "
+      "%4}], [%5], %6;" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
 // Generic-proxy shared-memory writes (st.shared, cp.async) become visible to the
 // async proxy (wgmma, TMA) of the same thread.
 __device__ __forceinline__ void fence_proxy_async_shared() {

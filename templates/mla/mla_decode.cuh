@@ -117,7 +117,7 @@ struct MlaDecode {
   }
 
   __device__ static void run(const MlaParams& p, unsigned char* smem) {
-    if (p.split_pass == 2) return Out::template combine<16>(p, smem);
+    if (p.split_pass == 2) return Out::template combine_any<16>(p, smem);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     Work w;
     w.split = blockIdx.x;

@@ -180,6 +180,92 @@ struct MlaEpilogue {
     finish_row<4, 2, 4>(p, b, group, rb * kRows + lr, 4 * d4, m_tot, l_tot, acc, d4 == 0);
   }
 
+  // The combine pass with kR > 1 rows a CTA (p.combine_rows: few splits, so a CTA's life is
+  // a few dependent latencies, loads, two reductions and the store, which rows now share;
+  // the host guarantees num_splits <= kLanes x kBatch / kR <= 32). Thread (d4, lane group q)
+  // issues the O loads of every row first, x[k]: row k / per, split q + kLanes (k % per);
+  // warp w reduces the maxima and sums of rows w, w + warps, ... one split a lane; the
+  // weights meet in shared memory, then each row's float4 column is summed and written.
+  // smem (mla_combine_smem_bytes): [8][32] weights, [8][2] maxima and sums, [kLanes - 1][kR][128] float4s.
+  template <int kBatch, int kR>
+  __device__ static void combine_rows(const MlaParams& p, unsigned char* smem) {
+    constexpr int kRowThreads = DV / 4, per = kBatch / kR;
+    pdl_wait_prior_grid();  // the attention pass's partials
+    const int threads = blockDim.x, lanes = threads / kRowThreads, warps = threads / 32;
+    const int d4 = threadIdx.x % kRowThreads, q = threadIdx.x / kRowThreads, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int group = blockIdx.y / p.row_blocks, rb = blockIdx.y % p.row_blocks, b = blockIdx.z;
+    const long long cta = (long long)b * gridDim.y + blockIdx.y;
+    const int n = p.num_splits, lr0 = blockIdx.x * kR;
+    const int rows = min(kRows, p.rows_per_group - rb * kRows);  // the row block's rows
+    float* wt = reinterpret_cast<float*>(smem);
+    float* tot = wt + 8 * 32;
+    float4* part = reinterpret_cast<float4*>(tot + 16);
+    const float* base = partial(p, cta, 0);
+    float4 x[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int lr = lr0 + k / per, sp = q + lanes * (k % per);
+      x[k] = lr < rows && sp < n
+                 ? __ldcg(reinterpret_cast<const float4*>(base + (long long)sp * kPartialFloats + lr * DV + 4 * d4))
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    for (int r = warp; r < kR; r += warps) {
+      const int lr = lr0 + r;
+      const bool in = lr < rows && lane < n;
+      const float* mrow = base + kRows * DV + lr + (long long)lane * kPartialFloats;
+      const float ms = in ? __ldcg(mrow) : kNegInf, ls = in ? __ldcg(mrow + kRows) : 0.f;
+      float mx = ms;
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float e = merge_weight(ms, mx);  // 0 for an empty split or one past n
+      float l = e != 0.f ? e * ls : 0.f;
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) l += __shfl_xor_sync(0xffffffffu, l, off);
+      wt[r * 32 + lane] = e;
+      if (lane == 0) {
+        tot[2 * r] = mx;
+        tot[2 * r + 1] = l;
+      }
+    }
+    __syncthreads();
+    float acc[kR][4];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.f;
+#pragma unroll
+      for (int i = 0; i < per; ++i) {
+        const int sp = q + lanes * i;
+        const float e = sp < n ? wt[r * 32 + sp] : 0.f;
+        if (e != 0.f) {
+          const float4& v = x[r * per + i];
+          acc[r][0] += e * v.x; acc[r][1] += e * v.y; acc[r][2] += e * v.z; acc[r][3] += e * v.w;
+        }
+      }
+      if (q > 0) part[((q - 1) * kR + r) * kRowThreads + d4] = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    }
+    if (lanes > 1) __syncthreads();
+    if (q > 0) return;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      if (lr0 + r >= rows) break;
+      for (int g = 1; g < lanes; ++g) {
+        const float4 v = part[((g - 1) * kR + r) * kRowThreads + d4];
+        acc[r][0] += v.x; acc[r][1] += v.y; acc[r][2] += v.z; acc[r][3] += v.w;
+      }
+      finish_row<4, 2, 4>(p, b, group, rb * kRows + lr0 + r, 4 * d4, tot[2 * r], tot[2 * r + 1], acc[r], d4 == 0);
+    }
+  }
+  // The combine pass: one row a CTA, or p.combine_rows.
+  template <int kBatch>
+  __device__ static void combine_any(const MlaParams& p, unsigned char* smem) {
+    switch (p.combine_rows) {
+      case 2: return combine_rows<kBatch, 2>(p, smem);
+      case 4: return combine_rows<kBatch, 4>(p, smem);
+      case 8: return combine_rows<kBatch, 8>(p, smem);
+      default: return combine<kBatch>(p, smem);
+    }
+  }
+
   // The last CTA merges every split's partial: kSub threads per row (threads tid <
   // kRows * kSub), each 8 dims of every run of kSub * 8.
   template <int kSub>

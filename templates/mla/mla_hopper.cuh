@@ -46,22 +46,29 @@ struct MlaHopperTraits {
   static constexpr bool kNarrow32 = (kFeatures_ & mla_const::kFeatNarrow32) != 0;
   static constexpr bool kNarrow = kNarrow32 || (kFeatures_ & mla_const::kFeatNarrow) != 0;
   static constexpr int kRows = kNarrow32 ? mla_const::kNarrow32Rows : kNarrow ? mla_const::kNarrowRows : mla_const::kHopperRows;
-  static constexpr int kTile = mla_const::kHopperTile;
+  // The wide tile: 64-token tiles in two KV buffers, or (kFeatTile32) 32-token tiles in four.
+  static constexpr bool kTile32 = (kFeatures_ & mla_const::kFeatTile32) != 0;
+  static constexpr int kTile = kTile32 ? mla_const::kHopperTile32 : mla_const::kHopperTile;
+  static constexpr int kBufs = 2 * mla_const::kHopperTile / kTile;
   // The narrow tile: a producer warpgroup and a ring of blocks (mla_hopper_narrow_ring.cuh).
   static constexpr bool kRing = kNarrow;
   static constexpr int kThreads = kRing ? mla_const::kRingThreads : 256, kMinBlocks = 1;
   static constexpr int kRingSlots = kRing ? mla_ring_slots(kRows, sizeof(KVT_)) : 0;
-  static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block
-  static constexpr int kTileBytes = 9 * kBlockBytes;  // Q, or one KV buffer: 576 dims
-  // Row maxima, tile A's and B's rescale factors, the two row sums, the sparse
-  // row flags of both buffers, an mbarrier per buffer and column block, the split flag,
-  // an mbarrier per buffer and half for fp8's staged bytes.
-  static constexpr int kSmallBytes = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
-  // 1024: slack to align the swizzled tiles. Q, two KV buffers, A's P.
-  static constexpr int kSmemBytes = kRing ? mla_ring_smem_bytes(kRows, sizeof(KVT_)) : 1024 + 3 * kTileBytes + kBlockBytes + kSmallBytes;
+  static constexpr int kBlockBytes = 64 * 128;        // one 64-row x 64-dim swizzled column block (Q, P)
+  static constexpr int kTileBytes = 9 * kBlockBytes;  // Q: 576 dims
+  static constexpr int kKvBlockBytes = kTile * 128;   // a KV buffer's column block: kTile rows x 64 dims
+  static constexpr int kKvTileBytes = 9 * kKvBlockBytes;
+  // Row maxima, tile A's and B's rescale factors, the two row sums (320 floats), the sparse
+  // row flags of the buffers (sparse only), an mbarrier per buffer and column block, the
+  // split flag (16 bytes), an mbarrier per buffer and half for fp8's staged bytes.
+  static constexpr int kTokInts = kSparse ? kBufs * kTile : 0;
+  static constexpr int kSmallBytes = (320 + kTokInts + kBufs * 18 + 4) * 4 + 2 * kBufs * 8;
+  // 1024: slack to align the swizzled tiles. Q, the KV buffers, A's P.
+  static constexpr int kSmemBytes = kRing ? mla_ring_smem_bytes(kRows, sizeof(KVT_))
+                                          : 1024 + kTileBytes + kBufs * kKvTileBytes + kBlockBytes + kSmallBytes;
   static_assert(!IsFp8<QT_>::value || kFp8Kv, "an fp8 query needs an fp8 KV cache");
   static_assert(IsFp8<KVT_>::value || sizeof(KVT_) == 2, "16-bit or fp8 KV");
-  static_assert(kTile == 64, "64-token tiles");
+  static_assert(!kTile32 || (!kFp8Kv && !kSparse && !kNarrow), "tile32: the wide tile with dense 16-bit KV");
 };
 
 // The two math warpgroups over the loads of MlaHopperIo; kTma picks the load path, so each
@@ -79,6 +86,9 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   using Io::DV;
   using Io::kTile;
   using Io::kBlk;
+  using Io::kBufs;
+  using Io::kKvBlk;
+  using Io::kKvTileBytes;
   using Io::kLeftBlocks;
   using Io::kMaxA;
   using Io::kMaxB;
@@ -93,12 +103,15 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   using Io::load_q;
   using Io::q_rope_regs;
 
+  // S's accumulators (64 rows x kTile tokens) and P's A fragments (kTile / 16 k steps).
+  static constexpr int kS = kTile / 2, kPSteps = kTile / 16;
+
   // S (=, or += when `accumulate`) Q K^T over column blocks [kb0, kb1) of tile it's
   // buffer, each block once it has landed; block 8 (rope) takes Q from registers.
   // (Descriptors: built once per operand, then stepped by constants, desc_step.)
   template <int kb0, int kb1>
-  __device__ static void qk(float (&s)[32], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
-    const u64 dq = desc_k_major<64>(sm.q, 0), dk = desc_k_major<64>(sm.kv + (it % 2) * Tr::kTileBytes, 0);
+  __device__ static void qk(float (&s)[kS], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
+    const u64 dq = desc_k_major<64>(sm.q, 0), dk = desc_k_major<kTile>(sm.kv + (it % kBufs) * kKvTileBytes, 0);
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) {
       wait_block(sm, it, cb);
@@ -106,30 +119,31 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const int k0 = cb * 64 + kk * 16;
-        const u32 off = k_major_offset<64>(k0);
+        const u32 off_k = k_major_offset<kTile>(k0);
         if (cb < 8)
-          Wgmma<T, 64>::ss(s, desc_step(dq, off), desc_step(dk, off), accumulate || k0 > kb0 * 64);
+          Wgmma<T, kTile>::ss(s, desc_step(dq, k_major_offset<64>(k0)), desc_step(dk, off_k), accumulate || k0 > kb0 * 64);
         else
-          Wgmma<T, 64>::rs(s, rq[kk], desc_step(dk, off), 1);
+          Wgmma<T, kTile>::rs(s, rq[kk], desc_step(dk, off_k), 1);
       }
     }
     wgmma_commit();
   }
 
   // O[:, half] += P V[:, half] of tile it: P from registers, or from shared memory at sp.
-  __device__ static void pv_regs(float (&o)[128], const u32 (&pa)[4][4], const Smem& sm, int it, int half) {
-    const u64 dv = desc_mn_major<64>(sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk, 0);
+  __device__ static void pv_regs(float (&o)[128], const u32 (&pa)[kPSteps][4], const Smem& sm, int it, int half) {
+    const u64 dv = desc_mn_major<kTile>(sm.kv + (it % kBufs) * kKvTileBytes + half * kLeftBlocks * kKvBlk, 0);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_step(dv, mn_major_offset(kk * 16)), 1);
+    for (int kk = 0; kk < kPSteps; ++kk) Wgmma<T, DV / 2>::rs_mn(o, pa[kk], desc_step(dv, mn_major_offset(kk * 16)), 1);
     wgmma_commit();
   }
+  // (P at sp: a 64 x 64 block, its first kTile columns.)
   __device__ static void pv_smem(float (&o)[128], u32 sp, const Smem& sm, int it, int half) {
-    const u64 dv = desc_mn_major<64>(sm.kv + (it % 2) * Tr::kTileBytes + half * kLeftBlocks * kBlk, 0);
+    const u64 dv = desc_mn_major<kTile>(sm.kv + (it % kBufs) * kKvTileBytes + half * kLeftBlocks * kKvBlk, 0);
     const u64 dp = desc_k_major<64>(sp, 0);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < kPSteps; ++kk)
       Wgmma<T, DV / 2>::ss_mn(o, desc_step(dp, k_major_offset<64>(kk * 16)), desc_step(dv, mn_major_offset(kk * 16)), 1);
     wgmma_commit();
   }
@@ -137,7 +151,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   // Masks and scales S of tile it, then the online softmax against the running max m:
   // m moves to the new max, l is rescaled and gains the tile's row sums, s becomes P,
   // alpha is the rows' rescale factor for what came before.
-  __device__ static void softmax(float (&s)[32], const Work& w, const Smem& sm, int it, const int (&limit)[2],
+  __device__ static void softmax(float (&s)[kS], const Work& w, const Smem& sm, int it, const int (&limit)[2],
                                  float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2], int lane) {
     const int j0 = it * kTile;  // range offset of the tile's first key
     float mx[2] = {kNegInf, kNegInf};
@@ -147,15 +161,15 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     const bool interior = !Tr::kSparse && scale_log2 > 0.f && j0 + kTile <= min(limit[0], limit[1]);
     if (interior) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
+      for (int i = 0; i < kS; ++i) mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], s[i]);
       mx[0] *= scale_log2;
       mx[1] *= scale_log2;
     } else {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
+      for (int i = 0; i < kS; ++i) {
         const int hf = (i % 4) / 2, col = (i / 4) * 8 + (lane & 3) * 2 + (i % 2);
         bool vis = j0 + col < limit[hf];
-        if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % 2) * 64 + col] != 0;
+        if constexpr (Tr::kSparse) vis = vis && sm.tok[(it % kBufs) * kTile + col] != 0;
         s[i] = vis ? s[i] * scale_log2 : kNegInf;
         mx[hf] = fmaxf(mx[hf], s[i]);
       }
@@ -171,25 +185,25 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     }
     const float mul = interior ? scale_log2 : 1.f;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < kS; ++i) {
       s[i] = fast_exp2(fmaf(s[i], mul, -mx[(i % 4) / 2]));
       l[(i % 4) / 2] += s[i];
     }
   }
 
   // P in the A-operand layout: k step kk takes the 8-wide blocks 2kk and 2kk + 1.
-  __device__ static void pack_p(const float (&s)[32], u32 (&pa)[4][4]) {
+  __device__ static void pack_p(const float (&s)[kS], u32 (&pa)[kPSteps][4]) {
 #pragma unroll
-    for (int i = 0; i < 32; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
+    for (int i = 0; i < kS; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
   // P (16-bit, pack_p's fragments) into a swizzled 64 x 64 tile at shared address pt
   // that a wgmma reads K-major: one stmatrix per k step, whose four registers are the
   // step's four 8x8 matrices (a matrix row is one 16-byte swizzle chunk). The other
   // warpgroup's wgmma may read it after fence_proxy_async_shared.
-  __device__ static void store_p(u32 pt, const u32 (&pa)[4][4], int warp, int lane) {
+  __device__ static void store_p(u32 pt, const u32 (&pa)[kPSteps][4], int warp, int lane) {
     const int j = lane / 8, r = warp * 16 + (j % 2) * 8 + lane % 8;  // matrix j: row half j % 2, n tile + j / 2
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < kPSteps; ++kk)
       stmatrix_x4(pt + swizzled_offset<64>(r, (2 * kk + j / 2) * 8), pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
   }
 
@@ -217,7 +231,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   __device__ static void run_wg0(const MlaParams& p, const Work& w, const Smem& sm, int tid, const u32 (&rq)[4][4],
                                  const int (&limit)[2], float scale_log2, float (&o)[128], float (&m)[2], float (&l)[2]) {
     const int warp = tid / 32, lane = tid % 32;
-    float s[32];
+    float s[kS];
     if (w.n_tiles > 0) {
       widen<0, kLeftBlocks>(w, sm, 0, 0, tid);
       qk<0, 4>(s, sm, 0, rq, false);
@@ -227,34 +241,37 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       wgmma_fence_operands(s);
     }
     for (int a = 0; a < w.n_tiles; a += 2) {
-      const bool has_b = a + 1 < w.n_tiles, next_a = a + 2 < w.n_tiles, next_b = a + 3 < w.n_tiles;
+      const bool has_b = a + 1 < w.n_tiles, next_a = a + 2 < w.n_tiles;
+      // The tiles that refill this pair's buffers: the next pair (two buffers) or the one after (four).
+      const int ra = a + kBufs, rb = a + 1 + kBufs;
+      const bool load_a = ra < w.n_tiles, load_b = rb < w.n_tiles;
       float alpha[2];
       softmax(s, w, sm, a, limit, scale_log2, m, l, alpha, lane);
       put_rows(sm.m, m, warp, lane);
       put_rows(sm.scale_a, alpha, warp, lane);
       named_barrier_arrive(kMaxA, 256);
-      u32 pa[4][4];
+      u32 pa[kPSteps][4];
       pack_p(s, pa);
       rescale(o, alpha[0], alpha[1]);
       zero_tail(p, w, sm, a, 0, tid);
       pv_regs(o, pa, sm, a, 0);
-      // The next pair's pages, read while warpgroup 1 runs B's softmax (before A's, they
+      // The refills' pages, read while warpgroup 1 runs B's softmax (before A's, they
       // delayed the max hand-over that B's softmax waits for).
       int ea[4], eb[4];
-      lookup_rows(p, w, a + 2, tid, ea);
-      lookup_rows(p, w, a + 3, tid, eb);
+      lookup_rows(p, w, ra, tid, ea);
+      lookup_rows(p, w, rb, tid, eb);
       // B's maxima: A's P joins them for warpgroup 1's half of O.
       named_barrier_sync(kMaxB, 256);
       // A's left half is free once its P V is done: refill it before handing A's P over
       // (the refill is read at the next S, within a microsecond; the hand-over waits less).
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      if (next_a) load<0, kLeftBlocks>(p, w, sm, tid, a + 2, ea, true, Io::kTokBar);
+      if (load_a) load<0, kLeftBlocks>(p, w, sm, tid, ra, ea, true, Io::kTokBar);
       float sb[2];
       get_rows(sm.scale_b, sb, warp, lane);
       get_rows(sm.m, m, warp, lane);
 #pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] *= sb[(i % 4) / 2];
+      for (int i = 0; i < kS; ++i) s[i] *= sb[(i % 4) / 2];
       pack_p(s, pa);
       store_p(sm.p0, pa, warp, lane);
       fence_proxy_async_shared();  // generic stores, visible to warpgroup 1's wgmma
@@ -272,7 +289,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
         qk<0, 4>(s, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
-        if (next_b) load<0, kLeftBlocks>(p, w, sm, tid, a + 3, eb, false, Io::kTokBar);
+        if (load_b) load<0, kLeftBlocks>(p, w, sm, tid, rb, eb, false, Io::kTokBar);  // (load_b: next_a too)
         widen<kLeftBlocks, 9>(w, sm, a + 2, 0, tid);
         qk<4, 9>(s, sm, a + 2, rq, true);
       }
@@ -286,7 +303,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   __device__ static void run_wg1(const MlaParams& p, const Work& w, const Smem& sm, int tid, const u32 (&rq)[4][4],
                                  const int (&limit)[2], float scale_log2, float (&o)[128], float (&m)[2], float (&l)[2]) {
     const int warp = tid / 32, lane = tid % 32;
-    float s[32];
+    float s[kS];
     if (w.n_tiles > 1) {
       widen<kLeftBlocks, 9>(w, sm, 1, 1, tid);
       qk<4, 9>(s, sm, 1, rq, false);
@@ -296,10 +313,13 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       wgmma_fence_operands(s);
     }
     for (int a = 0; a < w.n_tiles; a += 2) {
-      const bool has_b = a + 1 < w.n_tiles, next_a = a + 2 < w.n_tiles, next_b = a + 3 < w.n_tiles;
+      const bool has_b = a + 1 < w.n_tiles, next_b = a + 3 < w.n_tiles;
+      // The tiles that refill this pair's buffers: the next pair (two buffers) or the one after (four).
+      const int ra = a + kBufs, rb = a + 1 + kBufs;
+      const bool load_a = ra < w.n_tiles, load_b = rb < w.n_tiles;
       int ea[4], eb[4];
-      lookup_rows(p, w, a + 2, tid, ea);
-      lookup_rows(p, w, a + 3, tid, eb);
+      lookup_rows(p, w, ra, tid, ea);
+      lookup_rows(p, w, rb, tid, eb);
       named_barrier_sync(kMaxA, 256);
       float sa[2], alpha[2] = {1.f, 1.f};
       get_rows(sm.m, m, warp, lane);
@@ -311,7 +331,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       put_rows(sm.scale_b, alpha, warp, lane);
       named_barrier_arrive(kMaxB, 256);
       rescale(o, sa[0] * alpha[0], sa[1] * alpha[1]);
-      u32 pb[4][4];
+      u32 pb[kPSteps][4];
       if (has_b) {
         pack_p(s, pb);
         store_p(sm.p1, pb, warp, lane);
@@ -327,11 +347,11 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       if (has_b) {
         wgmma_wait<1>();  // B's P V: B's right half is free
         wgmma_fence_operands(o);
-        if (next_b) load<kLeftBlocks, 9>(p, w, sm, tid, a + 3, eb, true, Io::kTokBar + 1);
+        if (load_b) load<kLeftBlocks, 9>(p, w, sm, tid, rb, eb, true, Io::kTokBar + 1);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
-      if (next_a) load<kLeftBlocks, 9>(p, w, sm, tid, a + 2, ea, false, Io::kTokBar + 1);  // A's right half is free
+      if (load_a) load<kLeftBlocks, 9>(p, w, sm, tid, ra, ea, false, Io::kTokBar + 1);  // A's right half is free
       if (next_b) {
         widen<kLeftBlocks, 9>(w, sm, a + 3, 1, tid);
         qk<4, 9>(s, sm, a + 3, rq, false);
@@ -361,12 +381,13 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       load_q(p, w, sm, threadIdx.x);
     }
     cp_async_commit();
-    // Tiles 0 and 1, each warpgroup its half of the columns.
-    for (int it = 0; it < 2 && it < w.n_tiles; ++it) {
+    // A tile for every buffer, each warpgroup its half of the columns (the sparse flags by the
+    // warpgroup that computes the tile's S: 0 for even tiles, 1 for odd).
+    for (int it = 0; it < kBufs && it < w.n_tiles; ++it) {
       int e[4];
       lookup_rows(p, w, it, tid, e);
-      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it == 0, Io::kTokBar);
-      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it == 1, Io::kTokBar + 1);
+      if (wg == 0) load<0, kLeftBlocks>(p, w, sm, tid, it, e, it % 2 == 0, Io::kTokBar);
+      else load<kLeftBlocks, 9>(p, w, sm, tid, it, e, it % 2 == 1, Io::kTokBar + 1);
     }
     cp_async_wait<0>();  // Q (the committed group)
     fence_proxy_async_shared();
@@ -460,7 +481,7 @@ struct MlaHopper {
 
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     // The combine: the wide tile's 255 registers hold 32 splits' float4s a thread, the narrow 16.
-    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::template combine<Tr::kNarrow ? 16 : 32>(p, smem_raw);
+    if (p.split_pass == 2) return MlaEpilogue<Tr, Tr::kRows>::template combine_any<Tr::kNarrow ? 16 : 32>(p, smem_raw);
     if constexpr (Tr::kNarrow) attend<MlaNarrowRing>(p, smem_raw);
     else attend<MlaHopperLoop>(p, smem_raw);
   }

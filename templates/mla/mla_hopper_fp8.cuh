@@ -43,7 +43,7 @@ struct MlaHopperFp8 {
 #pragma unroll
       for (int sub = 0; sub < 64 / kBoxRows; ++sub)
         tma_load_3d(dst + (cb - kb0) * kStageBlk + sub * kBoxRows * 64, map, staged, cb * 64,
-                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
+                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16], l2_evict_first());
   }
 
   // Four e4m3 (a 32-bit word) -> two fp16 pairs. The word splits into its 16-bit halves

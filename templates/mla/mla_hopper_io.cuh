@@ -20,6 +20,8 @@ struct MlaHopperIo {
   using Fp8 = MlaHopperFp8<Tr>;
   static constexpr int D = mla_const::kHeadDimQk, DV = mla_const::kHeadDimVo, kTile = Tr::kTile;
   static constexpr int kBlk = Tr::kBlockBytes, kLeftBlocks = 4;  // warpgroup 0 loads blocks 0..3
+  // The KV buffers (two of 64 tokens, or four of 32) and their column blocks.
+  static constexpr int kBufs = Tr::kBufs, kKvBlk = Tr::kKvBlockBytes, kKvTileBytes = Tr::kKvTileBytes;
   // Named barriers between the warpgroups (id 0 is __syncthreads'): one side arrives,
   // the other waits; all 256 threads count.
   enum : int {
@@ -37,13 +39,13 @@ struct MlaHopperIo {
   };
 
   struct Smem {
-    unsigned char* base;  // 1024-aligned: Q, buffer 0, buffer 1, A's P
+    unsigned char* base;  // 1024-aligned: Q, the KV buffers, A's P
     u32 q, kv, p0, p1;    // shared-space addresses; p1 (B's P) is Q's rope block
     float* m;             // [64] the rows' running max after the latest tile
     float* scale_a;       // [64] tile A's rescale factor
     float* scale_b;       // [64] tile B's
     float* lsum;          // [2][64] the warpgroups' row sums, at the end
-    int* tok;             // [2][64] sparse: whether each row of the buffer's tile holds a key
+    int* tok;             // [buffer][kTile] sparse: whether each row of the buffer's tile holds a key
     u64* full;            // [buffer * 9 + block]: the block's TMA bytes, or its 128 loaders' cp.async (fp8: widening) arrivals
     unsigned* flag;
     u64* staged;          // fp8: [buffer * 2 + half]: the half's staged fp8 bytes (TMA)
@@ -53,8 +55,8 @@ struct MlaHopperIo {
   // widening: the loading warpgroup's 128 threads); then the CTA waits for the prior grid.
   __device__ static void init_barriers(const Smem& sm) {
     if (threadIdx.x == 0) {
-      for (int i = 0; i < 18; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
-      for (int i = 0; i < 4; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
+      for (int i = 0; i < kBufs * 9; ++i) mbar_init(&sm.full[i], kTma && !Tr::kFp8Kv ? 1 : 128);
+      for (int i = 0; i < kBufs * 2; ++i) mbar_init(&sm.staged[i], kTma ? 1 : 128);
     }
     __syncthreads();
     pdl_wait_prior_grid();
@@ -88,17 +90,17 @@ struct MlaHopperIo {
     sm.base = raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
     sm.q = smem_addr(sm.base);
     sm.kv = sm.q + Tr::kTileBytes;
-    sm.p0 = sm.q + 3 * Tr::kTileBytes;
+    sm.p0 = sm.kv + kBufs * kKvTileBytes;
     sm.p1 = sm.q + 8 * kBlk;
-    unsigned char* c = sm.base + 3 * Tr::kTileBytes + kBlk;
+    unsigned char* c = sm.base + Tr::kTileBytes + kBufs * kKvTileBytes + kBlk;
     sm.m = reinterpret_cast<float*>(c);
     sm.scale_a = sm.m + 64;
     sm.scale_b = sm.m + 128;
     sm.lsum = sm.m + 192;
     sm.tok = reinterpret_cast<int*>(sm.m + 320);
-    sm.full = reinterpret_cast<u64*>(sm.m + 448);
-    sm.flag = reinterpret_cast<unsigned*>(sm.full + 18);
-    sm.staged = reinterpret_cast<u64*>(sm.m + 488);
+    sm.full = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts);  // (Traits::kSmallBytes)
+    sm.flag = reinterpret_cast<unsigned*>(sm.full + kBufs * 9);
+    sm.staged = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts + kBufs * 18 + 4);
     return sm;
   }
 
@@ -118,32 +120,33 @@ struct MlaHopperIo {
     }
   }
 
-  // A loader thread's rows of tile it: tid / 8 + 16 j (TMA: thread 0's rows that start
-  // a box, 0 / 16 / 32 / 48 by page size). Looked up an iteration before the copies.
+  // A loader thread's rows of tile it: tid / 8 + 16 j, j < kTile / 16 (TMA: thread 0's rows
+  // that start a box, 0 / 16 / 32 / 48 by page size). Looked up an iteration before the copies.
+  static constexpr int kBoxRows = Tr::kPageSize < kTile ? Tr::kPageSize : kTile;  // a page's rows of one tile
   __device__ static void lookup_rows(const MlaParams& p, const Work& w, int it, int tid, int (&e)[4]) {
-    constexpr int kBoxStep = (Tr::kPageSize < 64 ? Tr::kPageSize : 64) / 16;  // rows j that start a TMA box
+    constexpr int kBoxStep = kBoxRows / 16;  // rows j that start a TMA box
     const bool needed = it < w.n_tiles && (!kTma || tid == 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      e[j] = needed && (!kTma || j % kBoxStep == 0) ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j) : -1;
+      e[j] = needed && j < kTile / 16 && (!kTma || j % kBoxStep == 0) ? lookup(p, w, w.lo + it * kTile + tid / 8 + 16 * j)
+                                                                      : -1;
   }
 
-  // Column blocks [kb0, kb1) of tile it into buffer it % 2 by TMA, issued by one thread:
-  // a box of 64 dims x min(page_size, 64) slots per block and page. A page past the
+  // Column blocks [kb0, kb1) of tile it into buffer it % kBufs by TMA, issued by one thread:
+  // a box of 64 dims x min(page_size, kTile) slots per block and page. A page past the
   // range (entry -1) is out of the map's bounds: TMA fills it with zeros.
   template <int kb0, int kb1>
   __device__ static void load_half_tma(const MlaParams& p, const Work& w, const Smem& sm, int it, const int (&e)[4]) {
-    constexpr int kBoxRows = Tr::kPageSize < 64 ? Tr::kPageSize : 64;
-    const int buf = it % 2, j0 = w.lo + it * kTile;
-    const u32 dst = sm.kv + buf * Tr::kTileBytes;
+    const int buf = it % kBufs, j0 = w.lo + it * kTile;
+    const u32 dst = sm.kv + buf * kKvTileBytes;
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) {
       u64* bar = &sm.full[buf * 9 + cb];
-      mbar_arrive_expect_tx(bar, kBlk);
+      mbar_arrive_expect_tx(bar, kKvBlk);
 #pragma unroll
-      for (int sub = 0; sub < 64 / kBoxRows; ++sub)
-        tma_load_3d(dst + cb * kBlk + sub * kBoxRows * 128, &p.kv_map, bar, cb * 64,
-                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
+      for (int sub = 0; sub < kTile / kBoxRows; ++sub)
+        tma_load_3d(dst + cb * kKvBlk + sub * kBoxRows * 128, &p.kv_map, bar, cb * 64,
+                    (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16], l2_evict_first());
     }
   }
 
@@ -169,17 +172,17 @@ struct MlaHopperIo {
   __device__ static void zero_tail(const MlaParams& p, const Work& w, const Smem& sm, int it, int half, int tid) {
     const int valid = w.hi - w.lo - it * kTile;
     if (!kTma || Tr::kFp8Kv || valid >= kTile) return;  // (fp8: the widening wrote zeros there)
-    unsigned char* v = sm.base + Tr::kTileBytes * (1 + it % 2) + half * kLeftBlocks * kBlk;
+    unsigned char* v = sm.base + Tr::kTileBytes + (it % kBufs) * kKvTileBytes + half * kLeftBlocks * kKvBlk;
     for (int i = tid; i < (kTile - valid) * kLeftBlocks * 8; i += 128) {  // rows x 4 blocks x 8 chunks
       const int r = valid + i / (kLeftBlocks * 8), cb = (i / 8) % kLeftBlocks;
-      *reinterpret_cast<uint4*>(v + cb * kBlk + r * 128 + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(v + cb * kKvBlk + r * 128 + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
     }
     fence_proxy_async_shared();
     named_barrier_sync(kTokBar + half, 128);
   }
 
-  // Column blocks [kb0, kb1) of tile it into buffer it % 2, by one warpgroup: thread t
-  // copies chunk t % 8 of rows t / 8 + 16 j (one address per row; in the swizzled
+  // Column blocks [kb0, kb1) of tile it into buffer it % kBufs, by one warpgroup: thread t
+  // copies chunk t % 8 of rows t / 8 + 16 j, j < kTile / 16 (one address per row; in the swizzled
   // buffer every destination is the thread's base plus a constant). Rows without a
   // key are zero-filled: V meets P = 0 there, and 0 * garbage could be NaN. The copies
   // arrive on the half's mbarrier; `flags`: publish the rows' sparse flags too (then barrier flags_bar).
@@ -187,19 +190,20 @@ struct MlaHopperIo {
   __device__ static void load_half(const MlaParams& p, const Work& w, const Smem& sm, int tid, int it, const int (&e)[4],
                                    bool flags, int flags_bar) {
     const unsigned char* kv = static_cast<const unsigned char*>(p.kv);
-    const int buf = it % 2, j0 = w.lo + it * kTile, cc = tid % 8, r0 = tid / 8;
+    const int buf = it % kBufs, j0 = w.lo + it * kTile, cc = tid % 8, r0 = tid / 8;
+    constexpr int kRowGroups = kTile / 16;
     if constexpr (Tr::kSparse) {
       if (flags) {
         if (cc == 0)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) sm.tok[buf * 64 + r0 + 16 * j] = e[j] >= 0;
+          for (int j = 0; j < kRowGroups; ++j) sm.tok[buf * kTile + r0 + 16 * j] = e[j] >= 0;
         named_barrier_sync(flags_bar, 128);
       }
     }
     const unsigned char* src[4];  // the rows' first bytes (the cache's base where nothing is stored)
     unsigned bytes[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kRowGroups; ++j) {
       const int r = r0 + 16 * j;
       long long page, slot;
       if constexpr (Tr::kSparse) {
@@ -230,15 +234,15 @@ struct MlaHopperIo {
       cp_async_mbar_arrive(&sm.staged[buf * 2 + (kb0 == 0 ? 0 : 1)]);
       return;
     }
-    unsigned char* dst = sm.base + Tr::kTileBytes * (1 + buf) + swizzled_offset<64>(r0, cc * 8);
+    unsigned char* dst = sm.base + Tr::kTileBytes + buf * kKvTileBytes + swizzled_offset<64>(r0, cc * 8);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) src[j] += cc * 16;
+    for (int j = 0; j < kRowGroups; ++j) src[j] += cc * 16;
     // Block by block: a thread's arrival on a block's barrier fires once all its copies so
     // far have landed, so the block's S can start while later blocks are in flight.
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) cp_async_16(dst + j * 16 * 128 + cb * kBlk, src[j] + cb * 128, bytes[j]);
+      for (int j = 0; j < kRowGroups; ++j) cp_async_16(dst + j * 16 * 128 + cb * kKvBlk, src[j] + cb * 128, bytes[j]);
       cp_async_mbar_arrive(&sm.full[buf * 9 + cb]);
     }
   }
@@ -259,7 +263,7 @@ struct MlaHopperIo {
   // TMA writes through the async proxy that wgmma reads with: the mbarrier's completion
   // is all they need. cp.async writes are generic-proxy ones and need the fence.
   __device__ static void wait_block(const Smem& sm, int it, int cb) {
-    mbar_wait(&sm.full[(it % 2) * 9 + cb], (it / 2) & 1);
+    mbar_wait(&sm.full[(it % kBufs) * 9 + cb], (it / kBufs) & 1);
     if constexpr (!kTma) fence_proxy_async_shared();
   }
 

@@ -124,7 +124,7 @@ struct MlaNarrowRing : MlaHopperNarrow<Tr, kTma> {
 #pragma unroll
         for (int sub = 0; sub < 64 / kBoxRows; ++sub)
           tma_load_3d(r.slot(Ring::at(g)) + sub * kBoxRows * kRowBytes, &p.kv_map, bar, cb * 64,
-                      (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16]);
+                      (j0 + sub * kBoxRows) % Tr::kPageSize, e[sub * kBoxRows / 16], l2_evict_first());
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) e[j] = next[j];

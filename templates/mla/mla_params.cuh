@@ -32,6 +32,10 @@ constexpr unsigned kFeatSplitRope = 1u << 8;
 // The wgmma kernel's narrow tile (kNarrowRows rows in N, tokens in M): spec::feature::kNarrowTile.
 constexpr unsigned kFeatNarrow = 1u << 16;
 constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
+// The wide tile in 32-token tiles, four KV buffers in the two's bytes (spec::feature::kTile32):
+// a tile's loads start two pairs of tiles before its S, not one (16-bit dense KV).
+constexpr unsigned kFeatTile32 = 1u << 18;
+constexpr int kHopperTile32 = 32;
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 // The narrow tile (mla_hopper_narrow_ring.cuh): a producer warpgroup beside the two math
 // ones, and a ring of 64-token x 64-dim blocks (8 KB of 16-bit KV, 4 KB of fp8) in what
@@ -128,6 +132,7 @@ struct MlaParams {
   long long kvr_stride_page, kvr_stride_tok;
   long long lse_stride_b, lse_stride_t, lse_stride_h;  // lse at b, t (query token), h: FIA's (B, N, Q_S, 1)
   int kv_len;                  // seq_lens null: every batch's KV length
+  int combine_rows;            // split_pass 2: rows a combine CTA merges (1, 2, 4 or 8; mla_combine_rows)
 };
 
 // kFeatSplitRope (FIA): keys j < fia_mla_row_limit(...) are visible to query token t of a
@@ -169,11 +174,23 @@ ATTNJIT_HOST_DEVICE inline int mla_combine_threads(int entry_threads, long long 
   const int row_threads = mla_const::kHeadDimVo / 4;
   return entry_threads >= 2 * row_threads && ctas <= sms ? 2 * row_threads : row_threads;
 }
-// Its dynamic shared memory: the split weights, the warps' maxima and sums, and the lane
-// groups past the first one's float4 sums.
-ATTNJIT_HOST_DEVICE inline int mla_combine_smem_bytes(int threads) {
+// Its dynamic shared memory: the split weights, the warps' (rows') maxima and sums, and the
+// lane groups past the first one's float4 sums of each of its `rows` (combine_rows).
+ATTNJIT_HOST_DEVICE inline int mla_combine_smem_bytes(int threads, int rows = 1) {
   const int row_threads = mla_const::kHeadDimVo / 4, lanes = threads / row_threads > 0 ? threads / row_threads : 1;
-  return mla_const::kMaxSplits * 4 + 2 * (threads / 32) * 4 + (lanes - 1) * row_threads * 16;
+  const int one = mla_const::kMaxSplits * 4 + 2 * (threads / 32) * 4 + (lanes - 1) * row_threads * 16;
+  const int many = (8 * 32 + 16) * 4 + (lanes - 1) * rows * row_threads * 16;
+  return rows > 1 && many > one ? many : one;
+}
+// The float4 loads a combine thread holds (MlaEpilogue::combine<kBatch>): 32 in the wide
+// wgmma tile's 256-thread entry, 16 in the others (the narrow tile's, the mma.sync kernel's).
+ATTNJIT_HOST_DEVICE inline int mla_combine_batch(int entry_threads) { return entry_threads == 256 ? 32 : 16; }
+// Rows a combine CTA merges: one, or with few splits as many (2, 4, 8) as one lane group's
+// loads hold, every row's splits in one round (so splits <= 32 / rows... <= 16).
+ATTNJIT_HOST_DEVICE inline int mla_combine_rows(int splits, int batch) {
+  int r = 1;
+  while (r < 8 && 2 * r * splits <= batch) r *= 2;
+  return r;
 }
 
 // Workspace floats per (batch, row block, split): rows x 512 partial O, then the rows'

@@ -215,6 +215,52 @@ TEST(MlaGpuHopper, DenseRowsByCpAsyncMatch) {
   }
 }
 
+// The wide tile in 32-token tiles, four KV buffers (ATTNJIT_MLA_TILE32=1: one row block of
+// dense 16-bit KV, 33 to 64 rows): every page size (a box of 16 rows, or one of 32 from a
+// longer page), tails of every length, splits merged by the last CTA and by the combine
+// launch, sinks, LSE, device scales, both dtypes and cache shapes, TMA and cp.async rows.
+TEST(MlaGpuHopper, ThirtyTwoTokenTilesMatch) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  testing::EnvGuard tile32("ATTNJIT_MLA_TILE32", "1");
+  std::mt19937 rng(3232);
+  int n = 0;
+  for (int page : {16, 32, 64, 128})
+    for (int heads : {33, 64}) {
+      MlaCase c;
+      c.backend = Backend::kTrtllmGen;
+      c.heads = heads;
+      c.q_len = heads == 33 && page == 32 ? 2 : 1;  // 66 rows: two row blocks, the 64-token tile again
+      c.page_size = page;
+      c.seq_lens = {1 + int(rng() % 31), 33 + int(rng() % 64), 1 + int(rng() % 9000)};
+      c.dtype = n % 2 ? DType::kFloat16 : DType::kBFloat16;
+      c.four_d = n % 3 == 1;
+      c.sinks = n % 2 == 0;
+      c.lse = n % 4 < 2;
+      c.scale_ptrs = n % 4 == 3;
+      c.sm_count = n % 3 == 2 ? 4 : 0;  // few SMs: more splits a request
+      EXPECT_LE(run_mla(c, 3300 + n++), kTol) << describe(c) << " tile32";
+    }
+  for (const char* combine : {"0", "1"}) {
+    testing::EnvGuard mode("ATTNJIT_MLA_COMBINE", combine);
+    MlaCase one;
+    one.backend = Backend::kTrtllmGen;
+    one.heads = 64;
+    one.seq_lens = {20000, 7};
+    one.lse = true;
+    EXPECT_LE(run_mla(one, 3400 + n++), kTol) << describe(one) << " tile32, combine " << combine;
+  }
+  testing::EnvGuard no_tma("ATTNJIT_MLA_TMA", "0");
+  for (int page : {16, 128}) {
+    MlaCase c;
+    c.backend = Backend::kTrtllmGen;
+    c.heads = 48;
+    c.page_size = page;
+    c.seq_lens = {1 + int(rng() % 3000), 1 + int(rng() % 100)};
+    c.lse = true;
+    EXPECT_LE(run_mla(c, 3500 + n++), kTol) << describe(c) << " tile32, cp.async";
+  }
+}
+
 // seq_lens past max_seq_len (outside the seed's contract, inside the block tables): the splits
 // are planned over max_seq_len, and the last one runs to the request's end, so no key is lost.
 TEST(MlaGpu, SeqLensPastMaxSeqLenStillSeeEveryKey) {

@@ -38,6 +38,7 @@ MlaArgs mla_with(int heads, int q_len, bool sparse = false) {
 TEST(MlaNarrow, FeatureBitMatchesTheKernels) {
   EXPECT_EQ(mla_const::kFeatNarrow, spec::feature::kNarrowTile);
   EXPECT_EQ(mla_const::kFeatNarrow32, spec::feature::kNarrow32);
+  EXPECT_EQ(mla_const::kFeatTile32, spec::feature::kTile32);
   EXPECT_EQ(mla_const::kNarrowRows, 16);
   EXPECT_EQ(mla_const::kNarrow32Rows, 32);
 }

@@ -391,6 +391,14 @@ TEST(CacheKey, ChangesWithEachSpecField) {
   }
 }
 
+// operator== compares members one by one (it runs on every launch); the field table, which
+// writes the JSON, is the definition: the two agree on every pair of specs.
+TEST(SpecEquality, AgreesWithTheFieldTable) {
+  const auto specs = many_specs();
+  for (const auto& a : specs)
+    for (const auto& b : specs) EXPECT_EQ(a == b, a.to_json() == b.to_json()) << a.name() << " vs " << b.name();
+}
+
 TEST(KernelSpecHash, EqualForEqualSpecs) {
   KernelSpecHash h;
   const auto specs = many_specs();

@@ -25,6 +25,7 @@ bool present(const TensorView& t) { return t.data != nullptr || (t_shapes_only &
 
 namespace {
 void require_present(const TensorView& t, const char* name) {
+  if (t.data && t.rank > 0) return;  // present in either mode (the launch path's case: no TLS read)
   if (t_shapes_only) {
     if (t.rank <= 0) invalid(name, "a tensor (shape and dtype; data may be null when prewarming)", "none");
   } else if (!t.data) {

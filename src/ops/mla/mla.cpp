@@ -62,6 +62,19 @@ int mla_hopper_rows(int rows_per_group, bool fp8_kv) {
   return mla_const::kHopperRows;
 }
 
+bool mla_wide_tile32(const MlaShape& s, bool fp8_kv) {
+  // The 64-row tile in 32-token tiles, four buffers, where one row block holds the whole group
+  // (no second CTA reads the same KV from L2, so the tile waits on its loads): dense 16-bit KV
+  // only. H100, h64: B16 L8K 1.018x, B2 L16K 1.064x of the 64-token tile; but a launch of few
+  // CTAs is latency-bound and wants fewer, longer tiles (h16 B1 L4K in the wide tile: 0.85x),
+  // so only where the splits can give at least kMinCtas CTAs (a split holds >= 256 tokens).
+  constexpr int64_t kMinCtas = 64, kMinSplitTokens = 256;
+  const bool fits = s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv && mla_row_blocks(s) == 1;
+  // ATTNJIT_MLA_TILE32=0/1 (a measuring knob): never, or wherever it fits.
+  if (const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 1, "0 or 1")) return fits && *knob == 1;
+  return fits && mla_base_ctas(s) * ((std::max(s.range, 1) + kMinSplitTokens - 1) / kMinSplitTokens) >= kMinCtas;
+}
+
 bool mla_combine_pays(int splits) {
   if (splits <= 1) return false;
   const auto knob = util::env_knob("ATTNJIT_MLA_COMBINE", 0, 1, "0 or 1");
@@ -83,12 +96,23 @@ void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstrea
   // The combine pass: the same entry (its split_pass 2 branch), one row a CTA (a single
   // long request, h128 B1: 2 row blocks of 64 rows, gives 128 CTAs), only the rows a row
   // block can hold (16 heads in the 64-row tile: 16 CTAs, not 64).
-  const Grid cgrid{static_cast<unsigned>(std::min(shape.rows_per_cta, p.rows_per_group)), grid.y, grid.z};
+  // With few splits a CTA merges several rows (mla_combine_rows): h64 B16 at 8 splits launched
+  // 1024 one-row CTAs, each a few dependent latencies long, 20 us on the H100 (ncu).
+  const int rows = std::min(shape.rows_per_cta, p.rows_per_group);
+  int per_cta = mla_combine_rows(p.num_splits, mla_combine_batch(k.launch.threads));
+  // ATTNJIT_MLA_COMBINE_ROWS=1 (a measuring knob): at most that many rows a CTA (1: one).
+  if (const auto most = util::env_knob("ATTNJIT_MLA_COMBINE_ROWS", 1, 8, "1, 2, 4 or 8"))
+    while (per_cta > *most) per_cta /= 2;
+  // ...but not below a CTA an SM: where the rows are few, fewer and longer CTAs lose (H100,
+  // h128 B1 L4K: 128 one-row CTAs -> 64 two-row ones, 0.92x).
+  while (per_cta > 1 && int64_t((rows + per_cta - 1) / per_cta) * grid.y * grid.z < k.num_sms) per_cta /= 2;
+  const Grid cgrid{static_cast<unsigned>((rows + per_cta - 1) / per_cta), grid.y, grid.z};
   runtime::LoadedKernel kc = k;
   kc.launch.threads = mla_combine_threads(k.launch.threads, int64_t(cgrid.x) * cgrid.y * cgrid.z, k.num_sms);
-  kc.launch.smem_bytes = mla_combine_smem_bytes(kc.launch.threads);
+  kc.launch.smem_bytes = mla_combine_smem_bytes(kc.launch.threads, per_cta);
   MlaParams pc = p;
   pc.split_pass = 2;
+  pc.combine_rows = per_cta;
   launch_kernel(kc, cgrid, stream, pdl, pc);
 }
 
@@ -246,6 +270,10 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
     plan.shape.tile_tokens = mla_const::kHopperTile;
     if (plan.shape.rows_per_cta == mla_const::kNarrowRows) s.features |= spec::feature::kNarrowTile;
     if (plan.shape.rows_per_cta == mla_const::kNarrow32Rows) s.features |= spec::feature::kNarrow32;
+    if (mla_wide_tile32(plan.shape, s.kv_dtype == DType::kFloat8E4M3)) {
+      s.features |= spec::feature::kTile32;
+      plan.shape.tile_tokens = mla_const::kHopperTile32;
+    }
   }
   MlaParams& p = plan.params;
   p = MlaParams{};

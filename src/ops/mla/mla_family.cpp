@@ -24,7 +24,8 @@ const char* device_type(DType d) {
   }
 }
 constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers |
-                                   spec::feature::kSplitRope | spec::feature::kNarrowTile | spec::feature::kNarrow32;
+                                   spec::feature::kSplitRope | spec::feature::kNarrowTile | spec::feature::kNarrow32 |
+                                   spec::feature::kTile32;
 }  // namespace
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
@@ -52,8 +53,14 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
       t.ring_slots = mla_ring_slots(t.rows, t.kv_elem_bytes);
       t.smem_bytes = mla_ring_smem_bytes(t.rows, t.kv_elem_bytes);
     } else {
-      const int block = 64 * 128, small = 3 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 2 * 9 * 8 + 16 + 4 * 8;
-      t.smem_bytes = 1024 + 3 * 9 * block + block + small;
+      // MlaHopperTraits::kSmemBytes: 64-token tiles in two buffers, or (tile32) 32-token
+      // tiles in four, the same bytes; row flags for sparse rows; a full mbarrier per
+      // buffer and block, two staged.
+      if (s.has(spec::feature::kTile32)) t.tile = mla_const::kHopperTile32;
+      t.stages = 128 / t.tile;
+      const int tok_ints = s.mask == spec::MaskMode::kCustom ? t.stages * t.tile : 0;
+      const int block = 64 * 128, small = (320 + tok_ints + t.stages * 18 + 4) * 4 + 2 * t.stages * 8;
+      t.smem_bytes = 1024 + 9 * block + t.stages * 9 * t.tile * 128 + block + small;
     }
     return t;
   }
@@ -85,8 +92,12 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
       return refuse([] { return std::string("narrow and narrow32 are two tiles: one of them"); });
     if (s.has(spec::feature::kNarrow32) && s.kv_dtype == DType::kFloat8E4M3)
       return refuse([] { return std::string("narrow32 takes 16-bit KV (fp8 KV: the 16-row narrow tile or the wide one)"); });
-  } else if (s.has(spec::feature::kNarrowTile) || s.has(spec::feature::kNarrow32)) {
-    return refuse([] { return std::string("narrow (rows in wgmma's N) is a tile of the trtllm-gen mla kernel"); });
+    if (s.has(spec::feature::kTile32) &&
+        (s.has(spec::feature::kNarrowTile | spec::feature::kNarrow32) || s.kv_dtype == DType::kFloat8E4M3 ||
+         s.mask != spec::MaskMode::kCausal))
+      return refuse([] { return std::string("tile32 is the wide tile's, with dense (causal) 16-bit KV"); });
+  } else if (s.has(spec::feature::kNarrowTile | spec::feature::kNarrow32 | spec::feature::kTile32)) {
+    return refuse([] { return std::string("narrow, narrow32 and tile32 are tiles of the trtllm-gen mla kernel"); });
   }
   if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16 && s.q_dtype != DType::kFloat8E4M3)
@@ -105,7 +116,7 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
     return refuse([] { return std::string("mla masks are causal (dense) or custom (sparse indices)"); });
   if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("mla applies no positional encoding (RoPE is in the 64 rope dims)"); });
-  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope, narrow and narrow32", s.features); });
+  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope, narrow, narrow32 and tile32", s.features); });
   if (s.has(spec::feature::kSplitRope) &&
       (s.kv_dtype != s.q_dtype || s.q_dtype == DType::kFloat8E4M3 || s.mask != spec::MaskMode::kCausal))
     return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is dense (causal) with 16-bit Q and KV of one dtype"); });

@@ -55,6 +55,8 @@ MlaPlan plan_mla(const MlaArgs& args, const spec::Arch& arch);
 // wgmma's N) where they fit it, else the wide one. ATTNJIT_MLA_NARROW=0 keeps the wide tile
 // everywhere (a measuring knob: both tiles are in every wgmma kernel).
 int mla_hopper_rows(int rows_per_group, bool fp8_kv);
+// Whether the wide tile runs in 32-token tiles (spec::feature::kTile32) for this shape.
+bool mla_wide_tile32(const MlaShape& s, bool fp8_kv);
 spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 
 // The wgmma kernel's dense KV as a TMA tensor map in plan.params.kv_map (kv_tma = 1), where

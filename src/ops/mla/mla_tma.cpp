@@ -37,7 +37,7 @@ void mla_set_kv_map(const MlaArgs& a, MlaPlan& plan) {
   d.strides[0] = uint64_t(p.kv_stride_tok) * elem;
   d.strides[1] = uint64_t(p.kv_stride_page) * elem;
   d.box[0] = 64;  // one of the kernel's column blocks: 128 bytes (one swizzle span), fp8 64 bytes
-  d.box[1] = uint32_t(std::min(s.page_size, mla_const::kHopperTile));
+  d.box[1] = uint32_t(std::min(s.page_size, plan.shape.tile_tokens));  // a page's rows of one tile
   d.box[2] = 1;
   // fp8: dense rows, widened in shared memory (the wide tile); the narrow tile reads them with
   // ldmatrix, whose 64-byte rows want the 64-byte swizzle (mla_hopper_narrow_fp8.cuh).

@@ -90,6 +90,11 @@ TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
   ASSERT_EQ(f.code, 0) << f.all();
   EXPECT_NE(f.out.find("backend:    trtllm-gen"), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("fp8 KV landed in the tile buffers and widened to fp16 in shared memory"), std::string::npos) << f.out;
+  // tile32: the same seesaw in 32-token tiles, four buffers.
+  Result t = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.tile32.trtllmgen.sm90a");
+  ASSERT_EQ(t.code, 0) << t.all();
+  EXPECT_NE(t.out.find("64 head rows x 32-token tiles of 576 dims"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("; 4 buffers,"), std::string::npos) << t.out;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheNarrowTile) {

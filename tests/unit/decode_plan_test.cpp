@@ -1,11 +1,12 @@
 // Tests of src/ops/decode/decode_launch: split-KV choice and workspace sizing (pure CPU).
 #include <gtest/gtest.h>
 
-#include <tuple>
-
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <random>
 #include <string>
+#include <tuple>
 
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
@@ -25,6 +26,31 @@ TEST(ChooseSplits, OneWhenTheBaseGridIsWholeWaves) {
       for (int len : {1, 128, 4096, 1 << 20})
         EXPECT_EQ(choose_splits(k * slots, len, slots), 1) << k << " waves of " << slots << ", len " << len;
   for (int len : {4096, 1 << 20}) EXPECT_EQ(choose_splits(100000, len, 264), 1);
+}
+
+// choose_splits walks wave counts, not every split count: it picks what the plain search
+// over s = 1..cap picks (the smallest s of least cost), over a sweep of bases, lengths, slots.
+TEST(ChooseSplits, WaveWalkPicksWhatEverySplitCountWouldPick) {
+  auto reference = [](int64_t base, int len, int slots) {
+    const int64_t cap = std::max<int64_t>(1, std::min<int64_t>({ceil_div(len, 256), ceil_div(4 * int64_t(slots), base), 256}));
+    int best = 1;
+    int64_t best_cost = INT64_MAX;
+    for (int64_t s = 1; s <= cap; ++s) {
+      const int64_t cost = ceil_div(base * s, slots) * (ceil_div(len, s) + 64);
+      if (cost < best_cost) best_cost = cost, best = static_cast<int>(s);
+    }
+    return best;
+  };
+  std::mt19937 rng(77);
+  int n = 0;
+  for (int slots : {1, 7, 108, 132, 264, 396, 528})
+    for (int64_t base : {1, 2, 3, 5, 8, 16, 31, 64, 100, 131, 132, 133, 263, 264, 265, 500, 1000, 4096})
+      for (int i = 0; i < 40; ++i) {
+        const int len = i < 8 ? (1 << (i * 2 + 2)) + i : 1 + int(rng() % (1 << 18));
+        ASSERT_EQ(choose_splits(base, len, slots), reference(base, len, slots)) << base << " " << len << " " << slots;
+        ++n;
+      }
+  EXPECT_EQ(n, 7 * 18 * 40);
 }
 
 TEST(ChooseSplits, DegenerateInputsGiveOne) {

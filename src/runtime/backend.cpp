@@ -168,13 +168,12 @@ void select_backend(BackendChoice choice, spec::KernelSpec& s) {
     s.backend = last.backend;
     return;
   }
-  const spec::KernelSpec asked = s;
   spec::Backend b;
   if (!decision_memo().find(choice, s, &b)) {
     b = resolve_uncached(family_of(s), choice, s);  // a refusal throws and is not remembered
     decision_memo().remember(choice, s, b);
   }
-  last = Last{true, choice, asked, b};
+  last = Last{true, choice, s, b};
   s.backend = b;
 }
 

@@ -49,7 +49,7 @@ struct MlaHopperTraits {
   // The wide tile: 64-token tiles in two KV buffers, or (kFeatTile32) 32-token tiles in four.
   static constexpr bool kTile32 = (kFeatures_ & mla_const::kFeatTile32) != 0;
   static constexpr int kTile = kTile32 ? mla_const::kHopperTile32 : mla_const::kHopperTile;
-  static constexpr int kBufs = 2 * mla_const::kHopperTile / kTile;
+  static constexpr int kBufs = mla_wide_buffers(kTile);
   // The narrow tile: a producer warpgroup and a ring of blocks (mla_hopper_narrow_ring.cuh).
   static constexpr bool kRing = kNarrow;
   static constexpr int kThreads = kRing ? mla_const::kRingThreads : 256, kMinBlocks = 1;
@@ -58,14 +58,8 @@ struct MlaHopperTraits {
   static constexpr int kTileBytes = 9 * kBlockBytes;  // Q: 576 dims
   static constexpr int kKvBlockBytes = kTile * 128;   // a KV buffer's column block: kTile rows x 64 dims
   static constexpr int kKvTileBytes = 9 * kKvBlockBytes;
-  // Row maxima, tile A's and B's rescale factors, the two row sums (320 floats), the sparse
-  // row flags of the buffers (sparse only), an mbarrier per buffer and column block, the
-  // split flag (16 bytes), an mbarrier per buffer and half for fp8's staged bytes.
-  static constexpr int kTokInts = kSparse ? kBufs * kTile : 0;
-  static constexpr int kSmallBytes = (320 + kTokInts + kBufs * 18 + 4) * 4 + 2 * kBufs * 8;
-  // 1024: slack to align the swizzled tiles. Q, the KV buffers, A's P.
-  static constexpr int kSmemBytes = kRing ? mla_ring_smem_bytes(kRows, sizeof(KVT_))
-                                          : 1024 + kTileBytes + kBufs * kKvTileBytes + kBlockBytes + kSmallBytes;
+  static constexpr int kTokInts = kSparse ? kBufs * kTile : 0;  // the sparse rows' flags
+  static constexpr int kSmemBytes = kRing ? mla_ring_smem_bytes(kRows, sizeof(KVT_)) : mla_wide_smem_bytes(kTile, kSparse);
   static_assert(!IsFp8<QT_>::value || kFp8Kv, "an fp8 query needs an fp8 KV cache");
   static_assert(IsFp8<KVT_>::value || sizeof(KVT_) == 2, "16-bit or fp8 KV");
   static_assert(!kTile32 || (!kFp8Kv && !kSparse && !kNarrow), "tile32: the wide tile with dense 16-bit KV");

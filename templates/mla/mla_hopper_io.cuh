@@ -98,7 +98,7 @@ struct MlaHopperIo {
     sm.scale_b = sm.m + 128;
     sm.lsum = sm.m + 192;
     sm.tok = reinterpret_cast<int*>(sm.m + 320);
-    sm.full = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts);  // (Traits::kSmallBytes)
+    sm.full = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts);  // (mla_wide_smem_bytes)
     sm.flag = reinterpret_cast<unsigned*>(sm.full + kBufs * 9);
     sm.staged = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts + kBufs * 18 + 4);
     return sm;

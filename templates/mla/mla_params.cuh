@@ -44,6 +44,19 @@ constexpr int kRingThreads = 384;
 constexpr int kHopperSmemLimit = 227 * 1024;
 }  // namespace mla_const
 
+// The wide tile (MlaHopperTraits; carved in mla_hopper_io.cuh): 128 tokens of KV in buffers
+// of `tile` tokens (two of 64, or four of 32: tile32).
+ATTNJIT_HOST_DEVICE constexpr int mla_wide_buffers(int tile) { return 2 * mla_const::kHopperTile / tile; }
+// Its shared memory: 1024 of alignment slack, Q (9 blocks of 64 rows x 128 bytes), the KV
+// buffers, A's P (a block); then 320 floats of row statistics, the sparse rows' flags (an int
+// a buffered token), a full mbarrier per buffer and column block, the split flag (16 bytes),
+// two staged mbarriers per buffer (fp8).
+ATTNJIT_HOST_DEVICE constexpr int mla_wide_smem_bytes(int tile, bool sparse) {
+  return 1024 + 9 * 64 * 128 + mla_wide_buffers(tile) * 9 * tile * 128 + 64 * 128 +
+         (320 + (sparse ? mla_wide_buffers(tile) * tile : 0) + mla_wide_buffers(tile) * 18 + 4) * 4 +
+         2 * mla_wide_buffers(tile) * 8;
+}
+
 // A ring block's bytes: 64 tokens x 64 dims of KV elements of kv_bytes.
 ATTNJIT_HOST_DEVICE constexpr int mla_ring_block_bytes(int kv_bytes) { return 64 * 64 * kv_bytes; }
 // The ring tile's shared memory (rows: 16 or 32): 1024 of alignment slack, Q's rows (16-bit: 9
@@ -186,7 +199,7 @@ ATTNJIT_HOST_DEVICE inline int mla_combine_smem_bytes(int threads, int rows = 1)
 // wgmma tile's 256-thread entry, 16 in the others (the narrow tile's, the mma.sync kernel's).
 ATTNJIT_HOST_DEVICE inline int mla_combine_batch(int entry_threads) { return entry_threads == 256 ? 32 : 16; }
 // Rows a combine CTA merges: one, or with few splits as many (2, 4, 8) as one lane group's
-// loads hold, every row's splits in one round (so splits <= 32 / rows... <= 16).
+// loads hold, every row's splits in one round (rows x splits <= batch: at most 16 splits).
 ATTNJIT_HOST_DEVICE inline int mla_combine_rows(int splits, int batch) {
   int r = 1;
   while (r < 8 && 2 * r * splits <= batch) r *= 2;

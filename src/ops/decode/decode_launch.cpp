@@ -17,10 +17,6 @@ namespace attnjit::ops {
 
 namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-// Below ~256 tokens a split's partial and its share of the serial merge cost more
-// than the fill gains (H200, 2026-12-01: single_decode L4K 16 splits 12.2 us, 32 splits
-// of 128 tokens 13.9 us; xqa B1 L8K 33 splits of 248 tokens 16.5 us, 17 splits 20.2 us).
-constexpr int kMinTokensPerSplit = 256;
 constexpr int kMaxSplits = 256;  // templates/decode: Traits::kMaxSplits
 constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge, in token-equivalents
 constexpr int kMaxWaves = 4;  // splitting past ~4 waves only adds merge traffic

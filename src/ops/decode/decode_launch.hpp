@@ -43,9 +43,15 @@ int64_t decode_head_ctas(const DecodeShape& s);  // the grid's KV-head CTAs: num
 // split, and there is one semaphore per block (at least one per CTA).
 int64_t decode_base_blocks16(const DecodeShape& s);
 
+// The fewest tokens a split takes (decode and MLA): below ~256 a split's partial and its share
+// of the serial merge cost more than the fill gains (H200, 2026-12-01: single_decode L4K 16
+// splits 12.2 us, 32 splits of 128 tokens 13.9 us; xqa B1 L8K 33 splits of 248 tokens 16.5 us,
+// 17 splits 20.2 us).
+constexpr int kMinTokensPerSplit = 256;
+
 // Splits minimising waves x (tokens per split + fixed cost): fills the GPU for
 // small batches and evens out the last wave for large ones. At most ~4 waves'
-// worth and 256 splits, never fewer than ~256 tokens per split. Pure: tested on the CPU.
+// worth and 256 splits, never fewer than kMinTokensPerSplit tokens per split. Pure: tested on the CPU.
 int choose_splits(int64_t base_ctas, int max_seq_len, int slots);
 int max_splits(const DecodeShape& s, int sm_count);
 

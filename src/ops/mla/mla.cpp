@@ -47,7 +47,7 @@ MlaSplit mla_plan_splits(const MlaShape& s, int slots) {
   // (mla_workspace_bytes: <= 4 waves of slots, >= 256 tokens a split).
   if (const auto forced = util::env_knob("ATTNJIT_MLA_SPLITS", 1, mla_const::kMaxSplits, "1 to 256"))
     plan.splits = static_cast<int>(std::min<int64_t>(
-        {*forced, ceil_div(4 * int64_t(slots), mla_base_ctas(s)), ceil_div(len, 256), mla_const::kMaxSplits}));
+        {*forced, ceil_div(4 * int64_t(slots), mla_base_ctas(s)), ceil_div(len, kMinTokensPerSplit), mla_const::kMaxSplits}));
   const int tile = s.tile_tokens;
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
   plan.splits = static_cast<int>(ceil_div(len, plan.tokens_per_split));
@@ -68,11 +68,11 @@ bool mla_wide_tile32(const MlaShape& s, bool fp8_kv) {
   // only. H100, h64: B16 L8K 1.018x, B2 L16K 1.064x of the 64-token tile; but a launch of few
   // CTAs is latency-bound and wants fewer, longer tiles (h16 B1 L4K in the wide tile: 0.85x),
   // so only where the splits can give at least kMinCtas CTAs (a split holds >= 256 tokens).
-  constexpr int64_t kMinCtas = 64, kMinSplitTokens = 256;
+  constexpr int64_t kMinCtas = 64;
   const bool fits = s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv && mla_row_blocks(s) == 1;
   // ATTNJIT_MLA_TILE32=0/1 (a measuring knob): never, or wherever it fits.
   if (const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 1, "0 or 1")) return fits && *knob == 1;
-  return fits && mla_base_ctas(s) * ((std::max(s.range, 1) + kMinSplitTokens - 1) / kMinSplitTokens) >= kMinCtas;
+  return fits && mla_base_ctas(s) * ceil_div(std::max(s.range, 1), kMinTokensPerSplit) >= kMinCtas;
 }
 
 bool mla_combine_pays(int splits) {

@@ -32,10 +32,9 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
   MlaTiling t;
   t.smem_limit = render::max_smem_per_block(s.arch);
   if (s.backend == spec::Backend::kTrtllmGen) {
-    // MlaHopperTraits: two math warpgroups; 64 rows, Q and two 64-token buffers of 576
-    // dims (9 swizzled 64 x 64 blocks each), A's P (B's sits in Q's rope block), the row
-    // statistics and sparse flags, an mbarrier per buffer and column block, the split flag,
-    // an mbarrier per buffer and half for fp8's staged bytes (fp8 lands inside the buffers).
+    // MlaHopperTraits: two math warpgroups; 64 rows, Q and the KV buffers of 576 dims (9
+    // swizzled column blocks each), A's P (B's sits in Q's rope block), the row statistics
+    // (mla_wide_smem_bytes; fp8 lands inside the buffers).
     t.hopper = true;
     t.warps = 8;
     t.tile = mla_const::kHopperTile;
@@ -53,14 +52,10 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
       t.ring_slots = mla_ring_slots(t.rows, t.kv_elem_bytes);
       t.smem_bytes = mla_ring_smem_bytes(t.rows, t.kv_elem_bytes);
     } else {
-      // MlaHopperTraits::kSmemBytes: 64-token tiles in two buffers, or (tile32) 32-token
-      // tiles in four, the same bytes; row flags for sparse rows; a full mbarrier per
-      // buffer and block, two staged.
+      // 64-token tiles in two buffers, or (tile32) 32-token tiles in four: the same bytes.
       if (s.has(spec::feature::kTile32)) t.tile = mla_const::kHopperTile32;
-      t.stages = 128 / t.tile;
-      const int tok_ints = s.mask == spec::MaskMode::kCustom ? t.stages * t.tile : 0;
-      const int block = 64 * 128, small = (320 + tok_ints + t.stages * 18 + 4) * 4 + 2 * t.stages * 8;
-      t.smem_bytes = 1024 + 9 * block + t.stages * 9 * t.tile * 128 + block + small;
+      t.stages = mla_wide_buffers(t.tile);
+      t.smem_bytes = mla_wide_smem_bytes(t.tile, s.mask == spec::MaskMode::kCustom);
     }
     return t;
   }

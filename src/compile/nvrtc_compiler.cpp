@@ -119,11 +119,15 @@ Resources parse_ptxas_log(const std::string& log) {
 CompileResult compile(const std::string& kernel_name, const render::RenderedUnit& unit,
                       const spec::Arch& arch) {
   // Only what the unit carries: compile() is a pure function of (unit, arch), as the key assumes.
+  // NVRTC reads NUL-terminated text; a unit's headers are views (of any text), so they are
+  // copied here, where a compile's cost hides the copy.
+  std::vector<std::string> header_text;
+  header_text.reserve(unit.headers ? 2 * unit.headers->size() : 0);
   std::vector<const char*> header_src, header_names;
   if (unit.headers)
     for (const auto& t : *unit.headers) {
-      header_src.push_back(t.content.c_str());
-      header_names.push_back(t.path.c_str());
+      header_src.push_back(header_text.emplace_back(t.content).c_str());
+      header_names.push_back(header_text.emplace_back(t.path).c_str());
     }
   const std::vector<std::string> opts = nvrtc_options(arch);
   // Include dirs are passed but not recorded in `options`: their paths differ between machines,

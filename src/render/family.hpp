@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "spec/kernel_spec.hpp"
@@ -23,9 +24,12 @@ struct LaunchMetadata {
   int split_granule = 1;        // KV tokens a split boundary aligns to (1: none)
 };
 
+// One header a unit may include, by view: into the library's embedded text, or into text
+// that outlives every unit holding it (an ATTNJIT_TEMPLATE_DIR set is kept for the process),
+// so that a process's first render copies none of the ~490 KB.
 struct TemplateFile {
-  std::string path;     // include name, relative to templates/
-  std::string content;
+  std::string_view path;  // include name, relative to templates/
+  std::string_view content;
 };
 
 // A toolkit header folder NVRTC reads from disk (CCCL): its path is not part of the key (it

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <list>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -29,16 +30,16 @@ bool is_cccl_include(const std::string& bracket, const std::string& name) {
 // directory), where the template hash cannot see it; and the host fills the params
 // struct as it was built. So an override must be self-contained and keep that struct.
 void check_template_set(const std::vector<TemplateFile>& files, const std::string& dir) {
-  std::set<std::string> names;
-  for (const auto& f : files) names.insert(f.path);
+  std::set<std::string, std::less<>> names;
+  for (const auto& f : files) names.emplace(f.path);
   static const std::regex include_line(R"(^\s*#\s*include\s*([<"])([^">]*)[">])");
   for (const auto& f : files) {
-    std::istringstream lines(f.content);
+    std::istringstream lines{std::string(f.content)};
     std::string line;
     std::smatch m;
     while (std::getline(lines, line))
       if (std::regex_search(line, m, include_line) && !is_cccl_include(m[1], m[2]) &&
-          (m[1] == "<" || !names.count(m[2])))
+          (m[1] == "<" || !names.count(m[2].str())))
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("ATTNJIT_TEMPLATE_DIR='{}': {} includes {}{}{}, which is not a .cuh file of that "
                                 "folder; the cache key covers only those, so the templates must be self-contained",
@@ -57,7 +58,13 @@ void check_template_set(const std::vector<TemplateFile>& files, const std::strin
   }
 }
 
-std::vector<TemplateFile> load_template_dir(const std::string& dir) {
+// The text of an ATTNJIT_TEMPLATE_DIR set, which its views point into: kept for the
+// process, as the embedded text is (a list, so that adding a file moves none).
+struct LoadedText {
+  std::list<std::string> paths, contents;
+};
+
+std::vector<TemplateFile> load_template_dir(const std::string& dir, LoadedText& text) {
   namespace fs = std::filesystem;
   std::vector<TemplateFile> files;
   std::error_code ec;
@@ -69,7 +76,9 @@ std::vector<TemplateFile> load_template_dir(const std::string& dir) {
     std::ifstream in(e.path(), std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    files.push_back({fs::relative(e.path(), dir).generic_string(), ss.str()});
+    text.paths.push_back(fs::relative(e.path(), dir).generic_string());
+    text.contents.push_back(ss.str());
+    files.push_back({text.paths.back(), text.contents.back()});
   }
   std::sort(files.begin(), files.end(),
             [](const TemplateFile& a, const TemplateFile& b) { return a.path < b.path; });
@@ -79,10 +88,22 @@ std::vector<TemplateFile> load_template_dir(const std::string& dir) {
 
 }  // namespace
 
+// Read once: the set and its hash must agree for the process's life.
+bool templates_overridden() {
+  static const bool overridden = [] {
+    const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR");
+    return dir && *dir;
+  }();
+  return overridden;
+}
+
 const std::shared_ptr<const std::vector<TemplateFile>>& template_set() {
   static const std::shared_ptr<const std::vector<TemplateFile>> files = [] {
-    if (const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR"); dir && *dir)
-      return std::make_shared<const std::vector<TemplateFile>>(load_template_dir(dir));
+    if (templates_overridden()) {
+      const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR");
+      static LoadedText text;
+      return std::make_shared<const std::vector<TemplateFile>>(load_template_dir(dir, text));
+    }
     std::vector<TemplateFile> v;
     for (const auto& f : embedded_templates()) v.push_back({f.path, f.content});
     return std::make_shared<const std::vector<TemplateFile>>(std::move(v));
@@ -93,27 +114,26 @@ const std::shared_ptr<const std::vector<TemplateFile>>& template_set() {
 const std::vector<TemplateFile>& template_files() { return *template_set(); }
 
 namespace {
-util::KeyEncoder encode_headers(const std::vector<TemplateFile>& files) {
+std::string digest_of(const std::vector<TemplateFile>& files) {
   util::KeyEncoder e;
   for (const auto& f : files) e.field(f.path, f.content);
-  return e;
-}
-// The template set's fields, hashed once per process (~430 KB): a copy continues from here.
-const util::KeyEncoder& template_set_encoder() {
-  static const util::KeyEncoder e = encode_headers(template_files());
-  return e;
+  return e.hex();
 }
 }  // namespace
 
 const std::string& template_hash() {
-  static const std::string h = template_set_encoder().hex();
+  // The embedded set's was taken at build time; an override's once per process (~490 KB).
+  static const std::string h =
+      templates_overridden() ? digest_of(template_files()) : std::string(embedded_templates_digest());
   return h;
 }
 
 std::string headers_hash(const RenderedUnit& unit) {
   static const std::vector<TemplateFile> kNone;
-  util::KeyEncoder e = unit.headers == template_set() ? template_set_encoder()
-                                                      : encode_headers(unit.headers ? *unit.headers : kNone);
+  std::string set = unit.headers == template_set() ? template_hash() : digest_of(unit.headers ? *unit.headers : kNone);
+  if (unit.include_dirs.empty()) return set;
+  util::KeyEncoder e;
+  e.field("templates", set);
   for (const auto& d : unit.include_dirs) e.field("include_dir", d.content_hash);
   return e.hex();
 }

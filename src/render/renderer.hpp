@@ -15,15 +15,19 @@ namespace attnjit::render {
 // render() gives every unit (template_set), and its files.
 const std::shared_ptr<const std::vector<TemplateFile>>& template_set();
 const std::vector<TemplateFile>& template_files();
-// XXH3-128 over every template path and content: part of every cache key.
+// True when $ATTNJIT_TEMPLATE_DIR replaces the embedded templates (read once per process).
+bool templates_overridden();
+// XXH3-128 over every template path and content (util::KeyEncoder, a field per file): part
+// of every cache key. The embedded set's was taken at build time.
 const std::string& template_hash();
 
 // Spec -> its family's translation unit, after the family's can_implement (the
 // one place that decides "can serve"). Throws Error(kUnsupported) with its reason.
 RenderedUnit render(const spec::KernelSpec& spec);
 
-// The key's hash of what a unit includes: its headers (path, content) and each include dir's
-// content hash. Equals template_hash() for a unit that carries the templates and no include dir.
+// The key's hash of what a unit includes: its headers' digest (as template_hash(), which it
+// is for a unit that carries the process's templates) and, if any, each include dir's content
+// hash. Equals that digest for a unit without include dirs.
 std::string headers_hash(const RenderedUnit& unit);
 
 // The arch's opt-in maximum of dynamic shared memory per block.

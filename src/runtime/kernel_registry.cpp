@@ -123,7 +123,7 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
   // A store entry built from this key's inputs, if there is one.
   auto from_store = [&]() {
     auto t0 = std::chrono::steady_clock::now();
-    auto hit = store_->get(a.key);
+    auto hit = store_->get(a.key, store::Blobs::kCubin);  // a launch needs no PTX
     if (!hit) return false;
     std::string why;
     const auto meta = nlohmann::json::parse(hit->meta_json, nullptr, false);
@@ -135,7 +135,7 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
       return false;
     }
     a.cubin = std::move(hit->cubin);
-    a.ptx = std::move(hit->ptx);
+    a.ptx_bytes = static_cast<size_t>(hit->ptx_bytes);
     a.compile_ms = hit->compile_ms;
     a.resources = compile::Resources::from_json(meta.value("resources", nlohmann::json::object()));
     a.log = meta.value("log", "");
@@ -159,6 +159,7 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
   compile_us_ += static_cast<int64_t>(r.compile_ms * 1000);
   a.cubin = std::move(r.cubin);
   a.ptx = std::move(r.ptx);
+  a.ptx_bytes = a.ptx.size();
   a.resources = r.resources;
   a.log = std::move(r.log);
   a.compile_ms = r.compile_ms;
@@ -182,6 +183,16 @@ void KernelRegistry::build(Slot& slot, Origin* origin) {
   }
   slot.artifact = std::move(a);
   if (origin) *origin = Origin::kCompiled;
+}
+
+std::string KernelRegistry::ptx(const spec::KernelSpec& s) {
+  const Artifact& a = artifact(s);
+  if (a.ptx.size() == a.ptx_bytes) return a.ptx;
+  auto whole = store_ ? store_->get(a.key, store::Blobs::kCubinAndPtx) : std::nullopt;
+  if (!whole || whole->cubin != a.cubin)
+    throw Error(ErrorCode::kStore, fmt::format("{}: its store row ({}) is gone or damaged since its cubin was read; "
+                                               "the PTX is not available", a.name, a.key));
+  return std::move(whole->ptx);
 }
 
 const Artifact& KernelRegistry::artifact(const spec::KernelSpec& s, Origin* origin) {

@@ -27,7 +27,8 @@ struct Artifact {
   std::string name;
   render::RenderedUnit unit;
   std::string cubin;
-  std::string ptx;
+  std::string ptx;        // empty when the cubin came from the store: KernelRegistry::ptx reads it
+  size_t ptx_bytes = 0;   // its length either way
   compile::Resources resources;
   std::string log;
   std::string options;
@@ -58,6 +59,11 @@ class KernelRegistry {
 
   // Compile or fetch; no GPU needed. Concurrent calls for one spec compile once.
   const Artifact& artifact(const spec::KernelSpec& spec, Origin* origin = nullptr);
+
+  // The artifact's PTX (inspect): a store hit reads only the cubin, so this reads the row
+  // again, whole, and checks the PTX against its digest. Throws Error(kStore) when the row
+  // is gone or damaged since.
+  std::string ptx(const spec::KernelSpec& spec);
 
   // The cache key of a spec without compiling it.
   std::string key_of(const spec::KernelSpec& spec) const;

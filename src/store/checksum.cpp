@@ -14,7 +14,7 @@ namespace attnjit::store {
 namespace {
 
 // Bumped whenever the covered fields change, so old checksums never match.
-constexpr std::string_view kChecksumTag = "attnjit.row.v2";
+constexpr std::string_view kChecksumTag = "attnjit.row.v3";
 
 struct StateDeleter {
   void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
@@ -28,22 +28,27 @@ void update_field(XXH3_state_t* state, std::string_view bytes) {
   XXH3_128bits_update(state, bytes.data(), bytes.size());
 }
 
-}  // namespace
-
-std::string row_checksum(const Entry& e) {
-  // Streaming, so that a large cubin is hashed in place rather than copied.
-  std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
-  XXH3_128bits_reset(state.get());
-  for (std::string_view field : {kChecksumTag, std::string_view(e.key), std::string_view(e.name),
-                                 std::string_view(e.arch), std::string_view(e.cubin),
-                                 std::string_view(e.ptx), std::string_view(e.meta_json)}) {
-    update_field(state.get(), field);
-  }
-  XXH128_hash_t h = XXH3_128bits_digest(state.get());
+std::string hex(XXH128_hash_t h) {
   char out[33];
   std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
   return out;
+}
+
+}  // namespace
+
+std::string ptx_checksum(std::string_view ptx) { return hex(XXH3_128bits(ptx.data(), ptx.size())); }
+
+std::string row_checksum(const Entry& e, std::string_view ptx_digest) {
+  // Streaming, so that a large cubin is hashed in place rather than copied.
+  std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
+  XXH3_128bits_reset(state.get());
+  for (std::string_view field : {kChecksumTag, std::string_view(e.key), std::string_view(e.name),
+                                 std::string_view(e.arch), std::string_view(e.meta_json),
+                                 std::string_view(e.cubin), ptx_digest}) {
+    update_field(state.get(), field);
+  }
+  return hex(XXH3_128bits_digest(state.get()));
 }
 
 }  // namespace attnjit::store

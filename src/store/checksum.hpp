@@ -1,4 +1,4 @@
-// The per-row checksum of the store: XXH3-128 over every column a reader trusts.
+// The per-row checksums of the store: XXH3-128 over every column a reader trusts.
 #pragma once
 
 #include <string>
@@ -8,12 +8,16 @@ namespace attnjit::store {
 
 struct Entry;
 
-// 32 lowercase hex digits (high 64 bits first, as util::xxh128_hex) over a
-// version tag and the length-prefixed key, name, arch, cubin, ptx and
-// meta_json. The key is included so that a blob copied onto another key's row
-// fails the check; name, arch and meta_json so that the metadata the runtime
-// parses is as trustworthy as the cubin (schema 002; rows of schema 001 only
-// covered key, cubin and ptx and never match this).
-std::string row_checksum(const Entry& entry);
+// 32 lowercase hex digits (high 64 bits first, as util::xxh128_hex) of the PTX alone: the
+// row's ptx_checksum column, which the row checksum covers in the PTX's place, so that a
+// read of the cubin alone (the launch path) is verified without reading the PTX.
+std::string ptx_checksum(std::string_view ptx);
+
+// The same digest over a version tag and the length-prefixed key, name, arch, meta_json,
+// cubin and ptx_digest (the row's ptx_checksum). The key is included so that a blob copied
+// onto another key's row fails the check; name, arch and meta_json so that the metadata
+// the runtime parses is as trustworthy as the cubin. Rows of schemas 001 and 002 were
+// summed otherwise and never match this.
+std::string row_checksum(const Entry& entry, std::string_view ptx_digest);
 
 }  // namespace attnjit::store

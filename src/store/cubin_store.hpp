@@ -31,10 +31,15 @@ struct Entry {
   std::string name;       // readable label (for ls/inspect)
   std::string arch;       // "sm_90a"
   std::string cubin;      // binary blob
-  std::string ptx;        // may be empty
+  std::string ptx;        // may be empty; not read by a get(key, Blobs::kCubin)
   std::string meta_json;  // free-form metadata (compile log, resources, spec json...)
   double compile_ms = 0;
+  int64_t ptx_bytes = 0;  // set by get(): the stored PTX's length, read or not (put ignores it)
 };
+
+// What a get() reads of a row. A launch needs the cubin only, and a row's PTX is
+// usually larger (2.5x for the MLA kernel): it is read for inspect, verify and export.
+enum class Blobs { kCubinAndPtx, kCubin };
 
 struct EntryInfo {
   std::string key, name, arch;
@@ -98,8 +103,9 @@ class CubinStore {
   static std::unique_ptr<CubinStore> open(const StoreOptions& options);
   virtual ~CubinStore() = default;
 
-  // Verifies the checksum; a bad row is deleted and reported as a miss.
-  virtual std::optional<Entry> get(const std::string& key) = 0;
+  // Verifies the checksum (of what it reads: the PTX too unless blobs is kCubin); a bad
+  // row is deleted and reported as a miss.
+  virtual std::optional<Entry> get(const std::string& key, Blobs blobs = Blobs::kCubinAndPtx) = 0;
   // INSERT OR IGNORE under BEGIN IMMEDIATE. True when this call inserted it.
   virtual bool put(const Entry& entry) = 0;
   virtual bool contains(const std::string& key) = 0;

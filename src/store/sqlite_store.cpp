@@ -48,7 +48,7 @@ void apply_migrations(Db& db) {
 
 bool has_our_layout(Db& db, const std::string& schema) {
   try {
-    db.prepare("SELECT key, name, arch, cubin, ptx, meta_json, checksum, bytes, compile_ms, "
+    db.prepare("SELECT key, name, arch, cubin, ptx, meta_json, checksum, ptx_checksum, bytes, compile_ms, "
                "created_us, last_used_us, hits FROM " + schema + ".entries LIMIT 0");
     db.prepare("SELECT hits, misses, puts, evictions, compile_ms_total FROM " + schema +
                ".stats WHERE id = 1");

@@ -65,13 +65,17 @@ bool has_our_layout(Db& db, const std::string& schema);
 // One row as stored, with its bookkeeping columns.
 struct Row {
   Entry entry;
-  std::string checksum;
+  std::string checksum, ptx_checksum;
   int64_t created_us = 0, last_used_us = 0, hits = 0;
 };
-// The columns the checksum covers, in the order read_entry expects them
-// (as the first six of a SELECT); compile_ms is left at 0.
-extern const char* const kEntryColumns;
-Entry read_entry(Stmt& select);
+// The columns the checksums cover, in the order read_row expects them as the first
+// entry_column_count(blobs) of a SELECT (the PTX last, only when read); the columns
+// a caller adds start there. compile_ms is left at 0.
+std::string entry_columns(Blobs blobs);
+int entry_column_count(Blobs blobs);
+Row read_row(Stmt& select, Blobs blobs);
+// The row checksum holds, and so does the PTX's digest when the PTX was read.
+bool row_intact(const Row& row, Blobs blobs);
 // The INSERT OR IGNORE that every writer uses; bind_row fills its parameters.
 extern const char* const kInsertRowSql;
 void bind_row(Stmt& insert, const Row& row);
@@ -114,7 +118,7 @@ class SqliteStore final : public CubinStore {
   explicit SqliteStore(StoreOptions options);
   ~SqliteStore() override;
 
-  std::optional<Entry> get(const std::string& key) override;
+  std::optional<Entry> get(const std::string& key, Blobs blobs) override;
   bool put(const Entry& entry) override;
   bool contains(const std::string& key) override;
   bool remove(const std::string& key) override;
@@ -164,7 +168,7 @@ class SqliteStore final : public CubinStore {
 
   // Rows (store_ops.cpp).
   std::vector<std::string> schemas() const;
-  std::optional<Entry> get_locked(const std::string& key);
+  std::optional<Entry> get_locked(const std::string& key, Blobs blobs);
   bool put_locked(const Entry& entry);
   // The row under key in schema: none; valid (it is key's own and its checksum holds);
   // or stale (a bad checksum, or another key's row: a damaged index).

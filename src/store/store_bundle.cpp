@@ -1,4 +1,5 @@
 // Whole-store operations of SqliteStore: verify, export to a bundle file, import from one.
+#include <fmt/format.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -29,10 +30,9 @@ CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool 
   // NULL there must not fail the NOT NULL constraints of the copy.
   std::optional<Stmt> read;
   try {
-    read.emplace(src.prepare(
-        "SELECT key, ifnull(name, ''), ifnull(arch, ''), cubin, ptx, ifnull(meta_json, ''), "
-        "checksum, ifnull(compile_ms, 0), ifnull(created_us, 0), ifnull(last_used_us, 0), "
-        "ifnull(hits, 0) FROM " + schema + ".entries"));
+    read.emplace(src.prepare("SELECT " + entry_columns(Blobs::kCubinAndPtx) +
+                             ", ifnull(compile_ms, 0), ifnull(created_us, 0), ifnull(last_used_us, 0), "
+                             "ifnull(hits, 0) FROM " + schema + ".entries"));
   } catch (const SqliteError& e) {
     throw SourceError(e.what());
   }
@@ -49,15 +49,14 @@ CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool 
       break;
     }
     if (!has_row) break;
-    Row row;
-    row.entry = read_entry(*read);
-    row.checksum = read->col_text(6);
-    row.entry.compile_ms = read->col_double(7);
-    row.created_us = read->col_int(8);
-    row.last_used_us = read->col_int(9);
-    row.hits = read->col_int(10);
-    // A bundle of schema 001 fails here too: its checksums do not cover the metadata.
-    if (row_checksum(row.entry) != row.checksum) {
+    const int n = entry_column_count(Blobs::kCubinAndPtx);
+    Row row = read_row(*read, Blobs::kCubinAndPtx);
+    row.entry.compile_ms = read->col_double(n);
+    row.created_us = read->col_int(n + 1);
+    row.last_used_us = read->col_int(n + 2);
+    row.hits = read->col_int(n + 3);
+    // A bundle of an older schema fails here too: its rows were summed otherwise.
+    if (!row_intact(row, Blobs::kCubinAndPtx)) {
       ++result.bad;
       continue;
     }
@@ -86,17 +85,17 @@ VerifyReport SqliteStore::verify(bool repair) {
   try {
     flush_pending_locked();
     for (const std::string& schema : schemas()) {
-      Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns +
-                            ", checksum, bytes, length(cubin) + length(ptx), rowid, quote(checksum) FROM " + schema +
-                            ".entries");
+      const int n = entry_column_count(Blobs::kCubinAndPtx);
+      Stmt s = db_->prepare("SELECT " + entry_columns(Blobs::kCubinAndPtx) +
+                            ", bytes, length(cubin) + length(ptx), rowid, quote(checksum) FROM " + schema + ".entries");
       while (s.step()) {
         ++report.checked;
-        const Entry entry = read_entry(s);
+        const Row row = read_row(s, Blobs::kCubinAndPtx);
         // `bytes` is outside the checksum: a wrong value is tampering too.
-        if (row_checksum(entry) == s.col_text(6) && s.col_int(7) == s.col_int(8)) continue;
+        if (row_intact(row, Blobs::kCubinAndPtx) && s.col_int(n) == s.col_int(n + 1)) continue;
         ++report.bad;
-        report.bad_keys.push_back(entry.key);
-        if (schema == "main") bad_main.push_back({s.col_int(9), s.col_text(10)});
+        report.bad_keys.push_back(row.entry.key);
+        if (schema == "main") bad_main.push_back({s.col_int(n + 2), s.col_text(n + 3)});
       }
     }
     for (const std::string& schema : schemas()) {
@@ -221,7 +220,13 @@ ImportReport SqliteStore::import_bundle(const std::string& file) {
                                               std::to_string(app_id) + ")");
     }
     if (!has_our_layout(*src, "main")) {
-      throw store_error("import " + file, "not an attnjit cubin store (unexpected tables)");
+      const int64_t version = src->query_int("PRAGMA user_version");
+      throw store_error("import " + file,
+                        version == known_schema_version()
+                            ? std::string("not an attnjit cubin store (unexpected tables)")
+                            : fmt::format("a cubin store of schema {}, which this library (schema {}) does not "
+                                          "read; export it again with this library",
+                                          version, known_schema_version()));
     }
   } catch (const SqliteError& e) {
     throw store_error("import " + file, std::string("not an attnjit cubin store: ") + e.what());

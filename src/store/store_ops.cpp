@@ -19,23 +19,37 @@ constexpr const char* kRowBytesSum = "coalesce(sum(length(cubin) + length(ptx)),
 
 }  // namespace
 
-const char* const kEntryColumns = "key, name, arch, cubin, ptx, meta_json";
+std::string entry_columns(Blobs blobs) {
+  return blobs == Blobs::kCubin ? "key, name, arch, meta_json, checksum, ptx_checksum, length(ptx), cubin"
+                                : "key, name, arch, meta_json, checksum, ptx_checksum, length(ptx), cubin, ptx";
+}
 
-Entry read_entry(Stmt& s) {
-  Entry e;
+int entry_column_count(Blobs blobs) { return blobs == Blobs::kCubin ? 8 : 9; }
+
+Row read_row(Stmt& s, Blobs blobs) {
+  Row row;
+  Entry& e = row.entry;
   e.key = s.col_text(0);
   e.name = s.col_text(1);
   e.arch = s.col_text(2);
-  e.cubin = s.col_blob(3);
-  e.ptx = s.col_blob(4);
-  e.meta_json = s.col_text(5);
-  return e;
+  e.meta_json = s.col_text(3);
+  row.checksum = s.col_text(4);
+  row.ptx_checksum = s.col_text(5);
+  e.ptx_bytes = s.col_int(6);
+  e.cubin = s.col_blob(7);
+  if (blobs == Blobs::kCubinAndPtx) e.ptx = s.col_blob(8);
+  return row;
+}
+
+bool row_intact(const Row& row, Blobs blobs) {
+  if (row_checksum(row.entry, row.ptx_checksum) != row.checksum) return false;
+  return blobs == Blobs::kCubin || ptx_checksum(row.entry.ptx) == row.ptx_checksum;
 }
 
 const char* const kInsertRowSql =
     "INSERT OR IGNORE INTO main.entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
-    "compile_ms, created_us, last_used_us, hits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-    "?11, ?12)";
+    "compile_ms, created_us, last_used_us, hits, ptx_checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+    "?10, ?11, ?12, ?13)";
 
 void bind_row(Stmt& insert, const Row& row) {
   const Entry& e = row.entry;
@@ -50,7 +64,8 @@ void bind_row(Stmt& insert, const Row& row) {
       .bind_double(9, e.compile_ms)
       .bind_int(10, row.created_us)
       .bind_int(11, row.last_used_us)
-      .bind_int(12, row.hits);
+      .bind_int(12, row.hits)
+      .bind_text(13, row.ptx_checksum);
 }
 
 std::vector<std::string> SqliteStore::schemas() const {
@@ -60,34 +75,33 @@ std::vector<std::string> SqliteStore::schemas() const {
 
 // --- get / contains -----------------------------------------------------------
 
-std::optional<Entry> SqliteStore::get(const std::string& key) {
+std::optional<Entry> SqliteStore::get(const std::string& key, Blobs blobs) {
   std::lock_guard<std::mutex> lock(mu_);
   try {
-    return run_op("get", [&] { return get_locked(key); });
+    return run_op("get", [&] { return get_locked(key, blobs); });
   } catch (const Error& e) {  // OpError, or even memory could not be opened
     util::log().warn("{}; treating it as a miss", e.what());
     return std::nullopt;
   }
 }
 
-std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
+std::optional<Entry> SqliteStore::get_locked(const std::string& key, Blobs blobs) {
+  const int extra = entry_column_count(blobs);
   for (const std::string& schema : schemas()) {
-    Entry entry;
-    std::string stored;
+    Row stored;
     BadRow row;
     {
-      Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns +
-                            ", compile_ms, checksum, rowid, quote(checksum) FROM " + schema +
-                            ".entries WHERE key = ?1");
+      Stmt s = db_->prepare("SELECT " + entry_columns(blobs) + ", compile_ms, rowid, quote(checksum) FROM " +
+                            schema + ".entries WHERE key = ?1");
       s.bind_text(1, key);
       if (!s.step()) continue;
-      entry = read_entry(s);
-      entry.compile_ms = s.col_double(6);
-      stored = s.col_text(7);
-      row = {s.col_int(8), s.col_text(9)};
+      stored = read_row(s, blobs);
+      stored.entry.compile_ms = s.col_double(extra);
+      row = {s.col_int(extra + 1), s.col_text(extra + 2)};
     }
+    Entry& entry = stored.entry;
     // The checksum covers the metadata too: a caller never sees a tampered meta_json.
-    if (row_checksum(entry) != stored) {
+    if (!row_intact(stored, blobs)) {
       util::log().warn("cubin store {}: checksum mismatch for {} ({}){}", path_, key, entry.name,
                        schema == "main" ? "; removing it" : "");
       if (schema == "main") {
@@ -107,7 +121,7 @@ std::optional<Entry> SqliteStore::get_locked(const std::string& key) {
     ++touch.first;
     touch.second = now_us();
     note_pending_locked();
-    return entry;
+    return std::move(entry);
   }
   ++pending_.misses;  // a miss is usually followed by a put, which writes the counts
   note_pending_locked();
@@ -161,12 +175,11 @@ bool SqliteStore::contains(const std::string& key) {
 }
 
 SqliteStore::RowState SqliteStore::row_state_locked(const std::string& schema, const std::string& key) {
-  Stmt s = db_->prepare(std::string("SELECT ") + kEntryColumns + ", checksum FROM " + schema +
-                        ".entries WHERE key = ?1");
+  Stmt s = db_->prepare("SELECT " + entry_columns(Blobs::kCubin) + " FROM " + schema + ".entries WHERE key = ?1");
   s.bind_text(1, key);
   if (!s.step()) return RowState::kNone;
-  const Entry e = read_entry(s);
-  return e.key == key && row_checksum(e) == s.col_text(6) ? RowState::kValid : RowState::kStale;
+  const Row row = read_row(s, Blobs::kCubin);
+  return row.entry.key == key && row_intact(row, Blobs::kCubin) ? RowState::kValid : RowState::kStale;
 }
 
 // --- pending hit bookkeeping --------------------------------------------------
@@ -241,7 +254,8 @@ bool SqliteStore::put_locked(const Entry& entry) {
   if (has_ro_ && row_state_locked("ro", entry.key) == RowState::kValid) return false;
   Row row;
   row.entry = entry;
-  row.checksum = row_checksum(entry);
+  row.ptx_checksum = ptx_checksum(entry.ptx);
+  row.checksum = row_checksum(entry, row.ptx_checksum);
   row.created_us = row.last_used_us = now_us();
 
   Txn txn(*db_);

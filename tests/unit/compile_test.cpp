@@ -429,10 +429,12 @@ TEST(HeadersHash, FollowsContentNotPaths) {
   EXPECT_EQ(render::headers_hash(u), render::template_hash());
   render::RenderedUnit edited = u;
   auto files = *u.headers;  // another set: hashed from its files, not the process's memo
-  files.back().content += "\n// edited\n";
+  const std::string edited_text = std::string(files.back().content) + "\n// edited\n";
+  files.back().content = edited_text;
   edited.headers = std::make_shared<const std::vector<render::TemplateFile>>(files);
   EXPECT_NE(render::headers_hash(edited), render::headers_hash(u));
-  files.back().content = u.headers->back().content;  // the same content in another set: the same hash
+  const std::string same_text(u.headers->back().content);
+  files.back().content = same_text;  // the same content in another set (other memory): the same hash
   edited.headers = std::make_shared<const std::vector<render::TemplateFile>>(files);
   EXPECT_EQ(render::headers_hash(edited), render::headers_hash(u));
   render::RenderedUnit with_dir = u;

@@ -219,7 +219,7 @@ TEST(Templates, EmbeddedFilesAreThere) {
   const auto& files = template_files();
   std::vector<std::string> paths;
   for (const auto& f : files) {
-    paths.push_back(f.path);
+    paths.emplace_back(f.path);
     EXPECT_FALSE(f.content.empty()) << f.path;
     EXPECT_EQ(f.path.find('\\'), std::string::npos);
     EXPECT_NE(f.path.front(), '/') << "paths are relative to templates/";
@@ -229,7 +229,7 @@ TEST(Templates, EmbeddedFilesAreThere) {
   // The embedded copy matches the tree it was built from (when nobody overrides it).
   if (!std::getenv("ATTNJIT_TEMPLATE_DIR"))
     for (const auto& f : files) {
-      const std::string on_disk = read_file(std::string(ATTNJIT_SOURCE_DIR) + "/templates/" + f.path);
+      const std::string on_disk = read_file(std::string(ATTNJIT_SOURCE_DIR) + "/templates/" + std::string(f.path));
       if (!on_disk.empty()) EXPECT_EQ(f.content, on_disk) << f.path << " differs from the source tree (stale build?)";
     }
 }
@@ -345,8 +345,9 @@ std::string copy_templates(const std::function<std::string(const std::string&)>&
   if (!mkdtemp(tmpl)) return "";
   const std::string dir = tmpl;
   for (const auto& f : template_files()) {
-    fs::create_directories(fs::path(dir + "/" + f.path).parent_path());
-    std::ofstream(dir + "/" + f.path, std::ios::binary) << f.content << extra(f.path);
+    const std::string path(f.path);
+    fs::create_directories(fs::path(dir + "/" + path).parent_path());
+    std::ofstream(dir + "/" + path, std::ios::binary) << f.content << extra(path);
   }
   return dir;
 }

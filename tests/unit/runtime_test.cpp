@@ -71,6 +71,37 @@ TEST(RuntimeTest, SecondRuntimeReadsTheStoreWithoutCompiling) {
   EXPECT_GT(b.resources.registers, 0);
 }
 
+// A store hit reads the cubin, not the PTX (a launch needs none); ptx() reads it when asked.
+TEST(RuntimeTest, StoreHitLeavesThePtxInTheStoreUntilAskedFor) {
+  RuntimeOptions o;
+  testing::TempDir dir("runtime");
+  o.cache_dir = dir.path();
+  std::string ptx;
+  {
+    Runtime first(o);
+    const auto& a = first.registry().artifact(small_spec(8));
+    ptx = a.ptx;
+    ASSERT_NE(ptx.find(".entry"), std::string::npos);
+    EXPECT_EQ(a.ptx_bytes, ptx.size());
+    EXPECT_EQ(first.registry().ptx(small_spec(8)), ptx) << "compiled here: from memory";
+  }
+  Runtime second(o);
+  const auto& b = second.registry().artifact(small_spec(8));
+  EXPECT_TRUE(b.from_store);
+  EXPECT_TRUE(b.ptx.empty());
+  EXPECT_EQ(b.ptx_bytes, ptx.size());
+  EXPECT_EQ(second.registry().ptx(small_spec(8)), ptx);
+  // The row gone since its cubin was read: a clear error, not an empty PTX.
+  ASSERT_TRUE(second.registry().store()->remove(b.key));
+  try {
+    second.registry().ptx(small_spec(8));
+    ADD_FAILURE() << "no error for a row that is gone";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kStore);
+    EXPECT_NE(std::string(e.what()).find("PTX is not available"), std::string::npos) << e.what();
+  }
+}
+
 // A row whose checksum holds but whose recorded inputs are not this key's (an
 // imported bundle, a key that missed an input) is never run: it is replaced.
 TEST(RuntimeTest, StoreRowBuiltFromOtherInputsIsRecompiled) {

@@ -1,5 +1,5 @@
 // Tests of src/store/: what a reader trusts (checksummed metadata, sizes from the blobs,
-// damaged counters), the schema 001 -> 002 upgrade, and export never replacing a live database.
+// damaged counters), the schema 001 -> 002 and 002 -> 003 upgrades, and export never replacing a live database.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -215,6 +215,40 @@ TEST(StoreIntegrityTest, SchemaOneStoreIsUpgradedAndItsRowsAreMisses) {
   EXPECT_TRUE(store->put(make_entry("new", 100)));
   EXPECT_TRUE(store->get("new").has_value());
   EXPECT_EQ(raw_int(db, "PRAGMA user_version"), std::atoi(migrations.back().file));
+}
+
+// Rows of schema 002 carry the checksum that covered the PTX itself, in a table whose PTX
+// came before the metadata: the upgrade to 003 drops them too, and the file stays ours.
+TEST(StoreIntegrityTest, SchemaTwoStoreIsUpgradedAndItsRowsAreMisses) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  const auto& migrations = schema_migrations();
+  ASSERT_GE(migrations.size(), 3u);
+  ASSERT_EQ(std::atoi(migrations[1].file), 2);
+  raw_exec(db, std::string(migrations[0].sql) + ";" + migrations[1].sql + "; PRAGMA user_version = 2;");
+  raw_exec(db, "INSERT INTO entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
+               "created_us, last_used_us) VALUES ('old', 'n', 'sm_90a', X'0102', X'03', "
+               "'{\"log\":5}', '00000000000000000000000000000000', 3, 1, 1)");
+  auto store = open_store(tmp.path());
+  auto st = store->stats();
+  EXPECT_FALSE(st.in_memory) << st.note;
+  EXPECT_EQ(st.note.find("quarantined"), std::string::npos) << st.note;
+  EXPECT_EQ(st.entries, 0);
+  EXPECT_FALSE(store->get("old").has_value());
+  EXPECT_TRUE(store->put(make_entry("new", 100)));
+  EXPECT_TRUE(store->get("new", Blobs::kCubin).has_value());
+  EXPECT_EQ(raw_int(db, "PRAGMA user_version"), std::atoi(migrations.back().file));
+
+  // The same file as a bundle (an older library's export): refused, naming its schema.
+  const std::string bundle = tmp.sub("old-bundle.sqlite3");
+  raw_exec(bundle, std::string(migrations[0].sql) + ";" + migrations[1].sql + "; PRAGMA user_version = 2;");
+  try {
+    store->import_from(bundle);
+    ADD_FAILURE() << "imported a schema 2 bundle";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kStore);
+    EXPECT_NE(std::string(e.what()).find("schema 2"), std::string::npos) << e.what();
+  }
 }
 
 void expect_export_refused(CubinStore& store, const std::string& target) {

@@ -136,6 +136,43 @@ TEST(StoreTest, ChecksumMismatchIsDetectedAndRemoved) {
   EXPECT_TRUE(store->get("victim").has_value());
 }
 
+// A launch reads the cubin alone: every column it returns is verified (the row checksum
+// covers the PTX through its digest), the PTX is neither read nor checked, and its length
+// is still known. A whole read checks the PTX against that digest.
+TEST(StoreTest, CubinOnlyReadsAreVerifiedWithoutThePtx) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
+  const Entry want = make_entry("k", 5000, 70000);
+  ASSERT_TRUE(store->put(want));
+  auto got = store->get("k", Blobs::kCubin);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->cubin, want.cubin);
+  EXPECT_EQ(got->meta_json, want.meta_json);
+  EXPECT_EQ(got->name, want.name);
+  EXPECT_EQ(got->compile_ms, want.compile_ms);
+  EXPECT_TRUE(got->ptx.empty());
+  EXPECT_EQ(got->ptx_bytes, 70000);
+  {
+    RawDb raw(tmp.sub("cubins.sqlite3"));
+    raw.exec("UPDATE entries SET ptx = zeroblob(70000) WHERE key = 'k'");
+  }
+  got = store->get("k", Blobs::kCubin);
+  ASSERT_TRUE(got.has_value()) << "the cubin and its metadata are intact";
+  EXPECT_FALSE(store->get("k", Blobs::kCubinAndPtx).has_value()) << "the PTX fails its digest";
+  EXPECT_FALSE(store->contains("k")) << "and the whole read removed the row";
+
+  // A damaged cubin, metadata or PTX digest fails the cubin-only read.
+  for (const char* damage : {"cubin = zeroblob(5000)", "meta_json = '{}'", "ptx_checksum = 'x'"}) {
+    ASSERT_TRUE(store->put(want));
+    {
+      RawDb raw(tmp.sub("cubins.sqlite3"));
+      raw.exec(std::string("UPDATE entries SET ") + damage + " WHERE key = 'k'");
+    }
+    EXPECT_FALSE(store->get("k", Blobs::kCubin).has_value()) << damage;
+    EXPECT_FALSE(store->contains("k")) << damage;
+  }
+}
+
 TEST(StoreTest, MigrationsSetUserVersionAndWalMode) {
   TempDir tmp;
   open_store(tmp.path());

@@ -247,11 +247,11 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                             {"entry", a.unit.entry},
                             {"options", a.options},
                             {"cubin_bytes", a.cubin.size()},
-                            {"ptx_bytes", a.ptx.size()},
+                            {"ptx_bytes", a.ptx_bytes},
                             {"spec", s.to_json()},
                             {"tiling", family_tiling_json(s)}};
         if (o->source) j["source"] = a.unit.source;
-        if (o->ptx) j["ptx"] = a.ptx;
+        if (o->ptx) j["ptx"] = ctx.runtime().registry().ptx(s);
         if (o->resources) j["ptxas"] = ptxas_lines(a.log);
         if (o->sass) j["sass"] = disassemble(a.cubin);
         print_json(j);
@@ -269,14 +269,14 @@ void add_inspect_command(CLI::App& app, Context& ctx) {
                   << fmt::format("resources:  {}\n", resources_text(a.resources))
                   << fmt::format("tiling:     {}\n", family_tiling_text(s))
                   << fmt::format("cubin:      {} (PTX {})\n", human_bytes(static_cast<int64_t>(a.cubin.size())),
-                                 human_bytes(static_cast<int64_t>(a.ptx.size())))
+                                 human_bytes(static_cast<int64_t>(a.ptx_bytes)))
                   << fmt::format("entry:      {}\n", a.unit.entry)
                   << fmt::format("options:    {}\n", a.options)
                   << fmt::format("spec:       {}\n", s.to_json().dump());
         return kExitOk;
       }
       if (o->source) std::cout << a.unit.source;
-      if (o->ptx) std::cout << a.ptx;
+      if (o->ptx) std::cout << ctx.runtime().registry().ptx(s);
       if (o->resources) std::cout << ptxas_lines(a.log);
       if (o->sass) std::cout << disassemble(a.cubin);
       std::cout << std::flush;

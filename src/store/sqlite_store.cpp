@@ -49,7 +49,8 @@ void apply_migrations(Db& db) {
 bool has_our_layout(Db& db, const std::string& schema) {
   try {
     db.prepare("SELECT key, name, arch, cubin, ptx, meta_json, checksum, ptx_checksum, bytes, compile_ms, "
-               "created_us, last_used_us, hits FROM " + schema + ".entries LIMIT 0");
+               "created_us FROM " + schema + ".entries LIMIT 0");
+    db.prepare("SELECT key, last_used_us, hits FROM " + schema + ".usage LIMIT 0");
     db.prepare("SELECT hits, misses, puts, evictions, compile_ms_total FROM " + schema +
                ".stats WHERE id = 1");
     return true;
@@ -240,7 +241,8 @@ SqliteStore::OpenResult SqliteStore::try_open_file(std::string* why, FileId* id)
       *why = "unexpected table layout for schema version " + std::to_string(version);
       return OpenResult::kBad;
     }
-    db->query_int("SELECT count(*) FROM entries");  // walks the table's b-tree once
+    // Walks the table's b-tree once (NOT INDEXED: count(*) would walk its smallest index).
+    db->query_int("SELECT count(*) FROM entries NOT INDEXED");
   } catch (const SqliteError& e) {
     *why = e.what();
     if (e.corrupt() || e.primary() == SQLITE_ERROR) return OpenResult::kBad;
@@ -324,7 +326,7 @@ bool SqliteStore::attach_read_only(std::string* error) {
         *error = "unexpected table layout";
         foreign = true;
       } else {
-        db_->query_int("SELECT count(*) FROM ro.entries");
+        db_->query_int("SELECT count(*) FROM ro.entries NOT INDEXED");
         has_ro_ = true;
         return true;
       }

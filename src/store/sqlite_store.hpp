@@ -76,9 +76,15 @@ int entry_column_count(Blobs blobs);
 Row read_row(Stmt& select, Blobs blobs);
 // The row checksum holds, and so does the PTX's digest when the PTX was read.
 bool row_intact(const Row& row, Blobs blobs);
-// The INSERT OR IGNORE that every writer uses; bind_row fills its parameters.
+// The INSERT OR IGNORE that every writer uses (bind_row fills its parameters), and the
+// row's usage (hits, last use) that goes with it. insert_row runs both: the usage only
+// when the entry was new. True when it was.
 extern const char* const kInsertRowSql;
+extern const char* const kInsertUsageSql;
 void bind_row(Stmt& insert, const Row& row);
+bool insert_row(Db& db, Stmt& insert, Stmt& usage, const Row& row);
+// A correlated subquery for an entry's `column` of <schema>.usage (NULL when it has none).
+std::string usage_of(const std::string& schema, const char* column);
 
 // Copies the rows of src.<schema>.entries whose checksum is right into dst
 // (INSERT OR IGNORE). own_txns: commit every few rows on dst (import); else the
@@ -169,6 +175,8 @@ class SqliteStore final : public CubinStore {
   // Rows (store_ops.cpp).
   std::vector<std::string> schemas() const;
   std::optional<Entry> get_locked(const std::string& key, Blobs blobs);
+  // Deletes the usage rows whose entry is gone (after any delete of entries).
+  void drop_orphan_usage_locked();
   bool put_locked(const Entry& entry);
   // The row under key in schema: none; valid (it is key's own and its checksum holds);
   // or stale (a bad checksum, or another key's row: a damaged index).

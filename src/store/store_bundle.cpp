@@ -30,13 +30,17 @@ CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool 
   // NULL there must not fail the NOT NULL constraints of the copy.
   std::optional<Stmt> read;
   try {
+    // A salvage leaves usage behind: a damaged usage table must not cost the entries.
+    const std::string last_used = best_effort ? "NULL" : usage_of(schema, "last_used_us");
+    const std::string hits = best_effort ? "NULL" : usage_of(schema, "hits");
     read.emplace(src.prepare("SELECT " + entry_columns(Blobs::kCubinAndPtx) +
-                             ", ifnull(compile_ms, 0), ifnull(created_us, 0), ifnull(last_used_us, 0), "
-                             "ifnull(hits, 0) FROM " + schema + ".entries"));
+                             ", ifnull(compile_ms, 0), ifnull(created_us, 0), ifnull(" + last_used +
+                             ", ifnull(created_us, 0)), ifnull(" + hits + ", 0) FROM " + schema + ".entries"));
   } catch (const SqliteError& e) {
     throw SourceError(e.what());
   }
   Stmt insert = dst.prepare(kInsertRowSql);
+  Stmt usage = dst.prepare(kInsertUsageSql);
   std::unique_ptr<Txn> txn;
   int in_batch = 0;
   while (true) {
@@ -61,10 +65,7 @@ CopyResult copy_verified_rows(Db& src, const std::string& schema, Db& dst, bool 
       continue;
     }
     if (own_txns && !txn) txn = std::make_unique<Txn>(dst);
-    bind_row(insert, row);
-    insert.run();
-    result.added += dst.changes();
-    insert.reset();
+    result.added += insert_row(dst, insert, usage, row) ? 1 : 0;
     if (own_txns && ++in_batch == kImportBatchRows) {
       txn->commit();
       txn.reset();

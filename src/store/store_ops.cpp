@@ -1,4 +1,5 @@
 // The row operations of SqliteStore: get, put, contains, list, stats, gc, clear.
+#include <fmt/format.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -48,8 +49,9 @@ bool row_intact(const Row& row, Blobs blobs) {
 
 const char* const kInsertRowSql =
     "INSERT OR IGNORE INTO main.entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
-    "compile_ms, created_us, last_used_us, hits, ptx_checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-    "?10, ?11, ?12, ?13)";
+    "compile_ms, created_us, ptx_checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+const char* const kInsertUsageSql =
+    "INSERT OR REPLACE INTO main.usage (key, last_used_us, hits) VALUES (?1, ?2, ?3)";
 
 void bind_row(Stmt& insert, const Row& row) {
   const Entry& e = row.entry;
@@ -63,9 +65,22 @@ void bind_row(Stmt& insert, const Row& row) {
       .bind_int(8, static_cast<int64_t>(e.cubin.size() + e.ptx.size()))
       .bind_double(9, e.compile_ms)
       .bind_int(10, row.created_us)
-      .bind_int(11, row.last_used_us)
-      .bind_int(12, row.hits)
-      .bind_text(13, row.ptx_checksum);
+      .bind_text(11, row.ptx_checksum);
+}
+
+bool insert_row(Db& db, Stmt& insert, Stmt& usage, const Row& row) {
+  bind_row(insert, row);
+  insert.run();
+  insert.reset();
+  if (db.changes() != 1) return false;
+  usage.bind_text(1, row.entry.key).bind_int(2, row.last_used_us).bind_int(3, row.hits);
+  usage.run();
+  usage.reset();
+  return true;
+}
+
+std::string usage_of(const std::string& schema, const char* column) {
+  return fmt::format("(SELECT {1} FROM {0}.usage WHERE usage.key = entries.key)", schema, column);
 }
 
 std::vector<std::string> SqliteStore::schemas() const {
@@ -137,6 +152,7 @@ bool SqliteStore::remove(const std::string& key) {
       del.bind_text(1, key);
       del.run();
       const bool removed = db_->changes() > 0;
+      drop_orphan_usage_locked();
       txn.commit();
       return removed;
     });
@@ -154,7 +170,12 @@ void SqliteStore::delete_bad_rows_locked(const std::vector<BadRow>& rows) {
     del.run();
     del.reset();
   }
+  drop_orphan_usage_locked();
   txn.commit();
+}
+
+void SqliteStore::drop_orphan_usage_locked() {
+  db_->exec("DELETE FROM main.usage WHERE key NOT IN (SELECT key FROM main.entries)");
 }
 
 bool SqliteStore::contains(const std::string& key) {
@@ -226,9 +247,11 @@ void SqliteStore::apply_pending_locked() {
     s.run();
   }
   if (pending_.touches.empty()) return;
+  // A row of usage, never of entries: an UPDATE there would rebuild the record, blobs and all.
   Stmt s = db_->prepare(
-      "UPDATE main.entries SET hits = ifnull(hits, 0) + ?1, last_used_us = max(ifnull(last_used_us, 0), ?2) "
-      "WHERE key = ?3");
+      "INSERT INTO main.usage (key, last_used_us, hits) SELECT ?3, ?2, ?1 WHERE EXISTS "
+      "(SELECT 1 FROM main.entries WHERE key = ?3) ON CONFLICT(key) DO UPDATE SET "
+      "hits = ifnull(hits, 0) + excluded.hits, last_used_us = max(ifnull(last_used_us, 0), excluded.last_used_us)");
   for (const auto& [key, touch] : pending_.touches) {
     s.bind_int(1, touch.first).bind_int(2, touch.second).bind_text(3, key);
     s.run();
@@ -271,9 +294,8 @@ bool SqliteStore::put_locked(const Entry& entry) {
   bool inserted = false;
   if (state != RowState::kValid) {
     Stmt insert = db_->prepare(kInsertRowSql);
-    bind_row(insert, row);
-    insert.run();
-    inserted = db_->changes() == 1;
+    Stmt usage = db_->prepare(kInsertUsageSql);
+    inserted = insert_row(*db_, insert, usage, row);
     // Read it back: in a file whose index is damaged the key can lead to another row.
     // That is corruption: run_op moves the file aside and puts into a fresh store.
     if (row_state_locked("main", entry.key) != RowState::kValid)
@@ -303,9 +325,8 @@ int64_t SqliteStore::evict_locked(int64_t cap, const std::string* keep_key) {
   if (total <= cap) return 0;
   std::vector<int64_t> victims;  // rowids: a damaged file's key may not match a bound text
   {
-    Stmt s = db_->prepare(
-        "SELECT key, length(cubin) + length(ptx), rowid FROM main.entries "
-        "ORDER BY last_used_us, created_us, rowid");
+    Stmt s = db_->prepare("SELECT key, length(cubin) + length(ptx), rowid FROM main.entries ORDER BY ifnull(" +
+                          usage_of("main", "last_used_us") + ", 0), created_us, rowid");
     while (total > cap && s.step()) {
       if (keep_key && s.col_text(0) == *keep_key) continue;  // the newest put survives its own cap check
       total -= s.col_int(1);
@@ -318,6 +339,7 @@ int64_t SqliteStore::evict_locked(int64_t cap, const std::string* keep_key) {
     del.run();
     del.reset();
   }
+  drop_orphan_usage_locked();
   Stmt s = db_->prepare("UPDATE main.stats SET evictions = ifnull(evictions, 0) + ?1 WHERE id = 1");
   s.bind_int(1, static_cast<int64_t>(victims.size()));
   s.run();
@@ -360,7 +382,7 @@ void SqliteStore::clear() {
   run_op("clear", [&] {
     pending_.touches.clear();
     Txn txn(*db_);
-    db_->exec("DELETE FROM main.entries");
+    db_->exec("DELETE FROM main.entries; DELETE FROM main.usage");
     apply_pending_locked();
     txn.commit();
     pending_ = Pending{};
@@ -379,9 +401,10 @@ std::vector<EntryInfo> SqliteStore::list() {
   return run_op("list", [&] {
     std::vector<EntryInfo> out;
     for (const std::string& schema : schemas()) {
-      Stmt s = db_->prepare(
-          "SELECT key, name, arch, length(cubin), length(ptx), created_us, last_used_us, hits, "
-          "compile_ms FROM " + schema + ".entries ORDER BY last_used_us DESC");
+      // A row without usage (a damaged file) reads as used when it was created.
+      Stmt s = db_->prepare("SELECT key, name, arch, length(cubin), length(ptx), created_us, ifnull(" +
+                            usage_of(schema, "last_used_us") + ", created_us), ifnull(" + usage_of(schema, "hits") +
+                            ", 0), compile_ms FROM " + schema + ".entries ORDER BY 7 DESC");
       while (s.step()) {
         EntryInfo info;
         info.key = s.col_text(0);

@@ -118,15 +118,15 @@ TEST(StoreIntegrityTest, NullCountersInADamagedFileDoNotBlockPuts) {
   ASSERT_TRUE(store->put(make_entry("a", 2000)));
   ASSERT_TRUE(store->put(make_entry("b", 2000)));
   const std::string stats_sql = raw_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'stats'");
-  const std::string entries_sql = raw_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'entries'");
+  const std::string usage_sql = raw_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'usage'");
   ASSERT_NE(stats_sql.find("NOT NULL"), std::string::npos);
   raw_exec(db, "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, 'NOT NULL', '') "
-               "WHERE name IN ('stats', 'entries')");
+               "WHERE name IN ('stats', 'usage')");
   raw_exec(db, "UPDATE stats SET hits = NULL, misses = NULL, puts = NULL, evictions = NULL, "
-               "compile_ms_total = NULL; UPDATE entries SET hits = NULL, last_used_us = NULL WHERE key = 'a'");
+               "compile_ms_total = NULL; UPDATE usage SET hits = NULL, last_used_us = NULL WHERE key = 'a'");
   raw_exec(db, "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = " + sql_quote(stats_sql) +
-                   " WHERE name = 'stats'; UPDATE sqlite_schema SET sql = " + sql_quote(entries_sql) +
-                   " WHERE name = 'entries'");
+                   " WHERE name = 'stats'; UPDATE sqlite_schema SET sql = " + sql_quote(usage_sql) +
+                   " WHERE name = 'usage'");
   // (typeof: with NOT NULL back in the schema, SQLite folds `IS NULL` to false.)
   ASSERT_EQ(raw_text(db, "SELECT typeof(compile_ms_total) FROM stats"), "null");
 
@@ -140,6 +140,38 @@ TEST(StoreIntegrityTest, NullCountersInADamagedFileDoNotBlockPuts) {
   EXPECT_EQ(raw_text(db, "SELECT typeof(puts) || typeof(evictions) || typeof(compile_ms_total) FROM stats"),
             "integerintegerreal")
       << "the write healed the row";
+}
+
+// A hit is recorded in its row of usage: the entry's record (its blobs) is never rewritten,
+// a row missing from usage reads as last used when it was created, and deleting an entry
+// (remove, eviction, a bad checksum) deletes its usage too.
+TEST(StoreIntegrityTest, UsageLivesApartFromTheBlobs) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  auto store = open_store(tmp.path());
+  ASSERT_TRUE(store->put(make_entry("a", 2000)));
+  ASSERT_TRUE(store->put(make_entry("b", 2000)));
+  ASSERT_TRUE(store->get("a", Blobs::kCubin).has_value());
+  ASSERT_TRUE(store->get("a", Blobs::kCubin).has_value());
+  store->stats();  // flushes the touches
+  EXPECT_EQ(raw_int(db, "SELECT hits FROM usage WHERE key = 'a'"), 2);
+  EXPECT_EQ(raw_int(db, "SELECT hits FROM usage WHERE key = 'b'"), 0);
+  EXPECT_GE(raw_int(db, "SELECT last_used_us FROM usage WHERE key = 'a'"),
+            raw_int(db, "SELECT created_us FROM entries WHERE key = 'a'"));
+  raw_exec(db, "DELETE FROM usage WHERE key = 'b'");
+  for (const EntryInfo& e : store->list()) {
+    if (e.key != "b") continue;
+    EXPECT_EQ(e.hits, 0);
+    EXPECT_EQ(e.last_used_unix, e.created_unix);
+  }
+  ASSERT_TRUE(store->get("b", Blobs::kCubin).has_value());  // a touch of a row without usage makes one
+  store->stats();
+  EXPECT_EQ(raw_int(db, "SELECT hits FROM usage WHERE key = 'b'"), 1);
+  ASSERT_TRUE(store->remove("a"));
+  EXPECT_EQ(raw_int(db, "SELECT count(*) FROM usage WHERE key = 'a'"), 0);
+  raw_exec(db, "UPDATE entries SET cubin = zeroblob(2000) WHERE key = 'b'");
+  EXPECT_FALSE(store->get("b", Blobs::kCubin).has_value());
+  EXPECT_EQ(raw_int(db, "SELECT count(*) FROM usage"), 0);
 }
 
 TEST(StoreIntegrityTest, EvictionSizesRowsByTheirBlobs) {

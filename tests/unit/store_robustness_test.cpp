@@ -280,23 +280,17 @@ TEST(StoreCorruptionTest, DamageFoundDuringUseNeverThrows) {
   EXPECT_TRUE(store->get("after").has_value());
 }
 
-TEST(StoreCorruptionTest, VerifyRepairSalvagesRowsFromADamagedIndex) {
-  TempDir tmp;
-  const std::string db = tmp.sub("cubins.sqlite3");
-  {
-    auto store = open_store(tmp.path());
-    for (int i = 0; i < 10; ++i) ASSERT_TRUE(store->put(make_entry("s" + std::to_string(i), 9000)));
-  }
+// Zeroes the root page of `object` (an index or table of the store file): the damage verify's
+// integrity check finds and a repair salvages around.
+void zero_root_page(const std::string& db, const std::string& object) {
   int64_t root = 0, page_size = 0;
   {
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
     sqlite3_stmt* s = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(raw,
-                                 "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM "
-                                 "sqlite_master WHERE name = 'sqlite_autoindex_entries_1'",
-                                 -1, &s, nullptr),
-              SQLITE_OK);
+    const std::string sql = "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_master WHERE name = '" +
+                            object + "'";
+    ASSERT_EQ(sqlite3_prepare_v2(raw, sql.c_str(), -1, &s, nullptr), SQLITE_OK);
     ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
     root = sqlite3_column_int64(s, 0);
     page_size = sqlite3_column_int64(s, 1);
@@ -304,12 +298,19 @@ TEST(StoreCorruptionTest, VerifyRepairSalvagesRowsFromADamagedIndex) {
     sqlite3_close(raw);
   }
   ASSERT_GT(root, 1);
+  std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>((root - 1) * page_size));
+  for (int64_t i = 0; i < page_size; ++i) f.put('\0');
+}
+
+TEST(StoreCorruptionTest, VerifyRepairSalvagesRowsFromADamagedIndex) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
   {
-    // Zero the key index's only page: the table itself stays readable.
-    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>((root - 1) * page_size));
-    for (int64_t i = 0; i < page_size; ++i) f.put('\0');
+    auto store = open_store(tmp.path());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(store->put(make_entry("s" + std::to_string(i), 9000)));
   }
+  zero_root_page(db, "sqlite_autoindex_entries_1");  // the key index's only page: the table stays readable
   auto store = open_store(tmp.path());
   auto before = store->verify(/*repair=*/true);
   EXPECT_FALSE(before.integrity_ok);
@@ -322,6 +323,23 @@ TEST(StoreCorruptionTest, VerifyRepairSalvagesRowsFromADamagedIndex) {
     EXPECT_EQ(got->cubin, make_entry("s" + std::to_string(i), 9000).cubin);
   }
   EXPECT_EQ(quarantined_dbs(tmp.path()).size(), 1u);
+}
+
+// The usage table (hits, last use) damaged: a repair salvages every entry without it.
+TEST(StoreCorruptionTest, VerifyRepairSalvagesEntriesPastADamagedUsageTable) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  {
+    auto store = open_store(tmp.path());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(store->put(make_entry("u" + std::to_string(i), 9000)));
+  }
+  zero_root_page(db, "usage");
+  auto store = open_store(tmp.path());
+  EXPECT_FALSE(store->verify(/*repair=*/true).integrity_ok);
+  auto after = store->verify(false);
+  EXPECT_TRUE(after.integrity_ok);
+  EXPECT_EQ(after.checked, 10);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(store->get("u" + std::to_string(i), Blobs::kCubin).has_value()) << i;
 }
 
 TEST(StoreCorruptionTest, ReplacedFileIsReopenedWithoutTouchingTheNewOne) {

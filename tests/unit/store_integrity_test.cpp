@@ -226,54 +226,49 @@ TEST(StoreIntegrityTest, RowsWithBlobTypedChecksumOrKeyAreRemovedAndEvicted) {
   EXPECT_EQ(raw_int(db, "SELECT count(*) FROM entries"), 0);
 }
 
-// Rows of schema 001 have checksums that do not cover the metadata: the
-// upgrade drops them (a recompile), it never quarantines or fails.
-TEST(StoreIntegrityTest, SchemaOneStoreIsUpgradedAndItsRowsAreMisses) {
-  TempDir tmp;
-  const std::string db = tmp.sub("cubins.sqlite3");
+// The migrations up to `version` alone (its SQL run by hand, as an older library left the file),
+// with one row in that layout whose checksum this library never accepts.
+void make_old_store(const std::string& db, int version) {
   const auto& migrations = schema_migrations();
-  ASSERT_GE(migrations.size(), 2u);
-  ASSERT_EQ(std::atoi(migrations[0].file), 1);
-  raw_exec(db, std::string(migrations[0].sql) + "; PRAGMA user_version = 1;");
-  raw_exec(db, "INSERT INTO entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
-               "created_us, last_used_us) VALUES ('old', 'n', 'sm_90a', X'0102', X'', "
-               "'{\"log\":5}', '00000000000000000000000000000000', 2, 1, 1)");
-  auto store = open_store(tmp.path());
-  auto st = store->stats();
-  EXPECT_FALSE(st.in_memory) << st.note;
-  EXPECT_EQ(st.note.find("quarantined"), std::string::npos) << st.note;
-  EXPECT_EQ(st.entries, 0);
-  EXPECT_FALSE(store->get("old").has_value());
-  EXPECT_TRUE(store->put(make_entry("new", 100)));
-  EXPECT_TRUE(store->get("new").has_value());
-  EXPECT_EQ(raw_int(db, "PRAGMA user_version"), std::atoi(migrations.back().file));
-}
-
-// Rows of schema 002 carry the checksum that covered the PTX itself, in a table whose PTX
-// came before the metadata: the upgrade to 003 drops them too, and the file stays ours.
-TEST(StoreIntegrityTest, SchemaTwoStoreIsUpgradedAndItsRowsAreMisses) {
-  TempDir tmp;
-  const std::string db = tmp.sub("cubins.sqlite3");
-  const auto& migrations = schema_migrations();
-  ASSERT_GE(migrations.size(), 3u);
-  ASSERT_EQ(std::atoi(migrations[1].file), 2);
-  raw_exec(db, std::string(migrations[0].sql) + ";" + migrations[1].sql + "; PRAGMA user_version = 2;");
+  std::string sql;
+  for (int v = 1; v <= version; ++v) {
+    ASSERT_EQ(std::atoi(migrations[v - 1].file), v);
+    sql += std::string(migrations[v - 1].sql) + ";";
+  }
+  raw_exec(db, sql + "PRAGMA user_version = " + std::to_string(version) + ";");
   raw_exec(db, "INSERT INTO entries (key, name, arch, cubin, ptx, meta_json, checksum, bytes, "
                "created_us, last_used_us) VALUES ('old', 'n', 'sm_90a', X'0102', X'03', "
                "'{\"log\":5}', '00000000000000000000000000000000', 3, 1, 1)");
-  auto store = open_store(tmp.path());
-  auto st = store->stats();
-  EXPECT_FALSE(st.in_memory) << st.note;
-  EXPECT_EQ(st.note.find("quarantined"), std::string::npos) << st.note;
-  EXPECT_EQ(st.entries, 0);
-  EXPECT_FALSE(store->get("old").has_value());
-  EXPECT_TRUE(store->put(make_entry("new", 100)));
-  EXPECT_TRUE(store->get("new", Blobs::kCubin).has_value());
-  EXPECT_EQ(raw_int(db, "PRAGMA user_version"), std::atoi(migrations.back().file));
+}
 
-  // The same file as a bundle (an older library's export): refused, naming its schema.
+// Rows of schema 001 have checksums that do not cover the metadata; rows of 002 carry the
+// checksum that covered the PTX itself, in a table whose PTX came before the metadata: the
+// upgrade drops them (a recompile), it never quarantines or fails, and the file stays ours.
+TEST(StoreIntegrityTest, OlderStoresAreUpgradedAndTheirRowsAreMisses) {
+  const auto& migrations = schema_migrations();
+  ASSERT_GE(migrations.size(), 3u);
+  for (int version : {1, 2}) {
+    TempDir tmp;
+    const std::string db = tmp.sub("cubins.sqlite3");
+    make_old_store(db, version);
+    auto store = open_store(tmp.path());
+    auto st = store->stats();
+    EXPECT_FALSE(st.in_memory) << st.note;
+    EXPECT_EQ(st.note.find("quarantined"), std::string::npos) << st.note;
+    EXPECT_EQ(st.entries, 0) << version;
+    EXPECT_FALSE(store->get("old").has_value());
+    EXPECT_TRUE(store->put(make_entry("new", 100)));
+    EXPECT_TRUE(store->get("new", Blobs::kCubin).has_value());
+    EXPECT_EQ(raw_int(db, "PRAGMA user_version"), std::atoi(migrations.back().file));
+  }
+}
+
+// An older library's export as a bundle: refused, naming its schema.
+TEST(StoreIntegrityTest, BundlesOfAnOlderSchemaAreRefusedByName) {
+  TempDir tmp;
+  auto store = open_store(tmp.path());
   const std::string bundle = tmp.sub("old-bundle.sqlite3");
-  raw_exec(bundle, std::string(migrations[0].sql) + ";" + migrations[1].sql + "; PRAGMA user_version = 2;");
+  make_old_store(bundle, 2);
   try {
     store->import_from(bundle);
     ADD_FAILURE() << "imported a schema 2 bundle";

@@ -72,5 +72,8 @@ int bench_fia_prefix(const Options& o);
 int bench_fia_quant(const Options& o);
 // Issue 10: batch_decode_mla (bf16, page 64) at the issue's shapes; prints TB/s and TFLOP/s.
 std::vector<Result> bench_mla(const Options& o);
+// --startup's MLA rows: host cost per batch_decode_mla call, its plan and its tensor map
+// (bench_mla_host.cpp); skipped when the store lacks the kernel.
+int mla_host_overhead();
 
 }  // namespace attnjit::bench

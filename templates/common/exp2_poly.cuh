@@ -1,0 +1,50 @@
+// exp2 on the FMA and integer pipes, for a share of a softmax's exponentials: ex2.approx is
+// a MUFU op (16 a clock per SM on Hopper), and at head dim 64 a prefill tile needs as many
+// MUFU clocks as tensor-core clocks. 2^x = 2^j * 2^f, j = round(x), f in [-0.5, 0.5]: j by
+// the 1.5 * 2^23 rounding trick (two FADDs), 2^f by a degree-3 polynomial (relative error
+// 7.5e-5, below a bf16 or fp16 P's rounding), 2^j added to the exponent bits.
+// For x >= -126 only (the caller clamps; nearer 0 than 2^-126 it returns a denormal, never 0).
+// Plain C++ too: the host tests it against std::exp2.
+#pragma once
+
+#if defined(__CUDACC__)
+#define ATTNJIT_EXP2_HD __host__ __device__ __forceinline__
+#else
+#include <cstring>
+#define ATTNJIT_EXP2_HD inline
+#endif
+
+namespace attnjit {
+
+ATTNJIT_EXP2_HD int exp2_float_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_int(v);
+#else
+  int i;
+  std::memcpy(&i, &v, sizeof(i));
+  return i;
+#endif
+}
+ATTNJIT_EXP2_HD float exp2_bits_float(int i) {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(i);
+#else
+  float v;
+  std::memcpy(&v, &i, sizeof(v));
+  return v;
+#endif
+}
+
+// x in [-126, ~0.5]: 2^x to a relative error of 7.5e-5 (minimax on [-0.5, 0.5], relative).
+ATTNJIT_EXP2_HD float exp2_poly(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: x + kRound holds round(x) in its low bits
+  const float t = x + kRound;
+  const float f = x - (t - kRound);      // [-0.5, 0.5]
+  float p = 0.055171668760614856f * f + 0.2426111327941456f;
+  p = p * f + 0.6932609864397805f;
+  p = p * f + 0.9999280729172344f;
+  // t's bits are kRound's plus round(x); kRound's set bits all sit past bit 8, so << 23 leaves round(x) << 23.
+  return exp2_bits_float(exp2_float_bits(p) + static_cast<int>(static_cast<unsigned>(exp2_float_bits(t)) << 23));
+}
+
+}  // namespace attnjit

@@ -2,7 +2,8 @@
 # Copies what the GPU machine needs from a build dir into gpu-stage/ (small
 # enough to carry): the library, the GPU tests, the benchmark, the CLI and,
 # with PREWARM=1, a cubin store holding the GPU tests' kernels (PREWARM_SUITES="a.*;b.*"
-# limits it to those gtest filters; PREWARM_SPECS adds kernels by name).
+# limits it to those gtest filters; PREWARM_SPECS adds kernels by name, SPEC_KNOBS repeats
+# them under sets of tuning knobs).
 set -euo pipefail
 BUILD=${1:-build}
 # Build first: a stale test binary once ran old test cases against new kernels. Only what
@@ -39,6 +40,14 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # PREWARM_SPECS="name name ...": kernels the benchmark launches that no GPU test does.
   if [ -n "${PREWARM_SPECS:-}" ]; then
     "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
+    # SPEC_KNOBS="A=1;A=2 B=0": the same kernels again under each set of tuning knobs (the
+    # rendered source, so the key, follows a knob): a benchmark's A/B sides.
+    if [ -n "${SPEC_KNOBS:-}" ]; then
+      IFS=';' read -ra knob_sets <<<"$SPEC_KNOBS"
+      for knobs in "${knob_sets[@]}"; do
+        env $knobs "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
+      done
+    fi
   fi
   # BEFORE_TEMPLATES=dir BEFORE_SPECS="name ...": a template-only change's "before" side: the
   # specs rendered from that template set too, both prewarmed here; the folder travels as
@@ -64,7 +73,8 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # The seed's entries this stage did not use (keys a template edit changed) would only
   # weigh on the carry: drop them.
   if [ -n "${SEED_CACHE:-}" ] && command -v sqlite3 >/dev/null; then
-    sqlite3 gpu-stage/cache/cubins.sqlite3 "DELETE FROM entries WHERE last_used_us < $STAGE_START_US; VACUUM;"
+    sqlite3 gpu-stage/cache/cubins.sqlite3 "DELETE FROM entries WHERE key NOT IN (SELECT key FROM usage WHERE \
+      last_used_us >= $STAGE_START_US); DELETE FROM usage WHERE key NOT IN (SELECT key FROM entries); VACUUM;"
   fi
   "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" cache stats | head -3
   # Fold the WAL into the file so that one file carries everything.

@@ -88,19 +88,22 @@ std::vector<TemplateFile> load_template_dir(const std::string& dir, LoadedText& 
 
 }  // namespace
 
-// Read once: the set and its hash must agree for the process's life.
-bool templates_overridden() {
-  static const bool overridden = [] {
-    const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR");
-    return dir && *dir;
+namespace {
+// $ATTNJIT_TEMPLATE_DIR, or null: read once, so that the set and its hash agree for the process's life.
+const char* template_override_dir() {
+  static const char* const dir = [] {
+    const char* d = std::getenv("ATTNJIT_TEMPLATE_DIR");
+    return d && *d ? d : nullptr;
   }();
-  return overridden;
+  return dir;
 }
+}  // namespace
+
+bool templates_overridden() { return template_override_dir() != nullptr; }
 
 const std::shared_ptr<const std::vector<TemplateFile>>& template_set() {
   static const std::shared_ptr<const std::vector<TemplateFile>> files = [] {
-    if (templates_overridden()) {
-      const char* dir = std::getenv("ATTNJIT_TEMPLATE_DIR");
+    if (const char* dir = template_override_dir()) {
       static LoadedText text;
       return std::make_shared<const std::vector<TemplateFile>>(load_template_dir(dir, text));
     }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "store/cubin_store.hpp"
+#include "util/hash.hpp"
 
 namespace attnjit::store {
 
@@ -28,16 +29,9 @@ void update_field(XXH3_state_t* state, std::string_view bytes) {
   XXH3_128bits_update(state, bytes.data(), bytes.size());
 }
 
-std::string hex(XXH128_hash_t h) {
-  char out[33];
-  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return out;
-}
-
 }  // namespace
 
-std::string ptx_checksum(std::string_view ptx) { return hex(XXH3_128bits(ptx.data(), ptx.size())); }
+std::string ptx_checksum(std::string_view ptx) { return util::xxh128_hex(ptx); }
 
 std::string row_checksum(const Entry& e, std::string_view ptx_digest) {
   // Streaming, so that a large cubin is hashed in place rather than copied.
@@ -48,7 +42,11 @@ std::string row_checksum(const Entry& e, std::string_view ptx_digest) {
                                  std::string_view(e.cubin), ptx_digest}) {
     update_field(state.get(), field);
   }
-  return hex(XXH3_128bits_digest(state.get()));
+  XXH128_hash_t h = XXH3_128bits_digest(state.get());
+  char out[33];
+  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return out;
 }
 
 }  // namespace attnjit::store

@@ -7,32 +7,28 @@
 // Plain C++ too: the host tests it against std::exp2.
 #pragma once
 
-// (No #include: a template set is self-contained; the host side copies bits with the builtin.)
+// (No #include: a template set is self-contained. Bits are copied with memcpy, which NVRTC
+// declares itself, and with the compiler's builtin elsewhere.)
 #if defined(__CUDACC__)
 #define ATTNJIT_EXP2_HD __host__ __device__ __forceinline__
 #else
 #define ATTNJIT_EXP2_HD inline
 #endif
+#if defined(__CUDACC_RTC__)
+#define ATTNJIT_EXP2_MEMCPY memcpy
+#else
+#define ATTNJIT_EXP2_MEMCPY __builtin_memcpy
+#endif
 
 namespace attnjit {
 
-ATTNJIT_EXP2_HD int exp2_float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_int(v);
-#else
-  int i;
-  __builtin_memcpy(&i, &v, sizeof(i));
-  return i;
-#endif
-}
-ATTNJIT_EXP2_HD float exp2_bits_float(int i) {
-#if defined(__CUDA_ARCH__)
-  return __int_as_float(i);
-#else
-  float v;
-  __builtin_memcpy(&v, &i, sizeof(v));
-  return v;
-#endif
+// The same bits as another 4-byte type (memcpy: a register move on the device, no UB on the host).
+template <class To, class From>
+ATTNJIT_EXP2_HD To exp2_bits_as(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a bit copy between types of one size");
+  To out;
+  ATTNJIT_EXP2_MEMCPY(&out, &v, sizeof(out));
+  return out;
 }
 
 // x in [-126, ~0.5]: 2^x to a relative error of 7.5e-5 (minimax on [-0.5, 0.5], relative).
@@ -44,7 +40,7 @@ ATTNJIT_EXP2_HD float exp2_poly(float x) {
   p = p * f + 0.6932609864397805f;
   p = p * f + 0.9999280729172344f;
   // t's bits are kRound's plus round(x); kRound's set bits all sit past bit 8, so << 23 leaves round(x) << 23.
-  return exp2_bits_float(exp2_float_bits(p) + static_cast<int>(static_cast<unsigned>(exp2_float_bits(t)) << 23));
+  return exp2_bits_as<float>(exp2_bits_as<int>(p) + static_cast<int>(exp2_bits_as<unsigned>(t) << 23));
 }
 
 }  // namespace attnjit

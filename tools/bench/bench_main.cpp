@@ -14,6 +14,7 @@
 #include "attnjit/error.hpp"
 #include "attnjit/xqa.hpp"
 #include "bench_cases.hpp"
+#include "bench_timing.hpp"
 #include "common/device_tensor.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/common/launch.hpp"
@@ -137,28 +138,12 @@ int startup(const char* self) {
   a.output = o.view; a.workspace_buffer = ws.view; a.semaphores = sem.view; a.num_kv_heads = KH; a.page_size = P;
   xqa(a);
   driver::ctx_sync();
-  std::vector<double> per_call;
-  for (int burst = 0; burst < 50; ++burst) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < 100; ++i) xqa(a);
-    per_call.push_back(since_us(t0) / 100);
-    driver::ctx_sync();
-  }
-  fmt::print("host overhead per xqa launch: {:.2f} us (median of 50 bursts of 100)\n", median(per_call));
+  fmt::print("host overhead per xqa launch: {:.2f} us (median of 50 bursts of 100)\n",
+             bench::host_us_per_call([&] { xqa(a); }));
   // Where it goes: planning alone (validation, spec, backend) and the bare driver launch.
   const auto info = driver::device_caps(driver::current_device());
   const spec::Arch arch = spec::arch_for_device(info.sm_major, info.sm_minor);
-  auto per_burst = [&](auto&& body) {
-    std::vector<double> us;
-    for (int burst = 0; burst < 50; ++burst) {
-      auto t0 = Clock::now();
-      for (int i = 0; i < 100; ++i) body();
-      us.push_back(since_us(t0) / 100);
-      driver::ctx_sync();
-    }
-    return median(us);
-  };
-  const double plan_us = per_burst([&] { ops::plan_xqa(a, arch); });
+  const double plan_us = bench::host_us_per_call([&] { ops::plan_xqa(a, arch); });
   // One launch through the op's own path fills in the split fields of the params;
   // then the same kernel, grid and params go straight to the driver.
   ops::XqaPlan plan = ops::plan_xqa(a, arch);
@@ -173,15 +158,15 @@ int startup(const char* self) {
   const unsigned splits = static_cast<unsigned>(ops::launch_decode(Runtime::global(), l, plan.params, nullptr));
   const runtime::LoadedKernel& kernel = Runtime::global().registry().kernel(plan.spec, driver::current_device(), nullptr);
   const ops::Grid grid{splits, static_cast<unsigned>(KH * plan.params.row_blocks), static_cast<unsigned>(B)};
-  const double bare_us = per_burst([&] { ops::launch_kernel(kernel, grid, nullptr, l.pdl, plan.params); });
+  const double bare_us = bench::host_us_per_call([&] { ops::launch_kernel(kernel, grid, nullptr, l.pdl, plan.params); });
   fmt::print("  of which planning (validate, spec, backend) {:.2f} us; a bare cuLaunchKernelEx of the same kernel "
              "{:.2f} us\n", plan_us, bare_us);
   // The same on a stream of the caller's (engines launch on their own streams, not the
   // legacy default one, whose implicit ordering the driver pays for), and without PDL.
   CUstream own = driver::stream_create();
-  const double own_us = per_burst([&] { xqa(a, own); });
-  const double own_bare_us = per_burst([&] { ops::launch_kernel(kernel, grid, own, l.pdl, plan.params); });
-  const double own_bare_nopdl_us = per_burst([&] { ops::launch_kernel(kernel, grid, own, false, plan.params); });
+  const double own_us = bench::host_us_per_call([&] { xqa(a, own); });
+  const double own_bare_us = bench::host_us_per_call([&] { ops::launch_kernel(kernel, grid, own, l.pdl, plan.params); });
+  const double own_bare_nopdl_us = bench::host_us_per_call([&] { ops::launch_kernel(kernel, grid, own, false, plan.params); });
   fmt::print("host overhead per xqa launch on a non-blocking stream: {:.2f} us; bare launch there {:.2f} us, "
              "without PDL {:.2f} us\n", own_us, own_bare_us, own_bare_nopdl_us);
   driver::ctx_sync();

@@ -3,13 +3,12 @@
 // splits) and the KV tensor map's cuTensorMapEncodeTiled, which every call encodes again.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <vector>
 
 #include "attnjit/mla.hpp"
 #include "attnjit/runtime.hpp"
 #include "bench_cases.hpp"
+#include "bench_timing.hpp"
 #include "common/device_tensor.hpp"
 #include "driver/cuda_driver.hpp"
 #include "ops/mla/mla_plan.hpp"
@@ -18,28 +17,9 @@
 
 namespace attnjit::bench {
 
-namespace {
-
-using testing::DeviceTensor;
-using Clock = std::chrono::steady_clock;
-
-template <class Fn>
-double us_per_call(Fn&& body) {
-  std::vector<double> us;
-  for (int burst = 0; burst < 50; ++burst) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < 100; ++i) body();
-    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 100);
-    driver::ctx_sync();
-  }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
-}  // namespace
-
 int mla_host_overhead() {
   // 16 heads, one request of 256 tokens (four pages of 64): the narrow tile, no split.
+  using testing::DeviceTensor;
   const int B = 1, H = 16, P = 64, pages = 4;
   DeviceTensor q(DType::kBFloat16, {B, 1, H, 576}), out(DType::kBFloat16, {B, 1, H, 512});
   DeviceTensor kv(DType::kBFloat16, {pages, P, 576}), bt(DType::kInt32, {B, pages}), sl(DType::kInt32, {B});
@@ -62,9 +42,9 @@ int mla_host_overhead() {
   CUstream own = driver::stream_create();
   batch_decode_mla(a, own);
   driver::ctx_sync();
-  const double call_us = us_per_call([&] { batch_decode_mla(a, own); });
-  const double plan_us = us_per_call([&] { ops::plan_mla(a, arch); });
-  const double map_us = us_per_call([&] { ops::mla_set_kv_map(a, plan); });
+  const double call_us = host_us_per_call([&] { batch_decode_mla(a, own); });
+  const double plan_us = host_us_per_call([&] { ops::plan_mla(a, arch); });
+  const double map_us = host_us_per_call([&] { ops::mla_set_kv_map(a, plan); });
   fmt::print("host overhead per MLA launch ({}, non-blocking stream): {:.2f} us; of which planning {:.2f} us, "
              "the KV tensor map's encode {:.2f} us\n", plan.spec.name(), call_us, plan_us, map_us);
   driver::ctx_sync();

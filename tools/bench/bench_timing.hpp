@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -34,6 +35,21 @@ inline double time_median(int sets, const Options& o, Fn fn) {
   }
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
   return ms[ms.size() / 2];
+}
+
+// Host microseconds per call: the median of 50 bursts of 100 calls, timing the calls only
+// (the device drains between bursts). The launch path's cost, not the kernel's.
+template <class Fn>
+inline double host_us_per_call(Fn&& body) {
+  std::vector<double> us;
+  for (int burst = 0; burst < 50; ++burst) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 100; ++i) body();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100);
+    driver::ctx_sync();
+  }
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
 }
 
 // Drawing and encoding GBs of normals takes minutes on the host; tiling a 1M-value

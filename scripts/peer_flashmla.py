@@ -2,12 +2,14 @@
 """FlashMLA's dense decode timed on attnjit-bench --mla's bf16 shapes (page 64, shuffled
 block table, causal, d 576 / dv 512), for ratios taken in one GPU run. A peer, not library code.
 
-Usage (on the GPU machine, FlashMLA built in place): PYTHONPATH=<flashmla tree> peer_flashmla.py
+Usage (on the GPU machine, FlashMLA built in place): PYTHONPATH=<flashmla tree> peer_flashmla.py [H,B,T,L]
+(one shape only, e.g. 128,64,1,8192: for a profiler run)
 Prints per shape: the whole call (scheduling metadata built each time) and per layer
 (metadata reused, as engines do across layers), in us, TB/s and TFLOP/s.
 """
 import math
 import statistics
+import sys
 
 import torch
 from flash_mla import flash_mla_with_kvcache, get_mla_metadata
@@ -45,7 +47,8 @@ def median_us(fn, sets, rounds=30):
 
 def main():
     print(f"{'flashmla (page 64)':<24} {'mode':<12} {'us':>10} {'TB/s':>8} {'TFLOP/s':>9}")
-    for h, b, t, length in SHAPES:
+    shapes = [tuple(int(x) for x in sys.argv[1].split(","))] if len(sys.argv) > 1 else SHAPES
+    for h, b, t, length in shapes:
         kv_bytes = b * length * 576 * 2
         sets = max(1, math.ceil(3 * L2_BYTES / kv_bytes))
         data = [make_set(h, b, t, length) for _ in range(sets)]

@@ -169,6 +169,13 @@ int startup(const char* self) {
   const double own_bare_nopdl_us = bench::host_us_per_call([&] { ops::launch_kernel(kernel, grid, own, false, plan.params); });
   fmt::print("host overhead per xqa launch on a non-blocking stream: {:.2f} us; bare launch there {:.2f} us, "
              "without PDL {:.2f} us\n", own_us, own_bare_us, own_bare_nopdl_us);
+  // The rest of the gap between the call and the bare launch: the op's launch half (kernel
+  // lookup, split plan, params) on a plan made once, and the current-device query.
+  const double launch_half_us =
+      bench::host_us_per_call([&] { ops::launch_decode(Runtime::global(), l, plan.params, own); });
+  const double device_us = bench::host_us_per_call([&] { (void)driver::current_device(); });
+  fmt::print("  of which launch_decode on a ready plan {:.2f} us, current_device() {:.3f} us\n", launch_half_us,
+             device_us);
   driver::ctx_sync();
   driver::stream_destroy(own);
   return rc | bench::mla_host_overhead();

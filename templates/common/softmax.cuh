@@ -22,6 +22,19 @@ __device__ __forceinline__ float quad_sum(float x) {
 // exp2(x - ref) that stays 0 (not NaN) when both are -inf: a fully masked row.
 __device__ __forceinline__ float safe_ref(float m) { return m == kNegInf ? 0.0f : m; }
 
+// One row's online-softmax step over a tile whose max is t: the running max m takes t in,
+// the row sum l is rescaled; returns that rescale factor (alpha), and t becomes the
+// reference the tile's exponentials subtract (safe_ref: 0 for a row with nothing visible).
+__device__ __forceinline__ float online_max_step(float& m, float& l, float& t) {
+  const float m_new = fmaxf(m, t);
+  const float ref = safe_ref(m_new);
+  const float alpha = fast_exp2(m - ref);
+  m = m_new;
+  t = ref;
+  l *= alpha;
+  return alpha;
+}
+
 // Merge weight of a partial state with max m against the total max.
 __device__ __forceinline__ float merge_weight(float m, float m_total) {
   return m == kNegInf ? 0.0f : fast_exp2(m - m_total);

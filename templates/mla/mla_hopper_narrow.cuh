@@ -90,13 +90,8 @@ struct MlaHopperNarrow : MlaHopperIo<Tr, kTma> {
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int n = col(c, lane);
-      const float t = fmaxf(fmaxf(x[n], x[kN + n]), fmaxf(x[2 * kN + n], x[3 * kN + n]));
-      const float m_new = fmaxf(m[c], t);
-      const float ref = safe_ref(m_new);
-      alpha[c] = fast_exp2(m[c] - ref);
-      m[c] = m_new;
-      mx[c] = ref;
-      l[c] *= alpha[c];
+      mx[c] = fmaxf(fmaxf(x[n], x[kN + n]), fmaxf(x[2 * kN + n], x[3 * kN + n]));
+      alpha[c] = online_max_step(m[c], l[c], mx[c]);
     }
     const float mul = interior ? scale_log2 : 1.f;
 #pragma unroll

@@ -356,12 +356,8 @@ struct PrefillHopper {
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const float m_new = fmaxf(m[hf], quad_max(mx[hf]));
-      const float ref = safe_ref(m_new);
-      alpha[hf] = fast_exp2(m[hf] - ref);
-      m[hf] = m_new;
-      mx[hf] = ref;
-      l[hf] *= alpha[hf];
+      mx[hf] = quad_max(mx[hf]);
+      alpha[hf] = online_max_step(m[hf], l[hf], mx[hf]);
     }
     const float mul = interior ? scale_log2 : 1.0f;
     if (Tr::kExpEmu > 0 && interior) {

@@ -91,6 +91,15 @@ void require_aligned(const TensorView& t, const char* name, int bytes) {
               fmt::format("stride {} elements in dim {}", t.stride[d], d));
 }
 
+size_t require_scratch_bytes(const TensorView& t, const char* name, int align) {
+  require_defined(t, name);
+  require_contiguous(t, name);
+  require_aligned(t, name, align);
+  ATTNJIT_REQUIRE(dtype_size(t.dtype) > 0, name, "a known dtype (uint8)",
+                  fmt::format("enum value {}", static_cast<int>(t.dtype)));
+  return static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+}
+
 void require_finite_positive(float value, const char* name) {
   if (!(value > 0.f && std::isfinite(value))) invalid(name, "a finite value > 0", fmt::format("{}", value));
 }

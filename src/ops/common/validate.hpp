@@ -36,6 +36,9 @@ void require_dim(const TensorView& t, const char* name, int dim, int64_t expecte
 void require_inner_contiguous(const TensorView& t, const char* name);  // stride[-1] == 1
 void require_contiguous(const TensorView& t, const char* name);
 void require_aligned(const TensorView& t, const char* name, int bytes);  // data and strides
+// A caller's scratch buffer (workspace_buffer): defined, contiguous, `align`-byte aligned and
+// of a known dtype; returns its size in bytes.
+size_t require_scratch_bytes(const TensorView& t, const char* name, int align);
 
 // Scalars and enums (an enum may hold any value a caller cast into it).
 void require_finite_positive(float value, const char* name);

@@ -313,14 +313,8 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   p.bmm1_scale = a.bmm1_scale.value;
   p.bmm2_scale = a.bmm2_scale.value;
   p.lse_base2 = a.lse_base == LseBase::kTwo ? 1 : 0;
-  if (present(a.workspace_buffer)) {
-    require_defined(a.workspace_buffer, "workspace_buffer");
-    require_contiguous(a.workspace_buffer, "workspace_buffer");
-    require_aligned(a.workspace_buffer, "workspace_buffer", 256);
-    ATTNJIT_REQUIRE(dtype_size(a.workspace_buffer.dtype) > 0, "workspace_buffer", "a known dtype (uint8)",
-                    fmt::format("enum value {}", static_cast<int>(a.workspace_buffer.dtype)));
-    plan.workspace_bytes = static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype);
-  }
+  if (present(a.workspace_buffer))
+    plan.workspace_bytes = require_scratch_bytes(a.workspace_buffer, "workspace_buffer", 256);
   return plan;
 }
 

@@ -250,14 +250,8 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
     require_aligned(a.semaphores, "semaphores", 4);
     plan.semaphore_count = static_cast<size_t>(a.semaphores.numel());
   }
-  if (present(a.workspace_buffer)) {
-    require_defined(a.workspace_buffer, "workspace_buffer");
-    require_contiguous(a.workspace_buffer, "workspace_buffer");
-    require_aligned(a.workspace_buffer, "workspace_buffer", 16);
-    ATTNJIT_REQUIRE(dtype_size(a.workspace_buffer.dtype) > 0, "workspace_buffer", "a known dtype (uint8)",
-                    fmt::format("enum value {}", static_cast<int>(a.workspace_buffer.dtype)));
-    plan.workspace_bytes = static_cast<size_t>(a.workspace_buffer.numel()) * dtype_size(a.workspace_buffer.dtype);
-  }
+  if (present(a.workspace_buffer))
+    plan.workspace_bytes = require_scratch_bytes(a.workspace_buffer, "workspace_buffer", 16);
   return plan;
 }
 

@@ -75,6 +75,14 @@ int cold_compile(int n, const std::string& arch) {
 const char* const kWarmExtras[] = {"mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen",
                                    "prefill.bf16.hd128.g1.contig.nhd.trtllmgen"};
 
+// kWarmExtras' kernel `stem` for arch: a name's arch token has no underscore ("sm90a"; Arch::str()
+// spells the compile target, "sm_90a").
+spec::KernelSpec extra_spec(const char* stem, const std::string& arch) {
+  std::string token = arch;
+  token.erase(std::remove(token.begin(), token.end(), '_'), token.end());
+  return spec::KernelSpec::from_name(std::string(stem) + "." + token);
+}
+
 // In a fresh process: store hit + module load for the proof kernel, or the named one.
 int warm_child(const char* name) {
   auto t0 = Clock::now();
@@ -82,7 +90,7 @@ int warm_child(const char* name) {
   const int dev = driver::current_device();
   auto info = driver::device_info(dev);
   const std::string arch = spec::arch_for_device(info.sm_major, info.sm_minor).str();
-  spec::KernelSpec s = name ? spec::KernelSpec::from_name(std::string(name) + "." + arch) : proof_spec(arch);
+  spec::KernelSpec s = name ? extra_spec(name, arch) : proof_spec(arch);
   auto t1 = Clock::now();
   rt.registry().artifact(s);  // the store read (key, row, checksum)
   const double store_us = since_us(t1);
@@ -116,7 +124,7 @@ int startup(const char* self) {
     auto info = driver::device_info(driver::current_device());
     const std::string arch = spec::arch_for_device(info.sm_major, info.sm_minor).str();
     for (const char* extra : kWarmExtras) {
-      const std::string key = rt.registry().key_of(spec::KernelSpec::from_name(std::string(extra) + "." + arch));
+      const std::string key = rt.registry().key_of(extra_spec(extra, arch));
       if (rt.registry().store() && rt.registry().store()->contains(key))
         rc |= std::system(fmt::format("{} --warm-child {}", self, extra).c_str());
       else

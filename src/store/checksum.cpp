@@ -4,7 +4,6 @@
 #include <xxhash.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 
 #include "store/cubin_store.hpp"
@@ -42,11 +41,8 @@ std::string row_checksum(const Entry& e, std::string_view ptx_digest) {
                                  std::string_view(e.cubin), ptx_digest}) {
     update_field(state.get(), field);
   }
-  XXH128_hash_t h = XXH3_128bits_digest(state.get());
-  char out[33];
-  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return out;
+  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
+  return util::hex128(h.high64, h.low64);
 }
 
 }  // namespace attnjit::store

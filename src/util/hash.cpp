@@ -7,12 +7,16 @@
 
 namespace attnjit::util {
 
-std::string xxh128_hex(std::string_view data) {
-  XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+std::string hex128(uint64_t high, uint64_t low) {
   char out[33];
-  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
+  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(high),
+                static_cast<unsigned long long>(low));
   return out;
+}
+
+std::string xxh128_hex(std::string_view data) {
+  const XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  return hex128(h.high64, h.low64);
 }
 
 uint64_t xxh64(std::string_view data) { return XXH3_64bits(data.data(), data.size()); }
@@ -50,10 +54,7 @@ KeyEncoder& KeyEncoder::field(std::string_view name, int64_t value) {
 
 std::string KeyEncoder::hex() const {
   const XXH128_hash_t h = XXH3_128bits_digest(state(state_));
-  char out[33];
-  std::snprintf(out, sizeof(out), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return out;
+  return hex128(h.high64, h.low64);
 }
 
 std::string KeyEncoder::field_bytes(std::string_view name, std::string_view value) {

@@ -9,6 +9,8 @@
 namespace attnjit::util {
 
 std::string xxh128_hex(std::string_view data);
+// A 128-bit digest as those 32 lowercase hex digits, high 64 bits first.
+std::string hex128(uint64_t high, uint64_t low);
 uint64_t xxh64(std::string_view data);
 
 // Streams the encoded fields into XXH3-128: hex() equals xxh128_hex of the fields'

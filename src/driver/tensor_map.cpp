@@ -133,7 +133,20 @@ void check_tensor_map(const TiledTensorMapDesc& d) {
     bad("oob_fill", "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE for an integer dtype", "the NaN fill");
 }
 
-CUtensorMap encode_tensor_map_tiled(const TiledTensorMapDesc& d) {
+namespace {
+
+bool same_desc(const TiledTensorMapDesc& a, const TiledTensorMapDesc& b) {
+  if (a.dtype != b.dtype || a.global != b.global || a.rank != b.rank || a.interleave != b.interleave ||
+      a.swizzle != b.swizzle || a.l2_promotion != b.l2_promotion || a.oob_fill != b.oob_fill)
+    return false;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.dims[i] != b.dims[i] || a.box[i] != b.box[i] || a.element_strides[i] != b.element_strides[i] ||
+        (i + 1 < a.rank && a.strides[i] != b.strides[i]))
+      return false;
+  return true;
+}
+
+CUtensorMap encode_uncached(const TiledTensorMapDesc& d) {
   check_tensor_map(d);
   detail::ensure();
   CUtensorMap map{};  // CUtensorMap is declared 64-byte aligned, as the driver requires
@@ -145,12 +158,38 @@ CUtensorMap encode_tensor_map_tiled(const TiledTensorMapDesc& d) {
     box[i] = d.box[i];
     estrides[i] = d.element_strides[i];
   }
-  check(detail::g_api.cuTensorMapEncodeTiled(&map, d.dtype, static_cast<cuuint32_t>(d.rank),
-                                             const_cast<void*>(d.global), dims, strides, box, estrides,
-                                             d.interleave, d.swizzle, d.l2_promotion, d.oob_fill),
-        fmt::format("cuTensorMapEncodeTiled(rank {}, dtype {}, swizzle {})", d.rank, static_cast<int>(d.dtype),
-                    static_cast<int>(d.swizzle))
-            .c_str());
+  const CUresult r = detail::g_api.cuTensorMapEncodeTiled(&map, d.dtype, static_cast<cuuint32_t>(d.rank),
+                                                          const_cast<void*>(d.global), dims, strides, box, estrides,
+                                                          d.interleave, d.swizzle, d.l2_promotion, d.oob_fill);
+  if (r != CUDA_SUCCESS)  // (the message is built only on failure: this runs on every launch)
+    check(r, fmt::format("cuTensorMapEncodeTiled(rank {}, dtype {}, swizzle {})", d.rank, static_cast<int>(d.dtype),
+                         static_cast<int>(d.swizzle))
+                 .c_str());
+  return map;
+}
+
+}  // namespace
+
+CUtensorMap encode_tensor_map_tiled(const TiledTensorMapDesc& d) {
+  // An engine launches over the same cache tensors layer after layer, and an encode costs
+  // about 0.3 us (H100 host, PERFORMANCE.md): the last few maps each thread encoded are kept.
+  // A map is a pure function of its descriptor (no context, no device state).
+  struct Entry {
+    TiledTensorMapDesc desc;
+    CUtensorMap map;
+    bool valid = false;
+  };
+  constexpr int kEntries = 4;
+  thread_local Entry cache[kEntries];
+  thread_local int next = 0;
+  for (const Entry& e : cache)
+    if (e.valid && same_desc(e.desc, d)) return e.map;
+  const CUtensorMap map = encode_uncached(d);  // throws before a bad descriptor is kept
+  Entry& e = cache[next];
+  next = (next + 1) % kEntries;
+  e.desc = d;
+  e.map = map;
+  e.valid = true;
   return map;
 }
 

@@ -47,7 +47,9 @@ size_t tensor_map_element_bytes(CUtensorMapDataType dtype);
 // Throws Error(kInvalidArgument). Needs no driver.
 void check_tensor_map(const TiledTensorMapDesc& d);
 
-// check_tensor_map, then cuTensorMapEncodeTiled. Throws Error(kNoDevice) without a driver.
+// check_tensor_map, then cuTensorMapEncodeTiled; the thread's last few descriptors are
+// remembered, and the same descriptor again returns its map unencoded. Throws
+// Error(kNoDevice) without a driver.
 CUtensorMap encode_tensor_map_tiled(const TiledTensorMapDesc& d);
 
 }  // namespace attnjit::driver

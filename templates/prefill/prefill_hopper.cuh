@@ -12,7 +12,6 @@
 // pse, paging and LSE are the portable kernel's (prefill_common.cuh).
 #pragma once
 
-#include "common/exp2_poly.cuh"
 #include "common/hopper.cuh"
 #include "common/wgmma.cuh"
 #include "prefill/prefill_common.cuh"
@@ -21,15 +20,11 @@
 namespace attnjit {
 
 template <class T_, int kHdQk_, int kHdVo_, int kKvTile_, int kStages_, bool kPingPong_, int kMask_, int kPageSize_,
-          bool kPse_, bool kLse_, unsigned kExt_ = 0, int kExpEmu_ = 0>
+          bool kPse_, bool kLse_, unsigned kExt_ = 0>
 struct PrefillHopperTraits {
   typedef T_ T;
   static constexpr int kHdQk = kHdQk_, kHdVo = kHdVo_, kKvTile = kKvTile_, kStages = kStages_, kMask = kMask_;
   static constexpr bool kPingPong = kPingPong_;  // the consumers take turns issuing their GEMMs
-  // Of every 8 exponentials of an interior tile's softmax, how many run as exp2_poly on the
-  // FMA pipe instead of MUFU (ATTNJIT_PREFILL_EXP_EMU; 0: none).
-  static constexpr int kExpEmu = kExpEmu_;
-  static_assert(kExpEmu_ >= 0 && kExpEmu_ <= 8, "0 to 8 of every 8 exponentials");
   static constexpr int kPageSize = kPageSize_;
   static constexpr bool kPse = kPse_, kLse = kLse_;
   static constexpr unsigned kExt = kExt_;  // prefill_ext bits
@@ -360,18 +355,6 @@ struct PrefillHopper {
       alpha[hf] = online_max_step(m[hf], l[hf], mx[hf]);
     }
     const float mul = interior ? scale_log2 : 1.0f;
-    if (Tr::kExpEmu > 0 && interior) {
-      // Every key visible: no -inf, and the row's max adds 1 to l, so the polynomial's clamp
-      // at 2^-126 (where ex2 would flush to 0) is nothing to the sums.
-#pragma unroll
-      for (int i = 0; i < kTile / 2; ++i) {
-        const int hf = (i % 4) / 2;
-        const float x = fmaf(s[i], scale_log2, -mx[hf]);
-        s[i] = i % 8 < Tr::kExpEmu ? exp2_poly(fmaxf(x, -126.f)) : fast_exp2(x);
-        l[hf] += s[i];
-      }
-      return;
-    }
 #pragma unroll
     for (int i = 0; i < kTile / 2; ++i) {
       const int hf = (i % 4) / 2;

@@ -128,5 +128,31 @@ TEST_F(DriverHopperGpuTest, TmaLoadsATileThroughAGridConstantTensorMap) {
   }
 }
 
+// encode_tensor_map_tiled keeps each thread's last four maps: the same descriptor again gives
+// the same bytes, each field's change gives another map, and a descriptor evicted by four
+// others encodes afresh to the bytes it had (the map is a pure function of the descriptor).
+TEST(DriverTensorMapGpu, RepeatedDescriptorsReuseTheirMapAndEveryFieldCounts) {
+  std::string reason;
+  if (!is_available(&reason)) GTEST_SKIP() << "no usable CUDA driver: " << reason;
+  DeviceBuffer src(size_t(kRows) * kCols * sizeof(float) + 256);
+  const TiledTensorMapDesc base = tiled_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, src.ptr(), kRows, kCols,
+                                           kCols * sizeof(float), kBoxH, kBoxW);
+  auto bytes = [](const CUtensorMap& m) { return std::string(reinterpret_cast<const char*>(&m), sizeof(m)); };
+  const std::string first = bytes(encode_tensor_map_tiled(base));
+  EXPECT_EQ(bytes(encode_tensor_map_tiled(base)), first);
+  std::vector<TiledTensorMapDesc> others(5, base);
+  others[0].global = static_cast<const char*>(src.ptr()) + 256;
+  others[1].box[1] = kBoxH / 2;
+  others[2].swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  others[3].dims[1] = kRows / 2;
+  others[4].l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  for (size_t i = 0; i < others.size(); ++i) {
+    const std::string m = bytes(encode_tensor_map_tiled(others[i]));
+    EXPECT_NE(m, first) << "descriptor " << i;
+    EXPECT_EQ(bytes(encode_tensor_map_tiled(others[i])), m) << "descriptor " << i;
+  }
+  EXPECT_EQ(bytes(encode_tensor_map_tiled(base)), first);  // evicted, encoded again
+}
+
 }  // namespace
 }  // namespace attnjit::driver

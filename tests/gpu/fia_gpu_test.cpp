@@ -165,32 +165,6 @@ TEST(FiaGpu, LongSequencesWrapTheStageRing) {
   }
 }
 
-// ATTNJIT_PREFILL_EXP_EMU: a share of the Hopper prefill's exponentials (every one at 8) as
-// exp2_poly on the FMA pipe, on the interior tiles of long full and causal rows; the masked
-// tiles at the band's edge keep ex2 (and their exact zeros).
-TEST(FiaGpu, ExpEmulationMatches) {
-  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  for (const char* emu : {"2", "8"}) {
-    testing::EnvGuard knob("ATTNJIT_PREFILL_EXP_EMU", emu);
-    for (int n = 0; n < 4; ++n) {
-      FiaCase c;
-      c.layout = n % 2 ? "BNSD" : "BSND";
-      c.head_dim = c.head_dim_v = n < 2 ? 64 : 128;
-      c.dtype = n % 3 ? DType::kBFloat16 : DType::kFloat16;
-      c.batch = 2;
-      c.kv_heads = 2;
-      c.heads = 4;
-      c.q_seq = 500;
-      c.kv_seq = 1300;
-      c.kv_list = {1300, 777};
-      c.q_list = {500, 260};
-      if (n % 2 == 1) c.sparse = 3, c.mask = 2;  // causal (the band's tiles and the interior ones)
-      c.lse = true;
-      EXPECT_LE(run_fia(c, 650 + n), 1e-2) << describe(c) << " exp emu " << emu;
-    }
-  }
-}
-
 // Head dims past 256 (the seed allows 512): the portable kernel splits the value
 // dims over two CTAs; Q_S > 1 and = 1, masks, pse, LSE, paged KV, GQA.
 TEST(FiaGpu, HeadDimsPast256) {

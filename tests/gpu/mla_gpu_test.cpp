@@ -249,20 +249,6 @@ TEST(MlaGpuHopper, ThirtyTwoTokenTilesMatch) {
     one.lse = true;
     EXPECT_LE(run_mla(one, 3400 + n++), kTol) << describe(one) << " tile32, combine " << combine;
   }
-  {
-    // ATTNJIT_MLA_TILE32=2: two 64-row blocks on 32-token tiles (128 heads; a measuring knob).
-    testing::EnvGuard any("ATTNJIT_MLA_TILE32", "2");
-    for (int q_len : {1, 2}) {
-      MlaCase c;
-      c.backend = Backend::kTrtllmGen;
-      c.heads = 128;
-      c.q_len = q_len;
-      c.seq_lens = {1 + int(rng() % 5000), 17 + int(rng() % 40)};
-      c.sinks = q_len == 1;
-      c.lse = true;
-      EXPECT_LE(run_mla(c, 3450 + n++), kTol) << describe(c) << " tile32, two row blocks";
-    }
-  }
   testing::EnvGuard no_tma("ATTNJIT_MLA_TMA", "0");
   for (int page : {16, 128}) {
     MlaCase c;

@@ -172,34 +172,6 @@ TEST(FiaCompile, KvTileKnobReachesTheTraits) {
   }
 }
 
-// ATTNJIT_PREFILL_EXP_EMU: rendered into the Hopper traits (so the key follows it), compiled
-// at head dims 64 and 128 without spills; bad values name the variable.
-TEST(FiaCompile, ExpEmuKnobReachesTheTraits) {
-  KernelSpec s = prefill_spec(DType::kBFloat16, 64, 64, spec::MaskMode::kNone, 0, 0, "sm_90a");
-  s.backend = spec::Backend::kTrtllmGen;
-  EXPECT_EQ(ops::prefill_tiling(s).exp_emu, 0);
-  const std::string plain = render::render(s).source;
-  EXPECT_EQ(plain.find("u, "), std::string::npos) << "no ext or exp_emu arguments by default";
-  {
-    testing::EnvGuard emu("ATTNJIT_PREFILL_EXP_EMU", "2");
-    EXPECT_EQ(ops::prefill_tiling(s).exp_emu, 2);
-    const std::string src = render::render(s).source;
-    EXPECT_NE(src.find(", 0u, 2>;"), std::string::npos) << src;
-    KernelSpec d128 = prefill_spec(DType::kFloat16, 128, 128, spec::MaskMode::kCausal, 0, 0, "sm_90a");
-    d128.backend = spec::Backend::kTrtllmGen;
-    testing::expect_compiles_without_spills({s, d128}, "prefill with exp2_poly");
-  }
-  for (const char* bad : {"9", "-1", "x"}) {
-    testing::EnvGuard emu("ATTNJIT_PREFILL_EXP_EMU", bad);
-    try {
-      ops::prefill_tiling(s);
-      ADD_FAILURE() << "ATTNJIT_PREFILL_EXP_EMU=" << bad << " accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_EXP_EMU"), std::string::npos) << e.what();
-    }
-  }
-}
-
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {
   testing::expect_compiles_without_spills(variants(), "prefill variants");
 }

@@ -159,10 +159,6 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     const bool band = s.mask != spec::MaskMode::kNone;
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1;
     t.tma_kv = prefill_tma_capable(s) && (s.page_size == 0 || s.page_size % t.kv_tile == 0);
-    // A tuning knob (rendered into the Traits, so the key follows it): of every 8 exponentials
-    // of an interior tile, how many run as a polynomial on the FMA pipe, where MUFU's 16 a
-    // clock bound head dim 64 (its 192-token tiles need as many MUFU clocks as tensor clocks).
-    t.exp_emu = util::env_knob("ATTNJIT_PREFILL_EXP_EMU", 0, 8, "0 to 8 (of every 8 exponentials)").value_or(0);
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
@@ -338,7 +334,7 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
       fmt::arg("traits", traits), fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("page", s.page_size),
       fmt::arg("pse", s.has(spec::feature::kPse) ? "true" : "false"),
       fmt::arg("lse", s.has(spec::feature::kReturnLse) ? "true" : "false"),
-      fmt::arg("ext", t.exp_emu ? fmt::format(", {}u, {}", ext, t.exp_emu) : ext ? fmt::format(", {}u", ext) : std::string()),
+      fmt::arg("ext", ext ? fmt::format(", {}u", ext) : std::string()),
       fmt::arg("smem_bytes", t.smem_bytes),
       fmt::arg("threads", t.threads), fmt::arg("rows", t.rows), fmt::arg("smem", u.smem_symbol),
       fmt::arg("entry", u.entry), fmt::arg("kernel", t.hopper ? "PrefillHopper" : "Prefill"));

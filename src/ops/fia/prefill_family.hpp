@@ -21,7 +21,6 @@ struct PrefillTiling {
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
   bool tma_kv = false;    // Hopper: K/V may land by TMA (prefill_tma_capable); else cp.async only
-  int exp_emu = 0;        // Hopper: of 8 exponentials, those on the FMA pipe (ATTNJIT_PREFILL_EXP_EMU)
   int smem_bytes = 0;
   int smem_limit = 0;
 };

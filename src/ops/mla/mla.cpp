@@ -69,12 +69,11 @@ bool mla_wide_tile32(const MlaShape& s, bool fp8_kv) {
   // CTAs is latency-bound and wants fewer, longer tiles (h16 B1 L4K in the wide tile: 0.85x),
   // so only where the splits can give at least kMinCtas CTAs (a split holds >= 256 tokens).
   constexpr int64_t kMinCtas = 64;
-  const bool dense16 = s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv;
-  const bool fits = dense16 && mla_row_blocks(s) == 1;
-  // ATTNJIT_MLA_TILE32=0/1/2 (a measuring knob): never, wherever it fits, or with several row
-  // blocks too (128 heads: not measured yet against the 64-token tile).
-  if (const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 2, "0, 1 or 2"))
-    return *knob == 2 ? dense16 : fits && *knob == 1;
+  // (Where a request's rows take several row blocks, 128 heads, 32-token tiles lost: 0.76-0.83x
+  // on the H100, PERFORMANCE.md thirty-fifth session.)
+  const bool fits = s.rows_per_cta == mla_const::kHopperRows && !s.sparse && !fp8_kv && mla_row_blocks(s) == 1;
+  // ATTNJIT_MLA_TILE32=0/1 (a measuring knob): never, or wherever it fits.
+  if (const auto knob = util::env_knob("ATTNJIT_MLA_TILE32", 0, 1, "0 or 1")) return fits && *knob == 1;
   return fits && mla_base_ctas(s) * ceil_div(std::max(s.range, 1), kMinTokensPerSplit) >= kMinCtas;
 }
 

@@ -75,12 +75,11 @@ int cold_compile(int n, const std::string& arch) {
 const char* const kWarmExtras[] = {"mla.bf16.hd576x512.g1.p64.nhd.causal.trtllmgen",
                                    "prefill.bf16.hd128.g1.contig.nhd.trtllmgen"};
 
-// kWarmExtras' kernel `stem` for arch: a name's arch token has no underscore ("sm90a"; Arch::str()
-// spells the compile target, "sm_90a").
+// kWarmExtras' kernel `stem` (a name without its arch token) for arch ("sm_90a"), as proof_spec sets it.
 spec::KernelSpec extra_spec(const char* stem, const std::string& arch) {
-  std::string token = arch;
-  token.erase(std::remove(token.begin(), token.end(), '_'), token.end());
-  return spec::KernelSpec::from_name(std::string(stem) + "." + token);
+  spec::KernelSpec s = spec::KernelSpec::from_name(stem);
+  s.arch = spec::Arch::parse(arch);
+  return s;
 }
 
 // In a fresh process: store hit + module load for the proof kernel, or the named one.

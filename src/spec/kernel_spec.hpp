@@ -43,7 +43,8 @@ constexpr uint32_t kTokHead = 1u << 15;       // decode kvpair: per-token scales
 constexpr uint32_t kNarrowTile = 1u << 16;    // mla wgmma: <= 16 query rows a CTA, in wgmma's N (tokens in M)
 constexpr uint32_t kNarrow32 = 1u << 17;      // mla wgmma: the narrow tile with 32 rows in N (16-bit KV)
 constexpr uint32_t kTile32 = 1u << 18;        // mla wgmma: the wide tile in 32-token tiles, four KV buffers
-constexpr uint32_t kAll = ((1u << 19) - 1) & ~(1u << 5);
+constexpr uint32_t kFlat = 1u << 19;          // mla wgmma: the wide tile's balanced schedule (parts across requests)
+constexpr uint32_t kAll = ((1u << 20) - 1) & ~(1u << 5);
 
 // Each flag's token in names and JSON, in the order KernelSpec::name() writes them.
 struct Name {
@@ -56,6 +57,7 @@ inline constexpr Name kNames[] = {
     {kPse, "pse"},           {kSplitRope, "splitrope"}, {kLeftPad, "leftpad"}, {kSharedPrefix, "prefix"},
     {kKTokenScale, "ktokscale"}, {kVTokenScale, "vtokscale"}, {kDequantPass, "dqpass"}, {kKvPair, "kvpair"},
     {kTokHead, "tokhead"},   {kNarrowTile, "narrow"}, {kNarrow32, "narrow32"}, {kTile32, "tile32"},
+    {kFlat, "flat"},
 };
 }  // namespace feature
 

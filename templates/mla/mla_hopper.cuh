@@ -104,11 +104,11 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
   // buffer, each block once it has landed; block 8 (rope) takes Q from registers.
   // (Descriptors: built once per operand, then stepped by constants, desc_step.)
   template <int kb0, int kb1>
-  __device__ static void qk(float (&s)[kS], const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
+  __device__ static void qk(float (&s)[kS], const Work& w, const Smem& sm, int it, const u32 (&rq)[4][4], bool accumulate) {
     const u64 dq = desc_k_major<64>(sm.q, 0), dk = desc_k_major<kTile>(sm.kv + (it % kBufs) * kKvTileBytes, 0);
 #pragma unroll
     for (int cb = kb0; cb < kb1; ++cb) {
-      wait_block(sm, it, cb);
+      wait_block(w, sm, it, cb);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -224,9 +224,9 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     float s[kS];
     if (w.n_tiles > 0) {
       widen<0, kLeftBlocks>(w, sm, 0, 0, tid);
-      qk<0, 4>(s, sm, 0, rq, false);
+      qk<0, 4>(s, w, sm, 0, rq, false);
       widen<kLeftBlocks, 9>(w, sm, 0, 0, tid);
-      qk<4, 9>(s, sm, 0, rq, true);
+      qk<4, 9>(s, w, sm, 0, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
     }
@@ -276,12 +276,12 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       }
       if (next_a) {
         widen<0, kLeftBlocks>(w, sm, a + 2, 0, tid);
-        qk<0, 4>(s, sm, a + 2, rq, false);
+        qk<0, 4>(s, w, sm, a + 2, rq, false);
         wgmma_wait<1>();  // B's P V: B's left half is free
         wgmma_fence_operands(o);
         if (load_b) load<0, kLeftBlocks>(p, w, sm, tid, rb, eb, false, Io::kTokBar);  // (load_b: next_a too)
         widen<kLeftBlocks, 9>(w, sm, a + 2, 0, tid);
-        qk<4, 9>(s, sm, a + 2, rq, true);
+        qk<4, 9>(s, w, sm, a + 2, rq, true);
       }
       wgmma_wait<0>();
       wgmma_fence_operands(o);
@@ -296,9 +296,9 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     float s[kS];
     if (w.n_tiles > 1) {
       widen<kLeftBlocks, 9>(w, sm, 1, 1, tid);
-      qk<4, 9>(s, sm, 1, rq, false);
+      qk<4, 9>(s, w, sm, 1, rq, false);
       widen<0, kLeftBlocks>(w, sm, 1, 1, tid);
-      qk<0, 4>(s, sm, 1, rq, true);
+      qk<0, 4>(s, w, sm, 1, rq, true);
       wgmma_wait<0>();
       wgmma_fence_operands(s);
     }
@@ -344,20 +344,19 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       if (load_a) load<kLeftBlocks, 9>(p, w, sm, tid, ra, ea, false, Io::kTokBar + 1);  // A's right half is free
       if (next_b) {
         widen<kLeftBlocks, 9>(w, sm, a + 3, 1, tid);
-        qk<4, 9>(s, sm, a + 3, rq, false);
+        qk<4, 9>(s, w, sm, a + 3, rq, false);
         widen<0, kLeftBlocks>(w, sm, a + 3, 1, tid);
-        qk<0, 4>(s, sm, a + 3, rq, true);
+        qk<0, 4>(s, w, sm, a + 3, rq, true);
         wgmma_wait<0>();
         wgmma_fence_operands(s);
       }
     }
   }
 
-  __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
-    const Smem sm = carve(smem_raw);
-    Io::init_barriers(sm);
-    const Work w = Io::work(p);
-
+  // Work item w (a split, or a flat piece): Q, the first loads and both warpgroups' loops.
+  // On return o and m are the rows' (this warpgroup's half of O), l_tot their whole sums.
+  __device__ __forceinline__ static void attend_item(const MlaParams& p, const Work& w, const Smem& sm, float (&o)[128],
+                                                     float (&m)[2], float (&l_tot)[2]) {
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     if constexpr (Tr::kFp8Kv) {
       const QT* q = static_cast<const QT*>(p.q);
@@ -396,7 +395,8 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       limit[hf] = (Tr::kSparse ? w.hi : min(min(w.hi, w.seq_len - p.q_len + t + 1), p.pages_per_seq * Tr::kPageSize)) - w.lo;
     }
     const float scale_log2 = (p.bmm1_scale_ptr ? *p.bmm1_scale_ptr : p.bmm1_scale) * kLog2e;
-    float o[128], m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+    float l[2] = {0.f, 0.f};
+    m[0] = m[1] = kNegInf;
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     if (wg == 0) run_wg0(p, w, sm, tid, rq, limit, scale_log2, o, m, l);
@@ -411,24 +411,32 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     float lo_[2], l1_[2];
     get_rows(sm.lsum, lo_, warp, lane);
     get_rows(sm.lsum + 64, l1_, warp, lane);
-    const float l_tot[2] = {lo_[0] + l1_[0], lo_[1] + l1_[1]};
-    if (p.num_splits == 1) {
+    l_tot[0] = lo_[0] + l1_[0];
+    l_tot[1] = lo_[1] + l1_[1];
+  }
+
+  // The item's rows, finished, into out (and LSE).
+  __device__ __forceinline__ static void write_final(const MlaParams& p, const Work& w, const float (&o)[128],
+                                                     const float (&m)[2], const float (&l_tot)[2]) {
+    const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float acc[64];
+    for (int hf = 0; hf < 2; ++hf) {
+      float acc[64];
 #pragma unroll
-        for (int n = 0; n < 32; ++n) {
-          acc[2 * n] = o[4 * n + 2 * hf];
-          acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
-        }
-        const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
-        Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, wg * (DV / 2) + (lane & 3) * 2, m[hf], l_tot[hf], acc,
-                                           wg == 0 && (lane & 3) == 0);
+      for (int n = 0; n < 32; ++n) {
+        acc[2 * n] = o[4 * n + 2 * hf];
+        acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
       }
-      return;
+      const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
+      Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, wg * (DV / 2) + (lane & 3) * 2, m[hf], l_tot[hf], acc,
+                                         wg == 0 && (lane & 3) == 0);
     }
-    const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
-    float* part = Out::partial(p, cta, w.split);
+  }
+
+  // The item's unnormalised O and the rows' m and l, into partial block `part`.
+  __device__ __forceinline__ static void write_partial(float* part, const float (&o)[128], const float (&m)[2],
+                                                       const float (&l_tot)[2]) {
+    const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
 #pragma unroll
     for (int n = 0; n < 32; ++n)
 #pragma unroll
@@ -444,10 +452,141 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       part[Tr::kRows * DV + Tr::kRows + r] = l_tot[0];
       part[Tr::kRows * DV + Tr::kRows + r + 8] = l_tot[1];
     }
-    if (p.split_pass == 1) return;  // a combine launch merges them
-    // Every thread is here (one call site): a plain __syncthreads; the first 256 merge, 4 per row.
-    if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
-      Out::template merge<4>(p, w.b, w.group, w.rb, cta, threadIdx.x);
+  }
+
+  __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
+    const Smem sm = carve(smem_raw);
+    Io::init_barriers(sm);
+    if constexpr (Io::kFlat) {
+      run_flat(p, sm);
+    } else {
+      const Work w = Io::work(p);
+      float o[128], m[2], l_tot[2];
+      attend_item(p, w, sm, o, m, l_tot);
+      if (p.num_splits == 1) return write_final(p, w, o, m, l_tot);
+      const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
+      write_partial(Out::partial(p, cta, w.split), o, m, l_tot);
+      if (p.split_pass == 1) return;  // a combine launch merges them
+      // Every thread is here (one call site): a plain __syncthreads; the first 256 merge, 4 per row.
+      if (Out::last_to_arrive(p, cta, sm.flag, threadIdx.x, [] { __syncthreads(); }))
+        Out::template merge<4>(p, w.b, w.group, w.rb, cta, threadIdx.x);
+    }
+  }
+
+  // A request's tiles (its dense range in kTile units).
+  __device__ static int request_tiles(const MlaParams& p, int b, int& seq_len, int& range) {
+    seq_len = __ldg(p.seq_lens + b);
+    range = mla_dense_range(p, seq_len, Tr::kPageSize);
+    return (range + kTile - 1) / kTile;
+  }
+
+  // The flat walk's state, in the split flag's bytes (sm.flag + 2): read by every thread at
+  // a piece's start, so that none of it stays in registers through the piece's loops.
+  struct FlatState {
+    long long start;  // the next request's first unit
+    long long total;  // the batch's units
+    int b;            // the next request
+    int pf, pl;       // the current piece's request: its first and last parts
+    unsigned phase;   // Work::phase after the pieces so far
+  };
+
+  // The flat schedule (kFeatFlat, dense): part blockIdx.x walks its share of the batch's
+  // units (MlaFlatSplit), a piece of each request it meets, row block blockIdx.y. A request
+  // within one part is written whole; a split one's pieces go to slots b + part, merged by
+  // the piece that arrives last.
+  __device__ __forceinline__ static void run_flat(const MlaParams& p, const Smem& sm) {
+    const int lane = threadIdx.x % 32, part = blockIdx.x, c = p.flat_overhead;
+    FlatState* st = reinterpret_cast<FlatState*>(sm.flag + 2);
+    int seq_len, range;
+    {
+      // Every warp alike: the total, then the first request that ends past this part's start.
+      long long total = 0;
+      for (int b0 = 0; b0 < p.batch; b0 += 32) {
+        int u = b0 + lane < p.batch ? mla_flat_units(request_tiles(p, b0 + lane, seq_len, range), c) : 0;
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) u += __shfl_xor_sync(0xffffffffu, u, off);
+        total += u;
+      }
+      const long long x0 = MlaFlatSplit::make(total, gridDim.x).bound(part);
+      int b = p.batch;
+      long long start = 0;
+      for (int b0 = 0; b0 < p.batch; b0 += 32) {
+        const int u = b0 + lane < p.batch ? mla_flat_units(request_tiles(p, b0 + lane, seq_len, range), c) : 0;
+        int incl = u;
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, off);
+          if (lane >= off) incl += v;
+        }
+        const unsigned past = __ballot_sync(0xffffffffu, u > 0 && start + incl > x0);
+        if (past != 0u) {
+          const int l0 = __ffs(past) - 1;
+          b = b0 + l0;
+          start += __shfl_sync(0xffffffffu, incl - u, l0);
+          break;
+        }
+        start += __shfl_sync(0xffffffffu, incl, 31);
+      }
+      if (threadIdx.x == 0) {
+        st->start = start;
+        st->total = total;
+        st->b = b;
+        st->phase = 0u;
+      }
+      __syncthreads();
+    }
+    for (;;) {
+      // The next request with a piece in this part.
+      const MlaFlatSplit fs = MlaFlatSplit::make(st->total, gridDim.x);
+      const long long x1 = fs.bound(part + 1);
+      int b = st->b;
+      long long start = st->start, first = 0;
+      int lo_t = 0, hi_t = 0, tiles = 0, units = 1;
+      for (; b < p.batch && start < x1; ++b) {
+        tiles = request_tiles(p, b, seq_len, range);
+        units = tiles > 0 ? tiles : 1;
+        first = start + c;  // its first tile's unit
+        start += mla_flat_units(tiles, c);
+        fs.piece(first, units, part, &lo_t, &hi_t);
+        if (hi_t > lo_t) break;
+      }
+      const int pf = fs.part_of(first), pl = fs.part_of(first + units - 1);
+      __syncthreads();  // every thread has read the state
+      // (Every thread walked alike: the vote says so to ptxas.)
+      if (__all_sync(0xffffffffu, hi_t <= lo_t)) break;
+      if (threadIdx.x == 0) {
+        st->start = start;
+        st->b = b + 1;
+        st->pf = pf;
+        st->pl = pl;
+      }
+      Work w;
+      w.group = 0;
+      w.rb = blockIdx.y;
+      w.split = 0;
+      w.phase = st->phase;
+      w.b = b;
+      w.seq_len = seq_len;
+      w.lo = min(lo_t * kTile, range);
+      w.hi = min(hi_t * kTile, range);
+      w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
+      float o[128], m[2], l_tot[2];
+      attend_item(p, w, sm, o, m, l_tot);  // (its barriers publish the state)
+      const int first_part = st->pf, pieces = st->pl - first_part + 1;
+      if (pieces == 1) {
+        write_final(p, w, o, m, l_tot);
+      } else {
+        const long long row0 = (long long)blockIdx.y * (p.batch + gridDim.x) + w.b;
+        write_partial(p.workspace + (row0 + part) * Out::kPartialFloats, o, m, l_tot);
+        if (Out::last_to_arrive(p, (long long)w.b * gridDim.y + blockIdx.y, sm.flag, threadIdx.x,
+                                [] { __syncthreads(); }, pieces))
+          Out::template merge_from<4>(p, w.b, 0, w.rb, p.workspace + (row0 + first_part) * Out::kPartialFloats, pieces,
+                                      threadIdx.x);
+      }
+      Io::advance_phase(w);
+      if (threadIdx.x == 0) st->phase = w.phase;
+      __syncthreads();  // Q, P, the row statistics and the state are free for the next piece
+    }
   }
 };
 

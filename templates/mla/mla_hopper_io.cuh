@@ -36,7 +36,20 @@ struct MlaHopperIo {
     int b, group, rb, split;
     int lo, hi;   // the CTA's range positions (dense: sequence positions; sparse: index slots)
     int seq_len, n_tiles;
+    // kFeatFlat: bit i flips buffer i's mbarrier parities (the fills of the CTA's earlier pieces).
+    unsigned phase;
   };
+  static constexpr bool kFlat = (Tr::kFeatures & mla_const::kFeatFlat) != 0;
+  // Buffer buf's parity at its fill `fill` within this piece.
+  __device__ static u32 parity(const Work& w, int buf, int fill) {
+    return (u32(fill) ^ (kFlat ? w.phase >> buf : 0u)) & 1u;
+  }
+  // After a piece of n tiles: each buffer's parity moves by the fills it took.
+  __device__ static void advance_phase(Work& w) {
+#pragma unroll
+    for (int buf = 0; buf < kBufs; ++buf)
+      if (w.n_tiles > buf) w.phase ^= (u32((w.n_tiles - buf + kBufs - 1) / kBufs) & 1u) << buf;
+  }
 
   struct Smem {
     unsigned char* base;  // 1024-aligned: Q, the KV buffers, A's P
@@ -47,7 +60,7 @@ struct MlaHopperIo {
     float* lsum;          // [2][64] the warpgroups' row sums, at the end
     int* tok;             // [buffer][kTile] sparse: whether each row of the buffer's tile holds a key
     u64* full;            // [buffer * 9 + block]: the block's TMA bytes, or its 128 loaders' cp.async (fp8: widening) arrivals
-    unsigned* flag;
+    unsigned* flag;       // [12]: the split flag; [2..11] the flat schedule's walk state
     u64* staged;          // fp8: [buffer * 2 + half]: the half's staged fp8 bytes (TMA)
   };
 
@@ -74,6 +87,7 @@ struct MlaHopperIo {
     w.lo = w.split * p.tokens_per_split;
     w.hi = mla_split_hi(p, range, w.lo, w.split);
     w.n_tiles = w.hi > w.lo ? (w.hi - w.lo + kTile - 1) / kTile : 0;
+    w.phase = 0u;
     return w;
   }
 
@@ -100,7 +114,7 @@ struct MlaHopperIo {
     sm.tok = reinterpret_cast<int*>(sm.m + 320);
     sm.full = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts);  // (mla_wide_smem_bytes)
     sm.flag = reinterpret_cast<unsigned*>(sm.full + kBufs * 9);
-    sm.staged = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts + kBufs * 18 + 4);
+    sm.staged = reinterpret_cast<u64*>(sm.m + 320 + Tr::kTokInts + kBufs * 18 + 12);
     return sm;
   }
 
@@ -255,15 +269,15 @@ struct MlaHopperIo {
   __device__ static void widen(const Work& w, const Smem& sm, int it, int wg, int tid) {
     if constexpr (Tr::kFp8Kv) {
       const int buf = it % 2, half = kb0 == 0 ? 0 : 1;
-      Fp8::template widen<kb0, kb1>(sm.base + Tr::kTileBytes * (1 + buf), &sm.staged[buf * 2 + half], (it / 2) & 1,
+      Fp8::template widen<kb0, kb1>(sm.base + Tr::kTileBytes * (1 + buf), &sm.staged[buf * 2 + half], parity(w, buf, it / 2),
                                     &sm.full[buf * 9], w.hi - w.lo - it * kTile, tid, kTokBar + wg);
     }
   }
 
   // TMA writes through the async proxy that wgmma reads with: the mbarrier's completion
   // is all they need. cp.async writes are generic-proxy ones and need the fence.
-  __device__ static void wait_block(const Smem& sm, int it, int cb) {
-    mbar_wait(&sm.full[(it % kBufs) * 9 + cb], (it / kBufs) & 1);
+  __device__ static void wait_block(const Work& w, const Smem& sm, int it, int cb) {
+    mbar_wait(&sm.full[(it % kBufs) * 9 + cb], parity(w, it % kBufs, it / kBufs));
     if constexpr (!kTma) fence_proxy_async_shared();
   }
 

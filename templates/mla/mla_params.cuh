@@ -36,6 +36,9 @@ constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
 // a tile's loads start two pairs of tiles before its S, not one (16-bit dense KV).
 constexpr unsigned kFeatTile32 = 1u << 18;
 constexpr int kHopperTile32 = 32;
+// The wide tile's balanced ("flat") schedule (spec::feature::kFlat): gridDim.x parts, each a
+// contiguous range of the batch's tiles laid end to end, across request boundaries.
+constexpr unsigned kFeatFlat = 1u << 19;
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
 // The narrow tile (mla_hopper_narrow_ring.cuh): a producer warpgroup beside the two math
 // ones, and a ring of 64-token x 64-dim blocks (8 KB of 16-bit KV, 4 KB of fp8) in what
@@ -49,11 +52,12 @@ constexpr int kHopperSmemLimit = 227 * 1024;
 ATTNJIT_HOST_DEVICE constexpr int mla_wide_buffers(int tile) { return 2 * mla_const::kHopperTile / tile; }
 // Its shared memory: 1024 of alignment slack, Q (9 blocks of 64 rows x 128 bytes), the KV
 // buffers, A's P (a block); then 320 floats of row statistics, the sparse rows' flags (an int
-// a buffered token), a full mbarrier per buffer and column block, the split flag (16 bytes),
-// two staged mbarriers per buffer (fp8).
+// a buffered token), a full mbarrier per buffer and column block, 48 bytes for the split flag
+// and the flat schedule's walk state (MlaHopperLoop::FlatState), two staged mbarriers per
+// buffer (fp8).
 ATTNJIT_HOST_DEVICE constexpr int mla_wide_smem_bytes(int tile, bool sparse) {
   return 1024 + 9 * 64 * 128 + mla_wide_buffers(tile) * 9 * tile * 128 + 64 * 128 +
-         (320 + (sparse ? mla_wide_buffers(tile) * tile : 0) + mla_wide_buffers(tile) * 18 + 4) * 4 +
+         (320 + (sparse ? mla_wide_buffers(tile) * tile : 0) + mla_wide_buffers(tile) * 18 + 12) * 4 +
          2 * mla_wide_buffers(tile) * 8;
 }
 
@@ -146,6 +150,9 @@ struct MlaParams {
   long long lse_stride_b, lse_stride_t, lse_stride_h;  // lse at b, t (query token), h: FIA's (B, N, Q_S, 1)
   int kv_len;                  // seq_lens null: every batch's KV length
   int combine_rows;            // split_pass 2: rows a combine CTA merges (1, 2, 4 or 8; mla_combine_rows)
+  // kFeatFlat: a request costs flat_overhead + max(tiles, 1) units, parts (gridDim.x) take
+  // equal shares of the sum; the partials of request b's pieces sit at slots b + part.
+  int flat_overhead;
 };
 
 // kFeatSplitRope (FIA): keys j < fia_mla_row_limit(...) are visible to query token t of a
@@ -178,6 +185,51 @@ ATTNJIT_HOST_DEVICE inline int mla_split_hi(const MlaParams& p, int range, int l
   if (split == p.num_splits - 1) return range;
   return range < lo + p.tokens_per_split ? range : lo + p.tokens_per_split;
 }
+
+// The flat schedule (kFeatFlat), shared by the kernel and the host's tests. Units: kernel
+// tiles. `total` units in `parts` parts, the first `rem` of them one unit longer; part i
+// covers [bound(i), bound(i + 1)). No division past make(): a 64-bit one in the pieces' code
+// cost the wgmma loops the uniform datapath (+15% instructions, SASS).
+struct MlaFlatSplit {
+  long long total, per;
+  int parts, rem;
+  float inv_long, inv_short;  // 1 / (per + 1), 1 / per: part_of's estimates
+  ATTNJIT_HOST_DEVICE static MlaFlatSplit make(long long total, int parts) {
+    MlaFlatSplit f;
+    f.total = total;
+    f.parts = parts;
+    f.per = total / parts;
+    f.rem = (int)(total - f.per * parts);
+    f.inv_long = 1.f / (float)(f.per + 1);
+    f.inv_short = f.per > 0 ? 1.f / (float)f.per : 0.f;
+    return f;
+  }
+  ATTNJIT_HOST_DEVICE long long bound(int i) const { return i * per + (i < rem ? i : rem); }
+  // The part that holds unit x (< total): an estimate in the long parts or the short ones,
+  // off by at most one (float's 24 bits against a quotient <= parts <= 65535), then two
+  // steps each way.
+  ATTNJIT_HOST_DEVICE int part_of(long long x) const {
+    const long long longs = rem * (per + 1);
+    int i = x < longs ? (int)((float)x * inv_long) : rem + (int)((float)(x - longs) * inv_short);
+    i = i < 0 ? 0 : i > parts - 1 ? parts - 1 : i;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (i + 1 < parts && bound(i + 1) <= x) ++i;
+      if (i > 0 && bound(i) > x) --i;
+    }
+    return i;
+  }
+  // The piece of a request (its tiles at units [first, first + tiles)) that part i holds:
+  // tiles [*lo, *hi) of it, empty when *hi <= *lo.
+  ATTNJIT_HOST_DEVICE void piece(long long first, int tiles, int i, int* lo, int* hi) const {
+    const long long a = bound(i) - first, z = bound(i + 1) - first;
+    *lo = (int)(a < 0 ? 0 : a > tiles ? tiles : a);
+    *hi = (int)(z < 0 ? 0 : z > tiles ? tiles : z);
+  }
+};
+// A request's units: its overhead, then its tiles (at least one, so that a request with no
+// key still has a part that writes its rows).
+ATTNJIT_HOST_DEVICE inline int mla_flat_units(int tiles, int overhead) { return overhead + (tiles > 0 ? tiles : 1); }
 
 // A split-combine CTA (split_pass 2): one row, 128 threads a lane group. Two groups (each
 // thread half the splits) only where the combine's `ctas` fit on the `sms` at once and the

@@ -112,7 +112,7 @@ TEST_F(MlaCliTest, InspectShowsTheNarrowTile) {
   // xqa has no narrow tile: inspect says why.
   Result bad = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow.sm90a");
   EXPECT_NE(bad.code, 0) << bad.all();
-  EXPECT_NE(bad.all().find("narrow, narrow32 and tile32 are tiles of the trtllm-gen mla kernel"), std::string::npos)
+  EXPECT_NE(bad.all().find("narrow, narrow32, tile32 and flat are tiles of the trtllm-gen mla kernel"), std::string::npos)
       << bad.all();
   Result n32 = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.narrow32.trtllmgen.sm90a");
   ASSERT_EQ(n32.code, 0) << n32.all();

@@ -335,7 +335,7 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   // splitrope is the mla family's, dqpass the prefill family's
   if (s.features &
       ~(spec::feature::kAll & ~spec::feature::kSplitRope & ~spec::feature::kDequantPass & ~spec::feature::kNarrowTile &
-        ~spec::feature::kNarrow32 & ~spec::feature::kTile32))
+        ~spec::feature::kNarrow32 & ~spec::feature::kTile32 & ~spec::feature::kFlat))
     return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
   if (s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)) {
     // FIA's per-token antiquant: K per token with V per token, or K per channel with V per token.

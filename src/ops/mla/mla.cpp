@@ -77,6 +77,25 @@ bool mla_wide_tile32(const MlaShape& s, bool fp8_kv) {
   return fits && mla_base_ctas(s) * ceil_div(std::max(s.range, 1), kMinTokensPerSplit) >= kMinCtas;
 }
 
+bool mla_wide_flat(const MlaShape& s) {
+  const bool fits = s.rows_per_cta == mla_const::kHopperRows && !s.sparse;
+  return fits && util::env_knob("ATTNJIT_MLA_FLAT", 0, 1, "0 or 1").value_or(0) == 1;
+}
+
+int mla_flat_overhead(const MlaShape& s) { return 128 / s.tile_tokens; }
+
+int mla_flat_parts(const MlaShape& s, int slots, size_t workspace_bytes) {
+  const int64_t most = int64_t(s.batch) * (mla_flat_overhead(s) + 1);
+  const int64_t part_bytes = int64_t(mla_row_blocks(s)) * mla_partial_floats(s.rows_per_cta) * sizeof(float);
+  const int64_t room = (int64_t(workspace_bytes) - int64_t(mla_semaphore_bytes(s))) / part_bytes - s.batch;
+  return static_cast<int>(std::max<int64_t>(0, std::min({std::max<int64_t>(1, slots / mla_row_blocks(s)), most, room, int64_t(65535)})));
+}
+
+size_t mla_flat_workspace_need(const MlaShape& s, int parts) {
+  return mla_semaphore_bytes(s) + static_cast<size_t>(int64_t(s.batch) + parts) * mla_row_blocks(s) *
+                                      mla_partial_floats(s.rows_per_cta) * sizeof(float);
+}
+
 bool mla_combine_pays(int splits) {
   if (splits <= 1) return false;
   const auto knob = util::env_knob("ATTNJIT_MLA_COMBINE", 0, 1, "0 or 1");
@@ -116,6 +135,23 @@ void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstrea
   pc.split_pass = 2;
   pc.combine_rows = per_cta;
   launch_kernel(kc, cgrid, stream, pdl, pc);
+}
+
+void launch_mla_flat(const runtime::LoadedKernel& k, CUstream stream, bool pdl, MlaPlan& plan, int parts) {
+  MlaParams& p = plan.params;
+  unsigned char* ws = static_cast<unsigned char*>(plan.workspace);
+  p.semaphores = reinterpret_cast<unsigned*>(ws);
+  p.workspace = reinterpret_cast<float*>(ws + mla_semaphore_bytes(plan.shape));
+  p.num_splits = 1;  // (the split plan's fields: unused by the flat schedule)
+  p.tokens_per_split = plan.shape.tile_tokens;
+  p.split_pass = 0;
+  p.flat_overhead = mla_flat_overhead(plan.shape);
+  // The split requests' last pieces merge in place, counted per (request, row block); a call
+  // of another shape may have left counts there.
+  driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(p.semaphores), 0u, static_cast<size_t>(mla_base_ctas(plan.shape)),
+                           stream);
+  const Grid grid{static_cast<unsigned>(parts), static_cast<unsigned>(p.row_blocks), 1u};
+  launch_kernel(k, grid, stream, pdl, p);
 }
 
 size_t mla_semaphore_bytes(const MlaShape& s) {
@@ -276,6 +312,7 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
       s.features |= spec::feature::kTile32;
       plan.shape.tile_tokens = mla_const::kHopperTile32;
     }
+    if (mla_wide_flat(plan.shape)) s.features |= spec::feature::kFlat;
   }
   MlaParams& p = plan.params;
   p = MlaParams{};
@@ -312,8 +349,10 @@ MlaPlan plan_mla(const MlaArgs& a, const spec::Arch& arch) {
   p.bmm1_scale = a.bmm1_scale.value;
   p.bmm2_scale = a.bmm2_scale.value;
   p.lse_base2 = a.lse_base == LseBase::kTwo ? 1 : 0;
-  if (present(a.workspace_buffer))
+  if (present(a.workspace_buffer)) {
     plan.workspace_bytes = require_scratch_bytes(a.workspace_buffer, "workspace_buffer", 256);
+    plan.workspace = a.workspace_buffer.data;
+  }
   return plan;
 }
 
@@ -363,12 +402,22 @@ void batch_decode_mla(const MlaArgs& args, Stream stream, Runtime* runtime) {
   ops::MlaPlan plan = ops::plan_mla(args, spec::arch_for_device(info.sm_major, info.sm_minor));
   Runtime& rt = runtime ? *runtime : Runtime::global();
   CUstream cs = reinterpret_cast<CUstream>(stream);
-  const runtime::LoadedKernel& k = rt.registry().kernel(plan.spec, device, cs);
-  const int sms = args.sm_count.value_or(k.num_sms > 0 ? k.num_sms : 1);
-  const int slots = sms * std::clamp(k.blocks_per_sm, 1, ops::kMaxBlocksPerSmForSplit);
-  const ops::MlaSplit split = ops::mla_plan_splits(plan.shape, slots);
+  const runtime::LoadedKernel* kp = &rt.registry().kernel(plan.spec, device, cs);
+  const int sms = args.sm_count.value_or(kp->num_sms > 0 ? kp->num_sms : 1);
+  const int slots = sms * std::clamp(kp->blocks_per_sm, 1, ops::kMaxBlocksPerSmForSplit);
   ops::mla_set_kv_map(args, plan);
   MlaParams& p = plan.params;
+  const bool pdl = args.enable_pdl.value_or(true) && info.sm_major >= 9;
+  if (plan.spec.has(spec::feature::kFlat)) {
+    const int parts =
+        ops::mla_flat_parts(plan.shape, slots, args.workspace_buffer.data ? plan.workspace_bytes : 0);
+    if (parts >= 1) return ops::launch_mla_flat(*kp, cs, pdl, plan, parts);
+    // No room for one part (a workspace sized for a call that never splits): the split schedule.
+    plan.spec.features &= ~spec::feature::kFlat;
+    kp = &rt.registry().kernel(plan.spec, device, cs);
+  }
+  const runtime::LoadedKernel& k = *kp;
+  const ops::MlaSplit split = ops::mla_plan_splits(plan.shape, slots);
   p.num_splits = split.splits;
   p.tokens_per_split = split.tokens_per_split;
   if (split.splits > 1) {
@@ -384,7 +433,6 @@ void batch_decode_mla(const MlaArgs& args, Stream stream, Runtime* runtime) {
   grid.x = static_cast<unsigned>(split.splits);
   grid.y = static_cast<unsigned>((plan.shape.sparse ? plan.shape.q_len : 1) * p.row_blocks);
   grid.z = static_cast<unsigned>(plan.shape.batch);
-  const bool pdl = args.enable_pdl.value_or(true) && info.sm_major >= 9;
   ops::launch_mla_passes(k, grid, cs, pdl, p, plan.shape);
 }
 

@@ -25,7 +25,7 @@ const char* device_type(DType d) {
 }
 constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers |
                                    spec::feature::kSplitRope | spec::feature::kNarrowTile | spec::feature::kNarrow32 |
-                                   spec::feature::kTile32;
+                                   spec::feature::kTile32 | spec::feature::kFlat;
 }  // namespace
 
 MlaTiling mla_tiling(const spec::KernelSpec& s) {
@@ -91,8 +91,11 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
         (s.has(spec::feature::kNarrowTile | spec::feature::kNarrow32) || s.kv_dtype == DType::kFloat8E4M3 ||
          s.mask != spec::MaskMode::kCausal))
       return refuse([] { return std::string("tile32 is the wide tile's, with dense (causal) 16-bit KV"); });
-  } else if (s.has(spec::feature::kNarrowTile | spec::feature::kNarrow32 | spec::feature::kTile32)) {
-    return refuse([] { return std::string("narrow, narrow32 and tile32 are tiles of the trtllm-gen mla kernel"); });
+    if (s.has(spec::feature::kFlat) &&
+        (s.has(spec::feature::kNarrowTile | spec::feature::kNarrow32) || s.mask != spec::MaskMode::kCausal))
+      return refuse([] { return std::string("flat is the wide tile's schedule, with dense (causal) KV"); });
+  } else if (s.has(spec::feature::kNarrowTile | spec::feature::kNarrow32 | spec::feature::kTile32 | spec::feature::kFlat)) {
+    return refuse([] { return std::string("narrow, narrow32, tile32 and flat are tiles of the trtllm-gen mla kernel"); });
   }
   if (arch.sm < 80) return refuse([] { return std::string("the mla templates need sm_80 or newer (mma.sync bf16, cp.async)"); });
   if (s.q_dtype != DType::kFloat16 && s.q_dtype != DType::kBFloat16 && s.q_dtype != DType::kFloat8E4M3)
@@ -111,7 +114,7 @@ bool mla_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std::s
   if (s.mask != spec::MaskMode::kCausal && s.mask != spec::MaskMode::kCustom)
     return refuse([] { return std::string("mla masks are causal (dense) or custom (sparse indices)"); });
   if (s.pos_encoding != spec::PosEncoding::kNone) return refuse([] { return std::string("mla applies no positional encoding (RoPE is in the 64 rope dims)"); });
-  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope, narrow, narrow32 and tile32", s.features); });
+  if (s.features & ~kMlaFeatures) return refuse([&] { return fmt::format("feature bits {:#x}: mla takes sinks, lse, scaleptr, splitrope, narrow, narrow32, tile32 and flat", s.features); });
   if (s.has(spec::feature::kSplitRope) &&
       (s.kv_dtype != s.q_dtype || s.q_dtype == DType::kFloat8E4M3 || s.mask != spec::MaskMode::kCausal))
     return refuse([] { return std::string("splitrope (FIA's query_rope/key_rope) is dense (causal) with 16-bit Q and KV of one dtype"); });

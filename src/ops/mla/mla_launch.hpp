@@ -15,5 +15,9 @@ namespace attnjit::ops {
 // pass's (splits, row groups, batch). Sets p.split_pass.
 void launch_mla_passes(const runtime::LoadedKernel& k, const Grid& grid, CUstream stream, bool pdl, MlaParams& p,
                        const MlaShape& shape);
+// The flat schedule's launch (spec::feature::kFlat): parts x row blocks CTAs over the
+// caller's workspace (plan.workspace, holding mla_flat_workspace_need(parts)), after the
+// semaphores are zeroed.
+void launch_mla_flat(const runtime::LoadedKernel& k, CUstream stream, bool pdl, MlaPlan& plan, int parts);
 
 }  // namespace attnjit::ops

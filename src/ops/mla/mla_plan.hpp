@@ -49,6 +49,7 @@ struct MlaPlan {
   MlaParams params{};
   MlaShape shape;
   size_t workspace_bytes = 0;  // what the caller's workspace_buffer holds
+  void* workspace = nullptr;   // its data
 };
 MlaPlan plan_mla(const MlaArgs& args, const spec::Arch& arch);
 // The wgmma kernel's rows per CTA for rows_per_group rows a group: the narrow tile (rows in
@@ -57,6 +58,18 @@ MlaPlan plan_mla(const MlaArgs& args, const spec::Arch& arch);
 int mla_hopper_rows(int rows_per_group, bool fp8_kv);
 // Whether the wide tile runs in 32-token tiles (spec::feature::kTile32) for this shape.
 bool mla_wide_tile32(const MlaShape& s, bool fp8_kv);
+// Whether the wide tile runs the flat schedule (spec::feature::kFlat): parts of equal work,
+// each a contiguous run of the batch's tiles across request boundaries, split requests
+// merged by their last piece. ATTNJIT_MLA_FLAT=1 / 0: wherever the dense wide tile runs, or
+// never; by default (until the GPU's A/B decides) never.
+bool mla_wide_flat(const MlaShape& s);
+// The flat launch's parts (gridDim.x): the CTA slots over the row blocks, at most the units
+// the batch holds at the least (batch x (overhead + 1)), so that no part is empty, and at
+// most what `workspace_bytes` holds (mla_flat_workspace_need); 0 where not even one fits.
+int mla_flat_parts(const MlaShape& s, int slots, size_t workspace_bytes);
+int mla_flat_overhead(const MlaShape& s);  // a request's fixed cost in tiles (128 tokens' worth)
+// Semaphores, then (batch + parts) x row blocks partial blocks (slot b + part of request b).
+size_t mla_flat_workspace_need(const MlaShape& s, int parts);
 spec::KernelSpec mla_prewarm_spec(const MlaArgs& args, const spec::Arch& arch);
 
 // The wgmma kernel's dense KV as a TMA tensor map in plan.params.kv_map (kv_tma = 1), where

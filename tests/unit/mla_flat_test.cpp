@@ -32,7 +32,7 @@ TEST(MlaFlat, FeatureBitMatchesTheKernel) { EXPECT_EQ(mla_const::kFeatFlat, spec
 // part_of() inverts it at every unit (the kernel never divides past make()).
 TEST(MlaFlat, PartsTileTheUnitsAndPartOfInvertsThem) {
   std::mt19937_64 rng(7);
-  std::vector<std::pair<long long, int>> cases = {{1, 1}, {7, 7}, {8, 7}, {132, 132}, {1000, 132}, {199, 66},
+  std::vector<std::pair<long long, int>> cases = {{1, 1}, {7, 7}, {8, 7}, {5, 66}, {132, 132}, {1000, 132}, {199, 66},
                                                   {65535, 65535}, {(1ll << 40) + 12345, 132}};
   for (int i = 0; i < 300; ++i) {
     const int parts = 1 + int(rng() % 200);
@@ -100,7 +100,7 @@ TEST(MlaFlat, EveryTileOnceAndEverySplitRequestMergedOnce) {
     const int c = 1 + int(rng() % 4);
     std::vector<int> tiles(batch);
     for (int& t : tiles) t = rng() % 5 == 0 ? int(rng() % 3) : int(rng() % (trial % 3 == 0 ? 600 : 80));
-    const int parts = std::max(1, std::min<int>(1 + int(rng() % 140), batch * (c + 1)));  // mla_flat_parts' cap
+    const int parts = 1 + int(rng() % 140);  // more than the units at times: the last parts empty
     std::vector<std::vector<int>> seen(batch);
     for (int b = 0; b < batch; ++b) seen[b].assign(std::max(tiles[b], 1), 0);
     std::map<int, std::pair<int, int>> span;  // request -> (first, last) part of its pieces
@@ -204,7 +204,7 @@ TEST(MlaFlat, PartsFitTheWorkspaceThatMlaWorkspaceBytesSizes) {
           const int parts = mla_flat_parts(s, slots, ws);
           const int y = mla_row_blocks(s);
           if (batch >= slots / y && len >= 256)
-            EXPECT_EQ(parts, std::max(1, std::min(slots / y, batch * (mla_flat_overhead(s) + 1))));
+            EXPECT_EQ(parts, std::max(1, slots / y));
           if (parts >= 1) EXPECT_LE(mla_flat_workspace_need(s, parts), ws);
           EXPECT_GE(parts, ws >= mla_flat_workspace_need(s, 1) ? 1 : 0);
         }

@@ -85,10 +85,9 @@ bool mla_wide_flat(const MlaShape& s) {
 int mla_flat_overhead(const MlaShape& s) { return 128 / s.tile_tokens; }
 
 int mla_flat_parts(const MlaShape& s, int slots, size_t workspace_bytes) {
-  const int64_t most = int64_t(s.batch) * (mla_flat_overhead(s) + 1);
   const int64_t part_bytes = int64_t(mla_row_blocks(s)) * mla_partial_floats(s.rows_per_cta) * sizeof(float);
   const int64_t room = (int64_t(workspace_bytes) - int64_t(mla_semaphore_bytes(s))) / part_bytes - s.batch;
-  return static_cast<int>(std::max<int64_t>(0, std::min({std::max<int64_t>(1, slots / mla_row_blocks(s)), most, room, int64_t(65535)})));
+  return static_cast<int>(std::max<int64_t>(0, std::min({std::max<int64_t>(1, slots / mla_row_blocks(s)), room, int64_t(65535)})));
 }
 
 size_t mla_flat_workspace_need(const MlaShape& s, int parts) {

@@ -63,9 +63,9 @@ bool mla_wide_tile32(const MlaShape& s, bool fp8_kv);
 // merged by their last piece. ATTNJIT_MLA_FLAT=1 / 0: wherever the dense wide tile runs, or
 // never; by default (until the GPU's A/B decides) never.
 bool mla_wide_flat(const MlaShape& s);
-// The flat launch's parts (gridDim.x): the CTA slots over the row blocks, at most the units
-// the batch holds at the least (batch x (overhead + 1)), so that no part is empty, and at
-// most what `workspace_bytes` holds (mla_flat_workspace_need); 0 where not even one fits.
+// The flat launch's parts (gridDim.x): the CTA slots over the row blocks, at most what
+// `workspace_bytes` holds (mla_flat_workspace_need); 0 where not even one fits. (With fewer
+// units than parts the last parts are empty: MlaFlatSplit gives the first parts one unit each.)
 int mla_flat_parts(const MlaShape& s, int slots, size_t workspace_bytes);
 int mla_flat_overhead(const MlaShape& s);  // a request's fixed cost in tiles (128 tokens' worth)
 // Semaphores, then (batch + parts) x row blocks partial blocks (slot b + part of request b).

@@ -271,24 +271,20 @@ struct MlaEpilogue {
   // kRows * kSub), each 8 dims of every run of kSub * 8.
   template <int kSub>
   __device__ static void merge(const MlaParams& p, int b, int group, int rb, long long cta, int tid) {
-    merge_from<kSub>(p, b, group, rb, partial(p, cta, 0), p.num_splits, tid);
-  }
-  // The same over n partials from base on (kPartialFloats apart).
-  template <int kSub>
-  __device__ static void merge_from(const MlaParams& p, int b, int group, int rb, const float* base, int n, int tid) {
     static_assert(DV % (kSub * 8) == 0, "runs tile the 512 dims");
     if (tid >= kRows * kSub) return;
     const int lr = tid / kSub, sub = tid % kSub;
+    const float* base = partial(p, cta, 0);
     const float* mrow = base + kRows * DV + lr;
     float m_tot = kNegInf;
-    for (int sp = 0; sp < n; ++sp) m_tot = fmaxf(m_tot, __ldcg(mrow + sp * kPartialFloats));
+    for (int sp = 0; sp < p.num_splits; ++sp) m_tot = fmaxf(m_tot, __ldcg(mrow + sp * kPartialFloats));
     float l_tot = 0.f;
-    for (int sp = 0; sp < n; ++sp)
+    for (int sp = 0; sp < p.num_splits; ++sp)
       l_tot += __ldcg(mrow + kRows + sp * kPartialFloats) * merge_weight(__ldcg(mrow + sp * kPartialFloats), m_tot);
     for (int run = 0; run < DV / (kSub * 8); ++run) {
       const int d0 = run * kSub * 8 + sub * 8;
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (int sp = 0; sp < n; ++sp) {
+      for (int sp = 0; sp < p.num_splits; ++sp) {
         const float wgt = merge_weight(__ldcg(mrow + sp * kPartialFloats), m_tot);
         if (wgt == 0.f) continue;  // empty or fully masked split: its O was never written
         const float4* src = reinterpret_cast<const float4*>(base + sp * kPartialFloats + lr * DV + d0);

@@ -454,6 +454,58 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     }
   }
 
+  // The last piece of a split request (flat): its own O, m and l still in registers, the
+  // other pieces' partials (n of them from base, its own at `own`) folded in, rows as
+  // write_partial wrote them; every load of a piece issued before its use (a merge by one
+  // CTA through merge_from, a few dependent L2 round trips a run of columns, cost ~30 us).
+  __device__ __forceinline__ static void merge_pieces(const float* base, int n, int own, float (&o)[128], float (&m)[2],
+                                                      float (&l_tot)[2]) {
+    const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const int r0 = warp * 16 + (lane >> 2), c0 = wg * (DV / 2) + (lane & 3) * 2;
+    float m_tot[2] = {m[0], m[1]};
+    for (int k = 0; k < n; ++k)
+      if (k != own)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          m_tot[hf] = fmaxf(m_tot[hf], __ldcg(base + (long long)k * Out::kPartialFloats + Tr::kRows * DV + r0 + 8 * hf));
+    float w[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      w[hf] = merge_weight(m[hf], m_tot[hf]);
+      l_tot[hf] *= w[hf];
+    }
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] *= w[(i % 4) / 2];
+    for (int k = 0; k < n; ++k) {
+      if (k == own) continue;
+      const float* part = base + (long long)k * Out::kPartialFloats;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        w[hf] = merge_weight(__ldcg(part + Tr::kRows * DV + r0 + 8 * hf), m_tot[hf]);
+        l_tot[hf] += w[hf] * __ldcg(part + Tr::kRows * DV + Tr::kRows + r0 + 8 * hf);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // 32 float2 loads in flight, then their FMAs
+        float2 v[16][2];
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            v[j][hf] = __ldcg(reinterpret_cast<const float2*>(part + (r0 + 8 * hf) * DV + c0 + (half * 16 + j) * 8));
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            const int i = 4 * (half * 16 + j) + 2 * hf;
+            o[i] = fmaf(w[hf], v[j][hf].x, o[i]);
+            o[i + 1] = fmaf(w[hf], v[j][hf].y, o[i + 1]);
+          }
+      }
+    }
+    m[0] = m_tot[0];
+    m[1] = m_tot[1];
+  }
+
   __device__ __forceinline__ static void run(const MlaParams& p, unsigned char* smem_raw) {
     const Smem sm = carve(smem_raw);
     Io::init_barriers(sm);
@@ -579,9 +631,10 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
         const long long row0 = (long long)blockIdx.y * (p.batch + gridDim.x) + w.b;
         write_partial(p.workspace + (row0 + part) * Out::kPartialFloats, o, m, l_tot);
         if (Out::last_to_arrive(p, (long long)w.b * gridDim.y + blockIdx.y, sm.flag, threadIdx.x,
-                                [] { __syncthreads(); }, pieces))
-          Out::template merge_from<4>(p, w.b, 0, w.rb, p.workspace + (row0 + first_part) * Out::kPartialFloats, pieces,
-                                      threadIdx.x);
+                                [] { __syncthreads(); }, pieces)) {
+          merge_pieces(p.workspace + (row0 + first_part) * Out::kPartialFloats, pieces, part - first_part, o, m, l_tot);
+          write_final(p, w, o, m, l_tot);
+        }
       }
       Io::advance_phase(w);
       if (threadIdx.x == 0) st->phase = w.phase;

@@ -95,6 +95,11 @@ TEST_F(MlaCliTest, InspectShowsTheWgmmaKernel) {
   ASSERT_EQ(t.code, 0) << t.all();
   EXPECT_NE(t.out.find("64 head rows x 32-token tiles of 576 dims"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("; 4 buffers,"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("flat schedule"), std::string::npos) << t.out;
+  // flat: the same tile, its schedule named.
+  Result fl = run("inspect mla.bf16.hd576x512.g1.p64.nhd.causal.flat.trtllmgen.sm90a");
+  ASSERT_EQ(fl.code, 0) << fl.all();
+  EXPECT_NE(fl.out.find("; flat schedule: a CTA per SM and row block"), std::string::npos) << fl.out;
 }
 
 TEST_F(MlaCliTest, InspectShowsTheNarrowTile) {

@@ -108,7 +108,8 @@ nlohmann::json mla_tiling_json(const ops::MlaTiling& t) {
           {narrow ? "ring_slots" : "stages", narrow ? t.ring_slots : t.stages},
           {"kv_row_bytes", t.kv_row_bytes}, {"kv_widened_in_registers", (!t.hopper || narrow) && t.kv_elem_bytes == 1},
           {"kv_widened_in_smem", t.hopper && !narrow && t.kv_elem_bytes == 1},
-          {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)}};
+          {"smem_bytes", t.smem_bytes}, {"ctas_per_sm_by_smem", (t.smem_limit + 1024) / (t.smem_bytes + 1024)},
+          {"schedule", t.flat ? "flat" : "split"}};
 }
 std::string mla_tiling_text(const ops::MlaTiling& t) {
   const char* fp8 = t.kv_elem_bytes == 1 ? ", fp8 KV landed in the tile buffers and widened to fp16 in shared memory by the "
@@ -129,9 +130,12 @@ std::string mla_tiling_text(const ops::MlaTiling& t) {
     return fmt::format("wgmma, two math warpgroups (seesaw): {} head rows x {}-token tiles of 576 dims, two "
                        "tiles at a time (each warpgroup S and softmax of one, P V of both for its half of the "
                        "512 O columns, loads of its half of the columns: TMA for dense pages, cp.async for sparse "
-                       "rows); {} buffers, {} dynamic smem ({} CTA/SM by smem){}",
+                       "rows); {} buffers, {} dynamic smem ({} CTA/SM by smem){}{}",
                        t.rows, t.tile, t.stages, human_bytes(t.smem_bytes), (t.smem_limit + 1024) / (t.smem_bytes + 1024),
-                       fp8);
+                       fp8,
+                       t.flat ? "; flat schedule: a CTA per SM and row block, each an equal share of the batch's "
+                                "tiles across request boundaries, split requests merged by their last piece"
+                              : "");
   return fmt::format("{} head rows x {}-token tiles of 576 dims, {} warps (O split along 512), {}-stage cp.async "
                      "ring, {} dynamic smem ({} CTAs/SM by smem){}",
                      t.rows, t.tile, t.warps, t.stages, human_bytes(t.smem_bytes),

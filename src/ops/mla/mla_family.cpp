@@ -54,6 +54,7 @@ MlaTiling mla_tiling(const spec::KernelSpec& s) {
     } else {
       // 64-token tiles in two buffers, or (tile32) 32-token tiles in four: the same bytes.
       if (s.has(spec::feature::kTile32)) t.tile = mla_const::kHopperTile32;
+      t.flat = s.has(spec::feature::kFlat);
       t.stages = mla_wide_buffers(t.tile);
       t.smem_bytes = mla_wide_smem_bytes(t.tile, s.mask == spec::MaskMode::kCustom);
     }

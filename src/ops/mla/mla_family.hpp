@@ -22,6 +22,7 @@ struct MlaTiling {
   int min_blocks = 1;
   bool hopper = false;  // the trtllm-gen (wgmma, sm_90a) kernel: MlaHopperTraits
   int ring_slots = 0;   // its narrow tile: the producer's ring of 64 x 64 blocks (else 0)
+  bool flat = false;    // its wide tile's flat schedule (spec::feature::kFlat)
 };
 MlaTiling mla_tiling(const spec::KernelSpec& spec);
 

@@ -542,12 +542,14 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     unsigned phase;   // Work::phase after the pieces so far
   };
 
-  // The flat schedule (kFeatFlat, dense): part blockIdx.x walks its share of the batch's
-  // units (MlaFlatSplit), a piece of each request it meets, row block blockIdx.y. A request
+  // The flat schedule (kFeatFlat, dense): part blockIdx.y walks its share of the batch's
+  // units (MlaFlatSplit), a piece of each request it meets, row block blockIdx.x (the row
+  // blocks of a part adjacent in launch order, as in the split schedule, so that they meet
+  // each tile in L2 together). A request
   // within one part is written whole; a split one's pieces go to slots b + part, merged by
   // the piece that arrives last.
   __device__ __forceinline__ static void run_flat(const MlaParams& p, const Smem& sm) {
-    const int lane = threadIdx.x % 32, part = blockIdx.x, c = p.flat_overhead;
+    const int lane = threadIdx.x % 32, part = blockIdx.y, parts = gridDim.y, c = p.flat_overhead;
     FlatState* st = reinterpret_cast<FlatState*>(sm.flag + 2);
     int seq_len, range;
     {
@@ -559,7 +561,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
         for (int off = 16; off > 0; off /= 2) u += __shfl_xor_sync(0xffffffffu, u, off);
         total += u;
       }
-      const long long x0 = MlaFlatSplit::make(total, gridDim.x).bound(part);
+      const long long x0 = MlaFlatSplit::make(total, parts).bound(part);
       int b = p.batch;
       long long start = 0;
       for (int b0 = 0; b0 < p.batch; b0 += 32) {
@@ -589,7 +591,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     }
     for (;;) {
       // The next request with a piece in this part.
-      const MlaFlatSplit fs = MlaFlatSplit::make(st->total, gridDim.x);
+      const MlaFlatSplit fs = MlaFlatSplit::make(st->total, parts);
       const long long x1 = fs.bound(part + 1);
       int b = st->b;
       long long start = st->start, first = 0;
@@ -614,7 +616,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       }
       Work w;
       w.group = 0;
-      w.rb = blockIdx.y;
+      w.rb = blockIdx.x;
       w.split = 0;
       w.phase = st->phase;
       w.b = b;
@@ -628,9 +630,9 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       if (pieces == 1) {
         write_final(p, w, o, m, l_tot);
       } else {
-        const long long row0 = (long long)blockIdx.y * (p.batch + gridDim.x) + w.b;
+        const long long row0 = (long long)w.rb * (p.batch + parts) + w.b;
         write_partial(p.workspace + (row0 + part) * Out::kPartialFloats, o, m, l_tot);
-        if (Out::last_to_arrive(p, (long long)w.b * gridDim.y + blockIdx.y, sm.flag, threadIdx.x,
+        if (Out::last_to_arrive(p, (long long)w.b * gridDim.x + w.rb, sm.flag, threadIdx.x,
                                 [] { __syncthreads(); }, pieces)) {
           merge_pieces(p.workspace + (row0 + first_part) * Out::kPartialFloats, pieces, part - first_part, o, m, l_tot);
           write_final(p, w, o, m, l_tot);

@@ -36,7 +36,7 @@ constexpr unsigned kFeatNarrow32 = 1u << 17;  // spec::feature::kNarrow32
 // a tile's loads start two pairs of tiles before its S, not one (16-bit dense KV).
 constexpr unsigned kFeatTile32 = 1u << 18;
 constexpr int kHopperTile32 = 32;
-// The wide tile's balanced ("flat") schedule (spec::feature::kFlat): gridDim.x parts, each a
+// The wide tile's balanced ("flat") schedule (spec::feature::kFlat): gridDim.y parts, each a
 // contiguous range of the batch's tiles laid end to end, across request boundaries.
 constexpr unsigned kFeatFlat = 1u << 19;
 constexpr int kNopeDims = 512;   // kv_lora_rank: the dims q/kv hold under kFeatSplitRope
@@ -150,7 +150,7 @@ struct MlaParams {
   long long lse_stride_b, lse_stride_t, lse_stride_h;  // lse at b, t (query token), h: FIA's (B, N, Q_S, 1)
   int kv_len;                  // seq_lens null: every batch's KV length
   int combine_rows;            // split_pass 2: rows a combine CTA merges (1, 2, 4 or 8; mla_combine_rows)
-  // kFeatFlat: a request costs flat_overhead + max(tiles, 1) units, parts (gridDim.x) take
+  // kFeatFlat: a request costs flat_overhead + max(tiles, 1) units, parts (gridDim.y) take
   // equal shares of the sum; the partials of request b's pieces sit at slots b + part.
   int flat_overhead;
 };

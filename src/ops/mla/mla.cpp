@@ -149,7 +149,7 @@ void launch_mla_flat(const runtime::LoadedKernel& k, CUstream stream, bool pdl, 
   // of another shape may have left counts there.
   driver::memset_d32_async(reinterpret_cast<CUdeviceptr>(p.semaphores), 0u, static_cast<size_t>(mla_base_ctas(plan.shape)),
                            stream);
-  const Grid grid{static_cast<unsigned>(parts), static_cast<unsigned>(p.row_blocks), 1u};
+  const Grid grid{static_cast<unsigned>(p.row_blocks), static_cast<unsigned>(parts), 1u};  // row blocks adjacent
   launch_kernel(k, grid, stream, pdl, p);
 }
 

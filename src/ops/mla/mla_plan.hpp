@@ -61,7 +61,10 @@ bool mla_wide_tile32(const MlaShape& s, bool fp8_kv);
 // Whether the wide tile runs the flat schedule (spec::feature::kFlat): parts of equal work,
 // each a contiguous run of the batch's tiles across request boundaries, split requests
 // merged by their last piece. ATTNJIT_MLA_FLAT=1 / 0: wherever the dense wide tile runs, or
-// never; by default (until the GPU's A/B decides) never.
+// never; by default never: on the H100 it measured 0.88-0.99x of the split schedule at 128
+// heads and large batches, and far slower where a request spans many parts (a merge of many
+// pieces by one CTA): each CTA pays a piece's start (Q, the first tiles) two or three times
+// (docs/PERFORMANCE.md, thirty-seventh session).
 bool mla_wide_flat(const MlaShape& s);
 // The flat launch's parts (gridDim.x): the CTA slots over the row blocks, at most what
 // `workspace_bytes` holds (mla_flat_workspace_need); 0 where not even one fits. (With fewer

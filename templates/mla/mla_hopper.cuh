@@ -475,7 +475,6 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
         Out::template merge<4>(p, w.b, w.group, w.rb, cta, threadIdx.x);
     }
   }
-
 };
 
 // The kernel's entry: the combine pass, or the attention pass on its tile (wide: 64 rows

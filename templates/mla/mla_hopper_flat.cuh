@@ -98,11 +98,15 @@ struct MlaHopperFlat {
     const int lane = threadIdx.x % 32, part = blockIdx.y, parts = gridDim.y, c = p.flat_overhead;
     FlatState* st = reinterpret_cast<FlatState*>(sm.flag + 2);
     int seq_len, range;
+    // Request b0 + lane's units (0 past the batch).
+    auto lane_units = [&](int b0) {
+      return b0 + lane < p.batch ? mla_flat_units(request_tiles(p, b0 + lane, seq_len, range), c) : 0;
+    };
     {
       // Every warp alike: the total, then the first request that ends past this part's start.
       long long total = 0;
       for (int b0 = 0; b0 < p.batch; b0 += 32) {
-        int u = b0 + lane < p.batch ? mla_flat_units(request_tiles(p, b0 + lane, seq_len, range), c) : 0;
+        int u = lane_units(b0);
 #pragma unroll
         for (int off = 16; off > 0; off /= 2) u += __shfl_xor_sync(0xffffffffu, u, off);
         total += u;
@@ -111,7 +115,7 @@ struct MlaHopperFlat {
       int b = p.batch;
       long long start = 0;
       for (int b0 = 0; b0 < p.batch; b0 += 32) {
-        const int u = b0 + lane < p.batch ? mla_flat_units(request_tiles(p, b0 + lane, seq_len, range), c) : 0;
+        const int u = lane_units(b0);
         int incl = u;
 #pragma unroll
         for (int off = 1; off < 32; off *= 2) {
@@ -144,9 +148,9 @@ struct MlaHopperFlat {
       int lo_t = 0, hi_t = 0, tiles = 0, units = 1;
       for (; b < p.batch && start < x1; ++b) {
         tiles = request_tiles(p, b, seq_len, range);
-        units = tiles > 0 ? tiles : 1;
-        first = start + c;  // its first tile's unit
-        start += mla_flat_units(tiles, c);
+        units = mla_flat_units(tiles, 0);  // its tiles' units
+        first = start + c;                 // its first tile's unit
+        start += c + units;
         fs.piece(first, units, part, &lo_t, &hi_t);
         if (hi_t > lo_t) break;
       }

@@ -191,12 +191,11 @@ ATTNJIT_HOST_DEVICE inline int mla_split_hi(const MlaParams& p, int range, int l
 // covers [bound(i), bound(i + 1)). No division past make(): a 64-bit one in the pieces' code
 // cost the wgmma loops the uniform datapath (+15% instructions, SASS).
 struct MlaFlatSplit {
-  long long total, per;
+  long long per;
   int parts, rem;
   float inv_long, inv_short;  // 1 / (per + 1), 1 / per: part_of's estimates
   ATTNJIT_HOST_DEVICE static MlaFlatSplit make(long long total, int parts) {
     MlaFlatSplit f;
-    f.total = total;
     f.parts = parts;
     f.per = total / parts;
     f.rem = (int)(total - f.per * parts);

@@ -80,9 +80,9 @@ std::vector<Piece> walk(const std::vector<int>& tiles, int c, int part, int part
     long long first = 0;
     int lo = 0, hi = 0, units = 1;
     for (; b < int(tiles.size()) && start < x1; ++b) {
-      units = std::max(tiles[b], 1);
+      units = mla_flat_units(tiles[b], 0);
       first = start + c;
-      start += mla_flat_units(tiles[b], c);
+      start += c + units;
       fs.piece(first, units, part, &lo, &hi);
       if (hi > lo) break;
     }

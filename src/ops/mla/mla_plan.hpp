@@ -66,7 +66,7 @@ bool mla_wide_tile32(const MlaShape& s, bool fp8_kv);
 // pieces by one CTA): each CTA pays a piece's start (Q, the first tiles) two or three times
 // (docs/PERFORMANCE.md, thirty-seventh session).
 bool mla_wide_flat(const MlaShape& s);
-// The flat launch's parts (gridDim.x): the CTA slots over the row blocks, at most what
+// The flat launch's parts (gridDim.y): the CTA slots over the row blocks, at most what
 // `workspace_bytes` holds (mla_flat_workspace_need); 0 where not even one fits. (With fewer
 // units than parts the last parts are empty: MlaFlatSplit gives the first parts one unit each.)
 int mla_flat_parts(const MlaShape& s, int slots, size_t workspace_bytes);

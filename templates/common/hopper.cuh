@@ -62,6 +62,17 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, u64* bar, 
       : "memory");
 }
 
+// `bytes` (a multiple of 16) from shared memory to global memory (both 16-byte aligned) by the
+// bulk copy engine, in this thread's bulk group; the generic writes of src must be made
+// visible first (fence_proxy_async_shared, then a barrier).
+__device__ __forceinline__ void bulk_store(void* dst, u32 src, u32 bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+}
+// This thread's bulk stores so far have read their shared memory (it may be written again).
+__device__ __forceinline__ void bulk_store_commit_and_wait_read() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
 // An L2 policy for data read once (streamed KV): its lines go first when L2 needs room, so
 // the stream does not push out what is read again (tables, Q, partials).
 __device__ __forceinline__ u64 l2_evict_first() {

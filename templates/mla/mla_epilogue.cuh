@@ -19,16 +19,14 @@ struct MlaEpilogue {
   static constexpr int kPartialFloats = kRows * (DV + 2);
   __device__ static constexpr bool has(unsigned f) { return (Tr::kFeatures & f) != 0; }
 
-  // Writes row `row` (of the group's rows_per_group) of request b: pair k < N/2
-  // (acc[2k], acc[2k+1]) at dims d0 + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2
-  // + {0, 1}, scaled by bmm2 / (sum of weights, sinks included), and its LSE when `lse_writer`.
-  template <int N, int kPairsPerRun, int kRunStride>
-  __device__ static void finish_row(const MlaParams& p, int b, int group, int row, int d0, float m_tot, float l_tot,
-                                    const float (&acc)[N], bool lse_writer) {
-    if (row >= p.rows_per_group) return;
+  // Row `row` (of the group's rows_per_group) of request b, finished: its output scale, bmm2 over
+  // the sum of weights (sinks included), and from `lse_writer` its LSE. m_tot and l_tot are the
+  // row's max and sum over the keys (the accumulators are relative to m_tot).
+  __device__ static float row_scale(const MlaParams& p, int b, int group, int row, float m_tot, float l_tot,
+                                    bool lse_writer) {
     const int f = group * p.rows_per_group + row;
     const int t = f / p.num_heads, h = f % p.num_heads;
-    // acc is relative to m_tot: a sink rescales to the larger max (no overflow), c folds into the scale.
+    // A sink rescales to the larger max (no overflow); c folds into the scale.
     float c = 1.f;
     if (has(mla_const::kFeatSinks) && p.sinks) {
       const float sink = p.sinks[h] * kLog2e;
@@ -42,16 +40,7 @@ struct MlaEpilogue {
         m_tot = mx;
       }
     }
-    const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
-    const float scale = l_tot > 0.f ? bmm2 * c / l_tot : 0.f;
-    OT* dst = static_cast<OT*>(p.out) + b * p.o_stride_b + t * p.o_stride_t + h * p.o_stride_h + d0;
-#pragma unroll
-    for (int k = 0; k < N / 2; ++k) {
-      OT* pair = dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2;
-      store_float<OT>(pair, acc[2 * k] * scale);
-      store_float<OT>(pair + 1, acc[2 * k + 1] * scale);
-    }
-    if (has(mla_const::kFeatLse) && lse_writer && p.lse) {
+    if (has(mla_const::kFeatLse) && lse_writer && p.lse && row < p.rows_per_group) {
       float lse2 = l_tot > 0.f ? m_tot + __log2f(l_tot) : kNegInf;
       if constexpr (Tr::kSplitRope) {
         // FIA: natural log, +inf for a row that sees no key (or lies past its length).
@@ -59,6 +48,44 @@ struct MlaEpilogue {
             l_tot > 0.f ? lse2 * 0.6931471805599453f : __int_as_float(0x7f800000);
       } else {
         p.lse[((long long)b * p.q_len + t) * p.num_heads + h] = p.lse_base2 ? lse2 : lse2 * 0.6931471805599453f;
+      }
+    }
+    const float bmm2 = p.bmm2_scale_ptr ? *p.bmm2_scale_ptr : p.bmm2_scale;
+    return l_tot > 0.f ? bmm2 * c / l_tot : 0.f;
+  }
+
+  // Row `row`'s first element in out (row < rows_per_group).
+  __device__ static OT* out_row(const MlaParams& p, int b, int group, int row) {
+    const int f = group * p.rows_per_group + row;
+    return static_cast<OT*>(p.out) + b * p.o_stride_b + (f / p.num_heads) * p.o_stride_t + (f % p.num_heads) * p.o_stride_h;
+  }
+
+  // Whether every row of out starts 16-byte aligned (then rows may leave as 16-byte chunks).
+  __device__ static bool rows_aligned16(const MlaParams& p) {
+    constexpr long long kElems = 16 / int(sizeof(OT));
+    return (reinterpret_cast<unsigned long long>(p.out) % 16 == 0) &&
+           ((p.o_stride_b | p.o_stride_t | p.o_stride_h) % kElems == 0);
+  }
+
+  // Writes row `row` (of the group's rows_per_group) of request b: pair k < N/2
+  // (acc[2k], acc[2k+1]) at dims d0 + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2
+  // + {0, 1}, scaled by row_scale, and its LSE when `lse_writer`. A pair leaves as one 4-byte
+  // store where out's row allows it (d0 is even).
+  template <int N, int kPairsPerRun, int kRunStride>
+  __device__ static void finish_row(const MlaParams& p, int b, int group, int row, int d0, float m_tot, float l_tot,
+                                    const float (&acc)[N], bool lse_writer) {
+    if (row >= p.rows_per_group) return;
+    const float scale = row_scale(p, b, group, row, m_tot, l_tot, lse_writer);
+    OT* dst = out_row(p, b, group, row) + d0;
+    const bool pairs = sizeof(OT) == 2 && reinterpret_cast<unsigned long long>(dst) % 4 == 0;
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      OT* pair = dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2;
+      if (pairs) {
+        *reinterpret_cast<u32*>(pair) = pack2<OT>(acc[2 * k] * scale, acc[2 * k + 1] * scale);
+      } else {
+        store_float<OT>(pair, acc[2 * k] * scale);
+        store_float<OT>(pair + 1, acc[2 * k + 1] * scale);
       }
     }
   }

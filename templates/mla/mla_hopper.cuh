@@ -418,21 +418,51 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
     l_tot[1] = lo_[1] + l1_[1];
   }
 
-  // The item's rows, finished, into out (and LSE).
-  __device__ __forceinline__ static void write_final(const MlaParams& p, const Work& w, const float (&o)[128],
-                                                     const float (&m)[2], const float (&l_tot)[2]) {
+  // The item's rows, finished, into out (and LSE). Where out's rows are 16-byte aligned they go
+  // through shared memory (the KV buffers, idle once the loops end: every load issued was
+  // consumed) and leave whole, one bulk copy a row. (A lane's own pairs, 8 rows of 16 bytes a
+  // warp store, wrote 2-4x the sectors and queued at the end of every CTA: ~10% of the stall
+  // samples at 128 heads.) Every thread of the CTA calls it (it holds a __syncthreads).
+  static constexpr int kStageRow = DV * 2 + 16;  // bytes a staged row (16 more: no bank conflicts)
+  __device__ __forceinline__ static void write_final(const MlaParams& p, const Work& w, const Smem& sm,
+                                                     const float (&o)[128], const float (&m)[2], const float (&l_tot)[2]) {
+    using OT = typename Tr::OT;
+    static_assert(sizeof(OT) == 2 && Tr::kRows * kStageRow <= kBufs * kKvTileBytes, "16-bit rows fit the KV buffers");
     const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    // The dense fallback without a tensor map keeps its lanes' pair stores (staging made ptxas
+    // spill in its loop), as do rows that are not 16-byte aligned.
+    if ((!kTma && !Tr::kSparse) || !Out::rows_aligned16(p)) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float acc[64];
+#pragma unroll
+        for (int n = 0; n < 32; ++n) {
+          acc[2 * n] = o[4 * n + 2 * hf];
+          acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
+        }
+        const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
+        Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, wg * (DV / 2) + (lane & 3) * 2, m[hf], l_tot[hf], acc,
+                                           wg == 0 && (lane & 3) == 0);
+      }
+      return;
+    }
+    // Rows padded by 16 bytes: a warp's stores (8 rows x 16 bytes) meet no bank conflicts.
+    unsigned char* stage = sm.base + Tr::kTileBytes;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      float acc[64];
+      const int r = warp * 16 + (lane >> 2) + hf * 8;
+      const float scale = Out::row_scale(p, w.b, w.group, w.rb * Tr::kRows + r, m[hf], l_tot[hf], wg == 0 && (lane & 3) == 0);
+      unsigned char* dst = stage + r * kStageRow + (wg * (DV / 2) + (lane & 3) * 2) * 2;
 #pragma unroll
-      for (int n = 0; n < 32; ++n) {
-        acc[2 * n] = o[4 * n + 2 * hf];
-        acc[2 * n + 1] = o[4 * n + 2 * hf + 1];
-      }
-      const int row = w.rb * Tr::kRows + warp * 16 + (lane >> 2) + hf * 8;
-      Out::template finish_row<64, 1, 8>(p, w.b, w.group, row, wg * (DV / 2) + (lane & 3) * 2, m[hf], l_tot[hf], acc,
-                                         wg == 0 && (lane & 3) == 0);
+      for (int n = 0; n < 32; ++n)
+        *reinterpret_cast<u32*>(dst + n * 16) = pack2<OT>(o[4 * n + 2 * hf] * scale, o[4 * n + 2 * hf + 1] * scale);
+    }
+    fence_proxy_async_shared();
+    __syncthreads();
+    if (threadIdx.x < min(Tr::kRows, p.rows_per_group - w.rb * Tr::kRows)) {
+      const int r = threadIdx.x;
+      bulk_store(Out::out_row(p, w.b, w.group, w.rb * Tr::kRows + r), smem_addr(stage + r * kStageRow), DV * 2);
+      bulk_store_commit_and_wait_read();
     }
   }
 
@@ -466,7 +496,7 @@ struct MlaHopperLoop : MlaHopperIo<Tr, kTma> {
       const Work w = Io::work(p);
       float o[128], m[2], l_tot[2];
       attend_item(p, w, sm, o, m, l_tot);
-      if (p.num_splits == 1) return write_final(p, w, o, m, l_tot);
+      if (p.num_splits == 1) return write_final(p, w, sm, o, m, l_tot);
       const long long cta = (long long)w.b * gridDim.y + blockIdx.y;
       write_partial(Out::partial(p, cta, w.split), o, m, l_tot);
       if (p.split_pass == 1) return;  // a combine launch merges them

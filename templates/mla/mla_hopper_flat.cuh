@@ -178,14 +178,14 @@ struct MlaHopperFlat {
       Loop::attend_item(p, w, sm, o, m, l_tot);  // (its barriers publish the state)
       const int first_part = st->pf, pieces = st->pl - first_part + 1;
       if (pieces == 1) {
-        Loop::write_final(p, w, o, m, l_tot);
+        Loop::write_final(p, w, sm, o, m, l_tot);
       } else {
         const long long row0 = (long long)w.rb * (p.batch + parts) + w.b;
         Loop::write_partial(p.workspace + (row0 + part) * Out::kPartialFloats, o, m, l_tot);
         if (Out::last_to_arrive(p, (long long)w.b * gridDim.x + w.rb, sm.flag, threadIdx.x,
                                 [] { __syncthreads(); }, pieces)) {
           merge_pieces(p.workspace + (row0 + first_part) * Out::kPartialFloats, pieces, part - first_part, o, m, l_tot);
-          Loop::write_final(p, w, o, m, l_tot);
+          Loop::write_final(p, w, sm, o, m, l_tot);
         }
       }
       Io::advance_phase(w);

@@ -31,6 +31,7 @@ struct Options {
   const char* layout = "BSND";    // --layout BNSD: --fia-quant's decode rows in FIA's head-major layout
   int only_heads = 0;             // --heads N: only the --mla shapes with this many heads (one kernel under ncu)
   const char* only_backend = nullptr;  // --backend xqa|trtllm-gen: only this --mla backend
+  int only_q_len = 0;             // --q-len N: only the --mla shapes with this q_len_per_request
 };
 
 std::vector<Result> bench_xqa(DType kv_dtype, const Options& o);

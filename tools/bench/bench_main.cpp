@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
     if (has("--compile")) return cold_compile(10, has("--sm80") ? "sm_80" : "sm_90a");
     if (has("--warm-child")) return warm_child(args.size() > 1 ? argv[2] : nullptr);
     if (has("--help")) {
-      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-prefill] [--fia-layouts] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3] [--layout BSND|BNSD] [--heads N] [--backend xqa|trtllm-gen]\n");
+      fmt::print("attnjit-bench [--compile] [--startup] [--xqa] [--single] [--window] [--fia] [--fia-prefill] [--fia-layouts] [--fia-decode] [--fia-mla] [--fia-quant] [--mla] [--iters N] [--batch N] [--len L] [--kv bf16|fp8_e4m3] [--layout BSND|BNSD] [--heads N] [--q-len N] [--backend xqa|trtllm-gen]\n");
       return 0;
     }
     driver::require_available();
@@ -217,6 +217,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--layout") o.layout = argv[i + 2];
       else if (args[i] == "--heads") o.only_heads = std::atoi(args[i + 1].c_str());
       else if (args[i] == "--backend") o.only_backend = argv[i + 2];
+      else if (args[i] == "--q-len") o.only_q_len = std::atoi(args[i + 1].c_str());
     auto wanted = [&](DType kv) { return !o.only_kv || dtype_name(kv) == std::string(o.only_kv); };
     int rc = 0;
     if (has("--startup")) rc |= startup(argv[0]);

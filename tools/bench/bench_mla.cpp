@@ -125,6 +125,7 @@ std::vector<Result> bench_mla(const Options& o) {
     if (o.only_batch && sh.batch != o.only_batch) continue;
     if (o.only_kv && std::string(o.only_kv) != dtype_name(sh.kv)) continue;
     if (o.only_heads && sh.heads != o.only_heads) continue;
+    if (o.only_q_len && sh.q_len != o.only_q_len) continue;
     const bool both = cc == 90;
     double xqa_ms = 0;
     // Up to 16 rows (32 with 16-bit KV): trtllm-gen runs its narrow tile, then (same run) the 64-row tile.

@@ -70,24 +70,18 @@ struct MlaEpilogue {
   // Writes row `row` (of the group's rows_per_group) of request b: pair k < N/2
   // (acc[2k], acc[2k+1]) at dims d0 + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2
   // + {0, 1}, scaled by row_scale, and its LSE when `lse_writer`. A pair leaves as one 4-byte
-  // store where out's row allows it (d0 is even).
+  // store (d0 is even, and both ops require out's base and strides to be 4-byte multiples).
   template <int N, int kPairsPerRun, int kRunStride>
   __device__ static void finish_row(const MlaParams& p, int b, int group, int row, int d0, float m_tot, float l_tot,
                                     const float (&acc)[N], bool lse_writer) {
     if (row >= p.rows_per_group) return;
     const float scale = row_scale(p, b, group, row, m_tot, l_tot, lse_writer);
+    static_assert(sizeof(OT) == 2, "16-bit output");
     OT* dst = out_row(p, b, group, row) + d0;
-    const bool pairs = sizeof(OT) == 2 && reinterpret_cast<unsigned long long>(dst) % 4 == 0;
 #pragma unroll
-    for (int k = 0; k < N / 2; ++k) {
-      OT* pair = dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2;
-      if (pairs) {
-        *reinterpret_cast<u32*>(pair) = pack2<OT>(acc[2 * k] * scale, acc[2 * k + 1] * scale);
-      } else {
-        store_float<OT>(pair, acc[2 * k] * scale);
-        store_float<OT>(pair + 1, acc[2 * k + 1] * scale);
-      }
-    }
+    for (int k = 0; k < N / 2; ++k)
+      *reinterpret_cast<u32*>(dst + (k / kPairsPerRun) * kRunStride + (k % kPairsPerRun) * 2) =
+          pack2<OT>(acc[2 * k] * scale, acc[2 * k + 1] * scale);
   }
 
   // This CTA's partial block; cta = the (batch, row block) index the semaphores count.

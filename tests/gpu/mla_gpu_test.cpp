@@ -197,6 +197,38 @@ TEST(MlaGpu, SplitMergeByLastCtaOrCombineLaunchMatch) {
   }
 }
 
+// out as a view of wider rows (512 + pad elements apart; the pad must stay NaN): rows that
+// are 16-byte aligned leave the wide tile by bulk copies (pad 8), 4-byte aligned ones as the
+// lanes' pairs (pad 2; the op requires 4-byte strides). Both backends, the wide and the
+// narrow tile, a request split across the GPU (merged by its last CTA), and sparse rows.
+TEST(MlaGpuHopper, PaddedOutputRowsMatch) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  int seed = 9600;
+  for (int pad : {8, 2})
+    for (Backend backend : {Backend::kTrtllmGen, Backend::kXqa}) {
+      MlaCase wide;
+      wide.heads = 128;
+      wide.q_len = 2;
+      wide.seq_lens = {300, 5000};
+      MlaCase narrow;
+      narrow.heads = 16;
+      narrow.seq_lens = {9000, 40};
+      MlaCase split;
+      split.heads = 64;
+      split.seq_lens = {32768};
+      MlaCase sparse;
+      sparse.heads = 128;
+      sparse.seq_lens = {2048, 700};
+      sparse.top_k = 2048;
+      for (MlaCase* c : {&wide, &narrow, &split, &sparse}) {
+        c->backend = backend;
+        c->lse = true;
+        c->out_pad = pad;
+        EXPECT_LE(run_mla(*c, seed++), kTol) << describe(*c);
+      }
+    }
+}
+
 // The wgmma kernel's dense path without its TMA tensor map (ATTNJIT_MLA_TMA=0): the rows
 // copied by cp.async, as sparse calls always are. Same kernels, ragged lengths, every page size.
 TEST(MlaGpuHopper, DenseRowsByCpAsyncMatch) {

@@ -211,7 +211,9 @@ struct MlaFlatSplit {
     const long long longs = rem * (per + 1);
     int i = x < longs ? (int)((float)x * inv_long) : rem + (int)((float)(x - longs) * inv_short);
     i = i < 0 ? 0 : i > parts - 1 ? parts - 1 : i;
+#ifdef __CUDACC__  // (the host compilers that include this header warn on the pragma)
 #pragma unroll
+#endif
     for (int k = 0; k < 2; ++k) {
       if (i + 1 < parts && bound(i + 1) <= x) ++i;
       if (i > 0 && bound(i) > x) --i;

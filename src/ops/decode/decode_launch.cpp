@@ -28,6 +28,13 @@ int forced_splits() {
   static const int n = util::env_knob("ATTNJIT_DECODE_SPLITS", 0, kMaxSplits).value_or(0);
   return n;
 }
+// ATTNJIT_DECODE_MIN_SPLIT_TOKENS=N lowers (or raises) the fewest tokens a split takes, for
+// measuring short sequences' split counts (with ATTNJIT_DECODE_SPLITS, which the workspace
+// bound, sized by it too, must allow); read once.
+int min_split_tokens() {
+  static const int n = util::env_knob("ATTNJIT_DECODE_MIN_SPLIT_TOKENS", 16, 1 << 20).value_or(kMinTokensPerSplit);
+  return n;
+}
 }  // namespace
 
 int decode_row_blocks(int group, int q_seq_len, int rows_per_cta) {
@@ -49,7 +56,7 @@ int choose_splits(int64_t base, int max_seq_len, int slots) {
   // Splitting also pays when the grid is already a wave or more: 512 CTAs on 396
   // slots is two waves, the second a third full; three splits make four full ones.
   const int64_t cap = std::max<int64_t>(
-      1, std::min<int64_t>({ceil_div(max_seq_len, kMinTokensPerSplit), ceil_div(kMaxWaves * int64_t(slots), base),
+      1, std::min<int64_t>({ceil_div(max_seq_len, min_split_tokens()), ceil_div(kMaxWaves * int64_t(slots), base),
                             kMaxSplits}));
   // The smallest s in [1, cap] of least cost waves(s) * (ceil(L / s) + fixed). Within one
   // wave count the cost falls as s grows, so each wave's least cost is at its largest s, and
@@ -74,7 +81,7 @@ int choose_splits(int64_t base, int max_seq_len, int slots) {
 int max_splits(const DecodeShape& s, int sm_count) {
   const int64_t base = decode_base_ctas(s);
   return static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>({ceil_div(s.max_seq_len, kMinTokensPerSplit),
+      1, std::min<int64_t>({ceil_div(s.max_seq_len, min_split_tokens()),
                             ceil_div(kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit, base),
                             kMaxSplits})));
 }
@@ -118,7 +125,7 @@ SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
 
 size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {
   const int64_t base = decode_base_blocks16(largest);
-  const int64_t by_length = std::min<int64_t>(ceil_div(largest.max_seq_len, kMinTokensPerSplit), kMaxSplits);
+  const int64_t by_length = std::min<int64_t>(ceil_div(largest.max_seq_len, min_split_tokens()), kMaxSplits);
   const int64_t by_waves = kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit;
   if (base <= 0 || by_length <= 1) return 0;
   const int64_t partials = std::min(base * by_length, by_waves + base - 1);

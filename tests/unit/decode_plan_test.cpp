@@ -85,6 +85,36 @@ TEST(ChooseSplits, SplitsKeepAtLeast256Tokens) {
   }
 }
 
+// Short sequences fill the SMs with one CTA each, a warp tile a split at least (the H100
+// measurements behind it: decode_launch.hpp). B1, 8 KV heads (8 CTAs before splitting), 132
+// SMs: 16 splits from L512 to L4K (L1K and L2K planned 4 and 8 by length alone), L8K and
+// longer as before; 16 requests (128 CTAs) split as the waves decide.
+TEST(FillSplits, ShortSequencesFillTheSms) {
+  EXPECT_EQ(fill_splits(8, 1024, 132, 16), 16);
+  EXPECT_EQ(fill_splits(8, 100, 132, 16), 7);  // a tile a split at least
+  EXPECT_EQ(fill_splits(8, 16, 132, 16), 1);
+  EXPECT_EQ(fill_splits(200, 1024, 132, 16), 1);
+  EXPECT_EQ(fill_splits(0, 1024, 132, 16), 1);
+  const auto splits = [](int batch, int len, int granule) {
+    return plan_splits(DecodeShape{batch, 8, 8, 1, 128, len}, 132, 264, granule).splits;
+  };
+  for (int len : {512, 1024, 2048, 4096}) EXPECT_EQ(splits(1, len, 16), 16) << len;
+  EXPECT_EQ(splits(1, 1024, 32), 16);  // 64 tokens: two of the four warps' 32-token tiles
+  EXPECT_EQ(splits(1, 8192, 16), 32);  // 33 planned, 256 tokens each after rounding to tiles
+  EXPECT_EQ(splits(1, 32768, 16), 33);
+  EXPECT_EQ(splits(16, 1024, 16), 2);
+  EXPECT_EQ(splits(2, 2048, 16), 8);  // 16 CTAs: 8 an SM's worth, which length gives already
+  // Forced split counts stay as forced; the bound covers the fill.
+  for (int batch : {1, 2, 3, 8})
+    for (int len : {17, 100, 512, 1024, 3000})
+      for (int sms : {16, 108, 132, 170}) {
+        const DecodeShape s{batch, 8, 8, 1, 128, len};
+        const int fill = fill_splits(decode_base_ctas(s), len, sms, 16);
+        EXPECT_GE(max_splits(s, sms), fill);
+        EXPECT_LE(decode_base_ctas(s) * fill, std::max<int64_t>(sms, decode_base_ctas(s)));
+      }
+}
+
 TEST(ChooseSplits, PropertiesOverAGrid) {
   for (int64_t base : {1, 2, 3, 7, 8, 16, 31, 64, 100, 131, 132, 200, 263, 264, 265, 528, 1000, 5000})
     for (int len : {1, 100, 127, 128, 129, 255, 256, 1000, 4096, 8191, 32768, 131072, 1 << 20})
@@ -230,7 +260,7 @@ TEST(Workspace, XqaWorkspaceCoversEverySmallerCall) {
       DecodeShape call{next(batch), kv_heads, group, next(q_len), hd, next(len)};
       if (k >= 3) call.window_left = next(len) - 1;  // a window only narrows the plan
       const int slots = sms * next(kMaxBlocksPerSmForSplit);
-      const SplitPlan plan = plan_splits(call, slots, k % 2 ? 32 : 16);
+      const SplitPlan plan = plan_splits(call, sms, slots, k % 2 ? 32 : 16);
       ASSERT_GE(ws, decode_workspace_bytes(call, plan.splits))
           << "sized for batch " << batch << " q_seq_len " << q_len << " len " << len << " sms " << sms
           << "; call batch " << call.batch << " q_seq_len " << call.q_seq_len << " len " << call.max_seq_len

@@ -242,7 +242,7 @@ TEST(SplitMWorkspace, XqaWorkspaceCoversEverySplitMCall) {
         ++split_m_calls;
       }
       const int slots = sms * next(kMaxBlocksPerSmForSplit);
-      const SplitPlan plan = plan_splits(call, slots, 16);
+      const SplitPlan plan = plan_splits(call, sms, slots, 16);
       ASSERT_GE(ws, decode_workspace_bytes(call, plan.splits))
           << "sized for batch " << batch << " group " << group << " q_seq_len " << q_len << " len " << len
           << " sms " << sms << "; call batch " << call.batch << " q_seq_len " << call.q_seq_len << " len "
@@ -262,7 +262,7 @@ TEST(SplitMWorkspace, IssueShapeSplitsToFillTheGpu) {
     DecodeShape s{16, 8, 8, q, 128, 8192};
     s.rows_per_cta = kDecodeSplitMRows;
     const int slots = 132 * 2;
-    const SplitPlan p = plan_splits(s, slots, 16);
+    const SplitPlan p = plan_splits(s, 132, slots, 16);
     EXPECT_EQ(decode_base_ctas(s), 128);
     EXPECT_GE(p.splits, 2) << q;
     EXPECT_LE(decode_base_blocks16(s) * p.splits, 4 * slots + decode_base_blocks16(s) - 1) << q;

@@ -37,15 +37,15 @@ TEST(WindowPlan, WindowPlansAsAPlainSequenceOfTheWindow) {
       for (auto [window, len] : {std::pair{4096, 8192}, {4096, 32768}, {4096, 131072}, {32768, 131072}}) {
         SCOPED_TRACE(::testing::Message() << "tile " << tile << " slots " << slots << " window " << window << " L "
                                           << len);
-        const SplitPlan win = plan_splits(windowed(4, 1, len, window - 1), slots, tile);
-        const SplitPlan plain = plan_splits(DecodeShape{4, 8, 8, 1, 128, window}, slots, tile);
+        const SplitPlan win = plan_splits(windowed(4, 1, len, window - 1), 132, slots, tile);
+        const SplitPlan plain = plan_splits(DecodeShape{4, 8, 8, 1, 128, window}, 132, slots, tile);
         expect_same_plan(win, plain, "windowed vs plain");
         EXPECT_GT(win.splits, 1) << "a 4-sequence batch splits its window";
       }
   // The bench shape, spelled out (bf16: 16-token tiles, fp8: 32), at one or two CTAs an SM.
   for (int tile : {16, 32})
     for (int ctas_per_sm : {1, 2}) {
-      const SplitPlan p = plan_splits(windowed(4, 1, 131072, 4095), 132 * ctas_per_sm, tile);
+      const SplitPlan p = plan_splits(windowed(4, 1, 131072, 4095), 132, 132 * ctas_per_sm, tile);
       EXPECT_EQ(int64_t(p.splits) * p.tokens_per_split, 4096) << p.splits << " x " << p.tokens_per_split;
     }
 }
@@ -56,8 +56,8 @@ TEST(WindowPlan, WindowPlansAsAPlainSequenceOfTheWindow) {
 TEST(WindowPlan, SpecDecodePlansOverTheUnionOfItsRowsWindows) {
   for (int q_len : {2, 3, 4, 8})
     for (int window_left : {63, 1000, 4095}) {
-      const SplitPlan win = plan_splits(windowed(16, q_len, 131072, window_left), 264, 32);
-      const SplitPlan plain = plan_splits(DecodeShape{16, 8, 8, q_len, 128, window_left + q_len}, 264, 32);
+      const SplitPlan win = plan_splits(windowed(16, q_len, 131072, window_left), 132, 264, 32);
+      const SplitPlan plain = plan_splits(DecodeShape{16, 8, 8, q_len, 128, window_left + q_len}, 132, 264, 32);
       expect_same_plan(win, plain, "spec decode");
       EXPECT_EQ(decode_visible_len(windowed(16, q_len, 131072, window_left)), window_left + q_len);
     }
@@ -68,7 +68,7 @@ TEST(WindowPlan, WindowWiderThanTheSequenceIsNoWindow) {
     DecodeShape win = windowed(2, 3, 4096, window_left);
     const DecodeShape plain{2, 8, 8, 3, 128, 4096};
     EXPECT_EQ(decode_visible_len(win), 4096);
-    expect_same_plan(plan_splits(win, 264, 32), plan_splits(plain, 264, 32), "window >= L");
+    expect_same_plan(plan_splits(win, 132, 264, 32), plan_splits(plain, 132, 264, 32), "window >= L");
   }
   DecodeShape off = windowed(2, 3, 4096, -1);
   EXPECT_EQ(decode_visible_len(off), 4096);
@@ -102,7 +102,7 @@ TEST(WindowPlan, SplitsCoverExactlyTheWindowFromAnOffset) {
         const int max_len = 131072 + 77;
         const DecodeShape shape = windowed(4, q_len, max_len, window_left);
         for (int slots : {132, 264}) {
-          const SplitPlan plan = plan_splits(shape, slots, tile);
+          const SplitPlan plan = plan_splits(shape, 132, slots, tile);
           ASSERT_EQ(plan.tokens_per_split % tile, 0);
           for (int seq_len = 1; seq_len <= max_len; seq_len = seq_len * 2 + 13)
             for (int ql = 1; ql <= std::min(q_len, seq_len); ++ql) {  // ragged drafts are shorter
@@ -143,7 +143,7 @@ TEST(WindowPlan, SplitsCoverExactlyTheWindowFromAnOffset) {
 TEST(WindowPlan, RaggedBatchUsesTheLongestVisibleSpan) {
   const int window_left = 4095, tile = 32;
   const DecodeShape shape = windowed(4, 1, 131072, window_left);
-  const SplitPlan plan = plan_splits(shape, 264, tile);
+  const SplitPlan plan = plan_splits(shape, 132, 264, tile);
   for (int seq_len : {3, 4096, 4097, 40000 + 17, 131072}) {
     const int begin = decode_kv_begin(seq_len, 1, window_left, tile);
     const int n = decode_split_range(begin, seq_len, 0, plan.splits, plan.tokens_per_split).n_splits;
@@ -152,21 +152,21 @@ TEST(WindowPlan, RaggedBatchUsesTheLongestVisibleSpan) {
     if (seq_len >= 4096) EXPECT_EQ(n, plan.splits) << "a sequence as long as the window fills the plan";
   }
   // The shorter window-capped batch (max_seq_len below the window) plans as itself.
-  expect_same_plan(plan_splits(windowed(4, 1, 2000, window_left), 264, tile),
-                   plan_splits(DecodeShape{4, 8, 8, 1, 128, 2000}, 264, tile), "max_seq_len < window");
+  expect_same_plan(plan_splits(windowed(4, 1, 2000, window_left), 132, 264, tile),
+                   plan_splits(DecodeShape{4, 8, 8, 1, 128, 2000}, 132, 264, tile), "max_seq_len < window");
 }
 
 // A window of 4096 on 128K keeps every planned split busy, where a plan over the
 // whole sequence left the window in at most 3 splits and the rest of the grid idle.
 TEST(WindowPlan, LongSequenceWindowFillsTheGpu) {
   const DecodeShape win = windowed(4, 1, 131072, 4095);
-  const SplitPlan a = plan_splits(win, 132 * 2, 32);
+  const SplitPlan a = plan_splits(win, 132, 132 * 2, 32);
   const int begin = decode_kv_begin(131072, 1, 4095, 32);
   const int busy = decode_split_range(begin, 131072, 0, a.splits, a.tokens_per_split).n_splits;
   EXPECT_GE(a.splits, 4);
   EXPECT_EQ(busy, a.splits);
   const DecodeShape whole{4, 8, 8, 1, 128, 131072};
-  const int old_busy = static_cast<int>(ceil_div(4096, plan_splits(whole, 132 * 2, 32).tokens_per_split) + 1);
+  const int old_busy = static_cast<int>(ceil_div(4096, plan_splits(whole, 132, 132 * 2, 32).tokens_per_split) + 1);
   EXPECT_LE(old_busy, 3);
   EXPECT_GT(busy, old_busy) << a.splits << " splits of " << a.tokens_per_split;
 }

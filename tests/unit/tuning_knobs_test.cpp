@@ -194,7 +194,7 @@ TEST(TuningKnobs, SplitCountChild) {
   shape.q_seq_len = 1;
   shape.max_seq_len = 4096;
   try {
-    const auto plan = ops::plan_splits(shape, 132, 16);
+    const auto plan = ops::plan_splits(shape, 132, 132, 16);
     _exit(plan.splits == 3 ? 13 : 11);
   } catch (const Error& e) {
     _exit(std::string(e.what()).find("ATTNJIT_DECODE_SPLITS") != std::string::npos ? 10 : 12);

@@ -51,12 +51,12 @@ int64_t decode_base_blocks16(const DecodeShape& s) {
   return int64_t(s.batch) * s.num_kv_heads * decode_row_blocks(s.group, s.q_seq_len, kDecodeRowsPerCta);
 }
 
-int choose_splits(int64_t base, int max_seq_len, int slots) {
+int choose_splits(int64_t base, int max_seq_len, int slots, int min_tokens) {
   if (base <= 0 || slots <= 0 || max_seq_len <= 0) return 1;
   // Splitting also pays when the grid is already a wave or more: 512 CTAs on 396
   // slots is two waves, the second a third full; three splits make four full ones.
   const int64_t cap = std::max<int64_t>(
-      1, std::min<int64_t>({ceil_div(max_seq_len, min_split_tokens()), ceil_div(kMaxWaves * int64_t(slots), base),
+      1, std::min<int64_t>({ceil_div(max_seq_len, std::max(min_tokens, 1)), ceil_div(kMaxWaves * int64_t(slots), base),
                             kMaxSplits}));
   // The smallest s in [1, cap] of least cost waves(s) * (ceil(L / s) + fixed). Within one
   // wave count the cost falls as s grows, so each wave's least cost is at its largest s, and
@@ -78,12 +78,18 @@ int choose_splits(int64_t base, int max_seq_len, int slots) {
   return best;
 }
 
+int fill_splits(int64_t base_ctas, int len, int sms, int granule) {
+  if (base_ctas <= 0 || len <= 0 || sms <= 0) return 1;
+  const int64_t by_tiles = ceil_div(len, std::max(granule, 1)), by_sms = sms / base_ctas;
+  return static_cast<int>(std::clamp<int64_t>(std::min(by_tiles, by_sms), 1, kMaxSplits));
+}
+
 int max_splits(const DecodeShape& s, int sm_count) {
   const int64_t base = decode_base_ctas(s);
-  return static_cast<int>(std::max<int64_t>(
+  const int64_t chosen = std::max<int64_t>(
       1, std::min<int64_t>({ceil_div(s.max_seq_len, min_split_tokens()),
-                            ceil_div(kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit, base),
-                            kMaxSplits})));
+                            ceil_div(kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit, base), kMaxSplits}));
+  return static_cast<int>(std::max<int64_t>(chosen, fill_splits(base, s.max_seq_len, sm_count, kMinSplitGranule)));
 }
 
 int decode_visible_len(const DecodeShape& s) {
@@ -99,7 +105,7 @@ int decode_visible_len(const DecodeShape& s) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(s.max_seq_len, span)));
 }
 
-SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
+SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
   SplitPlan plan;
   // Splits follow the visible span, not the sequence: with a window the kernel
   // partitions [kv_begin, seq_len), so planning over max_seq_len would leave
@@ -108,7 +114,7 @@ SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
   if (forced_splits() > 0) {
     plan.splits = forced_splits();
   } else {
-    plan.splits = choose_splits(decode_base_ctas(s), len, slots);
+    plan.splits = choose_splits(decode_base_ctas(s), len, slots, min_split_tokens());
     // A split-M CTA writes one partial per 16-row block: past ~kMaxWaves waves' worth
     // of 16-row partials a split only adds merge traffic (and decode_workspace_bound
     // counts partials so). A no-op at 16 rows per CTA, where choose_splits caps the same.
@@ -116,6 +122,9 @@ SplitPlan plan_splits(const DecodeShape& s, int slots, int granule) {
     if (blocks > 0 && slots > 0)
       plan.splits = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(plan.splits, ceil_div(kMaxWaves * int64_t(slots), blocks))));
+    // Within the cap above: fill makes at most sms / base CTAs, and a split-M CTA at most
+    // four 16-row blocks, so at most 4 x sms partials, under kMaxWaves x slots.
+    plan.splits = std::max(plan.splits, fill_splits(decode_base_ctas(s), len, sms, granule));
   }
   const int tile = std::max(granule, 1);
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);
@@ -127,8 +136,15 @@ size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {
   const int64_t base = decode_base_blocks16(largest);
   const int64_t by_length = std::min<int64_t>(ceil_div(largest.max_seq_len, min_split_tokens()), kMaxSplits);
   const int64_t by_waves = kMaxWaves * int64_t(sm_count) * kMaxBlocksPerSmForSplit;
-  if (base <= 0 || by_length <= 1) return 0;
-  const int64_t partials = std::min(base * by_length, by_waves + base - 1);
+  if (base <= 0) return 0;
+  const int64_t split_partials = by_length > 1 ? std::min(base * by_length, by_waves + base - 1) : 0;
+  // Short sequences' fill (fill_splits) makes at most one CTA an SM, each of at most
+  // kDecodeSplitMRows / 16 blocks, in a call with fewer requests too; and never more splits
+  // than 16-token tiles.
+  const int64_t tiles = ceil_div(largest.max_seq_len, kMinSplitGranule);
+  const int64_t fill_partials =
+      tiles > 1 ? std::min<int64_t>(base * tiles, int64_t(kDecodeSplitMRows / kDecodeRowsPerCta) * sm_count) : 0;
+  const int64_t partials = std::max(split_partials, fill_partials);
   return static_cast<size_t>(partials) * decode_partial_floats(largest.head_dim) * sizeof(float);
 }
 
@@ -173,7 +189,7 @@ int launch_decode(Runtime& rt, const DecodeLaunch& l, DecodeParams& p, Stream st
   const int sms = l.sm_count > 0 ? l.sm_count : k.num_sms;
   const int slots = sms * std::clamp(k.blocks_per_sm, 1, kMaxBlocksPerSmForSplit);
 
-  const SplitPlan plan = plan_splits(shape, slots, k.launch.split_granule);
+  const SplitPlan plan = plan_splits(shape, sms, slots, k.launch.split_granule);
   const int splits = plan.splits, tps = plan.tokens_per_split;
 
   void* workspace = l.workspace;

@@ -43,7 +43,8 @@ int64_t decode_head_ctas(const DecodeShape& s);  // the grid's KV-head CTAs: num
 // split, and there is one semaphore per block (at least one per CTA).
 int64_t decode_base_blocks16(const DecodeShape& s);
 
-// The fewest tokens a split takes (decode and MLA): below ~256 a split's partial and its share
+// The fewest tokens a split takes by length (decode and MLA; decode's short sequences split
+// further, to one CTA an SM: fill_splits): below ~256 a split's partial and its share
 // of the serial merge cost more than the fill gains (H200, 2026-12-01: single_decode L4K 16
 // splits 12.2 us, 32 splits of 128 tokens 13.9 us; xqa B1 L8K 33 splits of 248 tokens 16.5 us,
 // 17 splits 20.2 us).
@@ -52,7 +53,17 @@ constexpr int kMinTokensPerSplit = 256;
 // Splits minimising waves x (tokens per split + fixed cost): fills the GPU for
 // small batches and evens out the last wave for large ones. At most ~4 waves'
 // worth and 256 splits, never fewer than kMinTokensPerSplit tokens per split. Pure: tested on the CPU.
-int choose_splits(int64_t base_ctas, int max_seq_len, int slots);
+// min_tokens: kMinTokensPerSplit (decode's ATTNJIT_DECODE_MIN_SPLIT_TOKENS may change it).
+int choose_splits(int64_t base_ctas, int max_seq_len, int slots, int min_tokens = kMinTokensPerSplit);
+// Short sequences (decode only): below kMinTokensPerSplit tokens a split still pays while the
+// grid has fewer CTAs than SMs. Each CTA's warps keep only a few tiles in flight, so a grid of
+// few CTAs leaves most of DRAM's latency exposed. The splits then grow to one CTA an SM, each
+// at least one `granule` of tokens: min(ceil(len / granule), sms / base_ctas), at least 1.
+// H100, xqa bf16 hd128 g8 B1 beside FlashInfer's XQA, us: L1K 10.7 -> 7.9 (FlashInfer 8.9),
+// L2K 12.2 -> 9.2 (10.0); fp8 L2K 10.8 -> 8.4 (8.2) (PERFORMANCE.md, fortieth session).
+int fill_splits(int64_t base_ctas, int len, int sms, int granule);
+constexpr int kMinSplitGranule = 16;  // the smallest split granule (a 16-token warp tile)
+// Bounds plan_splits' count on sm_count SMs, whatever the occupancy and split granule.
 int max_splits(const DecodeShape& s, int sm_count);
 
 // What a launch splits into: the split count after rounding each split to whole
@@ -62,7 +73,8 @@ struct SplitPlan {
   int splits = 1;
   int tokens_per_split = 1;
 };
-SplitPlan plan_splits(const DecodeShape& s, int slots, int granule);
+// sms: the GPU's SMs; slots: sms x the kernel's CTAs an SM (at most kMaxBlocksPerSmForSplit).
+SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule);
 // The KV tokens a request's splits are planned over: max_seq_len, or with a window
 // the union of its rows' windows (window_left + q_seq_len), whichever is less. The
 // kernel's start rounds down to a tile; the last split takes those extra keys

@@ -31,6 +31,8 @@ variants=(
 shapes=(
   "bf16_g8_p32_d128|--hkv 8 --lens 32768"
   "bf16_g8_p32_d128|--hkv 8 --lens 8192"
+  "bf16_g8_p32_d128|--hkv 8 --lens 1024"
+  "bf16_g8_p32_d128|--hkv 8 --lens 2048"
   "bf16_g8_p32_d128|--hkv 8 --batch 4 --lens 4096"
   "bf16_g8_p32_d128|--hkv 8 --batch 16 --lens 8192"
   "bf16_g8_p32_d128|--hkv 8 --batch 64 --lens 4096"
@@ -39,6 +41,7 @@ shapes=(
   "bf16_g8_p32_d128|--hkv 8 --lens 300,5000,17,12000,2048,777,9000,64"
   "bf16_g8_p32_d128|--hkv 8 --batch 16 --lens 8192 --sinks"
   "fp8sm90_g8_p32_d128|--hkv 8 --lens 32768"
+  "fp8sm90_g8_p32_d128|--hkv 8 --lens 2048"
   "fp8sm90_g8_p32_d128|--hkv 8 --batch 16 --lens 8192"
   "fp8sm90_g8_p32_d128|--hkv 8 --batch 64 --lens 4096"
   "fp8sm90_g8_p32_d128|--hkv 8 --batch 128 --lens 2048"

@@ -95,6 +95,8 @@ TEST(FillSplits, ShortSequencesFillTheSms) {
   EXPECT_EQ(fill_splits(8, 16, 132, 16), 1);
   EXPECT_EQ(fill_splits(200, 1024, 132, 16), 1);
   EXPECT_EQ(fill_splits(0, 1024, 132, 16), 1);
+  EXPECT_EQ(fill_splits(1, 4096, 132, 16), 16);  // one KV head: at most kMaxFillSplits
+  EXPECT_EQ(fill_splits(4, 4096, 132, 16), 16);
   const auto splits = [](int batch, int len, int granule) {
     return plan_splits(DecodeShape{batch, 8, 8, 1, 128, len}, 132, 264, granule).splits;
   };

@@ -81,7 +81,7 @@ int choose_splits(int64_t base, int max_seq_len, int slots, int min_tokens) {
 int fill_splits(int64_t base_ctas, int len, int sms, int granule) {
   if (base_ctas <= 0 || len <= 0 || sms <= 0) return 1;
   const int64_t by_tiles = ceil_div(len, std::max(granule, 1)), by_sms = sms / base_ctas;
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_tiles, by_sms), 1, kMaxSplits));
+  return static_cast<int>(std::clamp<int64_t>(std::min({by_tiles, by_sms, int64_t(kMaxFillSplits)}), 1, kMaxSplits));
 }
 
 int max_splits(const DecodeShape& s, int sm_count) {

@@ -58,10 +58,14 @@ int choose_splits(int64_t base_ctas, int max_seq_len, int slots, int min_tokens 
 // Short sequences (decode only): below kMinTokensPerSplit tokens a split still pays while the
 // grid has fewer CTAs than SMs. Each CTA's warps keep only a few tiles in flight, so a grid of
 // few CTAs leaves most of DRAM's latency exposed. The splits then grow to one CTA an SM, each
-// at least one `granule` of tokens: min(ceil(len / granule), sms / base_ctas), at least 1.
-// H100, xqa bf16 hd128 g8 B1 beside FlashInfer's XQA, us: L1K 10.7 -> 7.9 (FlashInfer 8.9),
-// L2K 12.2 -> 9.2 (10.0); fp8 L2K 10.8 -> 8.4 (8.2) (PERFORMANCE.md, fortieth session).
+// at least one `granule` of tokens, and at most kMaxFillSplits: min(ceil(len / granule),
+// sms / base_ctas, kMaxFillSplits), at least 1. H100, xqa bf16 hd128 g8 B1 (8 CTAs before
+// splitting: 16 splits) beside FlashInfer's XQA, us: L1K 10.7 -> 7.9 (FlashInfer 8.9), L2K
+// 12.2 -> 9.2 (10.0); fp8 L2K 10.8 -> 8.4 (8.2) (PERFORMANCE.md, fortieth session).
 int fill_splits(int64_t base_ctas, int len, int sms, int granule);
+// 16 is the most the fill was measured at; with fewer KV heads more splits would fill the SMs,
+// but each adds to the last CTA's serial merge (unmeasured there).
+constexpr int kMaxFillSplits = 16;
 constexpr int kMinSplitGranule = 16;  // the smallest split granule (a 16-token warp tile)
 // Bounds plan_splits' count on sm_count SMs, whatever the occupancy and split granule.
 int max_splits(const DecodeShape& s, int sm_count);

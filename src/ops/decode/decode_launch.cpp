@@ -114,7 +114,8 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
   if (forced_splits() > 0) {
     plan.splits = forced_splits();
   } else {
-    plan.splits = choose_splits(decode_base_ctas(s), len, slots, min_split_tokens());
+    const int64_t base = decode_base_ctas(s);
+    plan.splits = choose_splits(base, len, slots, min_split_tokens());
     // A split-M CTA writes one partial per 16-row block: past ~kMaxWaves waves' worth
     // of 16-row partials a split only adds merge traffic (and decode_workspace_bound
     // counts partials so). A no-op at 16 rows per CTA, where choose_splits caps the same.
@@ -124,7 +125,7 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
           1, std::min<int64_t>(plan.splits, ceil_div(kMaxWaves * int64_t(slots), blocks))));
     // Within the cap above: fill makes at most sms / base CTAs, and a split-M CTA at most
     // four 16-row blocks, so at most 4 x sms partials, under kMaxWaves x slots.
-    plan.splits = std::max(plan.splits, fill_splits(decode_base_ctas(s), len, sms, granule));
+    plan.splits = std::max(plan.splits, fill_splits(base, len, sms, granule));
   }
   const int tile = std::max(granule, 1);
   plan.tokens_per_split = static_cast<int>(ceil_div(ceil_div(len, plan.splits), tile) * tile);

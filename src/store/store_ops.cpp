@@ -196,11 +196,12 @@ bool SqliteStore::contains(const std::string& key) {
 }
 
 SqliteStore::RowState SqliteStore::row_state_locked(const std::string& schema, const std::string& key) {
-  Stmt s = db_->prepare("SELECT " + entry_columns(Blobs::kCubin) + " FROM " + schema + ".entries WHERE key = ?1");
+  // Both blobs: a row that get() (which reads the PTX too) would refuse is not valid here.
+  Stmt s = db_->prepare("SELECT " + entry_columns(Blobs::kCubinAndPtx) + " FROM " + schema + ".entries WHERE key = ?1");
   s.bind_text(1, key);
   if (!s.step()) return RowState::kNone;
-  const Row row = read_row(s, Blobs::kCubin);
-  return row.entry.key == key && row_intact(row, Blobs::kCubin) ? RowState::kValid : RowState::kStale;
+  const Row row = read_row(s, Blobs::kCubinAndPtx);
+  return row.entry.key == key && row_intact(row, Blobs::kCubinAndPtx) ? RowState::kValid : RowState::kStale;
 }
 
 // --- pending hit bookkeeping --------------------------------------------------
@@ -296,10 +297,6 @@ bool SqliteStore::put_locked(const Entry& entry) {
     Stmt insert = db_->prepare(kInsertRowSql);
     Stmt usage = db_->prepare(kInsertUsageSql);
     inserted = insert_row(*db_, insert, usage, row);
-    // Read it back: in a file whose index is damaged the key can lead to another row.
-    // That is corruption: run_op moves the file aside and puts into a fresh store.
-    if (row_state_locked("main", entry.key) != RowState::kValid)
-      throw SqliteError(SQLITE_CORRUPT, "the row just written reads back as another (a damaged index)");
   }
   if (inserted) {
     Stmt s = db_->prepare(
@@ -311,6 +308,12 @@ bool SqliteStore::put_locked(const Entry& entry) {
   }
   apply_pending_locked();
   const int64_t evicted = inserted ? evict_locked(options_.max_bytes, &entry.key) : 0;
+  // Read it back after the transaction's last write: in a damaged file the key can lead
+  // to another row, or a later write (a page the damaged pointer map calls free) can
+  // overwrite the new one. That is corruption: run_op moves the file aside and puts into
+  // a fresh store.
+  if (row_state_locked("main", entry.key) != RowState::kValid)
+    throw SqliteError(SQLITE_CORRUPT, "the row just written does not read back (a damaged file)");
   txn.commit();
   pending_ = Pending{};
   if (evicted > 0) vacuum_locked();

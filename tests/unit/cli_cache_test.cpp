@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,56 +12,17 @@
 #include <sstream>
 #include <string>
 
-#include "common/shell_run.hpp"
+#include "common/cli_fixture.hpp"
 #include "common/store_fixtures.hpp"
 #include "store/cubin_store.hpp"
-
-#ifndef ATTNJIT_CLI_PATH
-#define ATTNJIT_CLI_PATH ""
-#endif
 
 namespace attnjit::cli_test {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-  std::string all() const { return out + err; }
-};
-
-class CliCacheTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (std::string(ATTNJIT_CLI_PATH).empty()) GTEST_SKIP() << "the attnjit-cli target is not built";
-    char tmpl[] = "/tmp/attnjit-cli-cache-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    cache_ = dir_ + "/cache";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
-
-  // `attnjit <args>` with `env` (default: ATTNJIT_CACHE_DIR set to this test's cache).
-  Result run(const std::string& args, const std::string& env = "") const {
-    const std::string err_file = dir_ + "/stderr.txt";
-    const std::string vars = env.empty() ? "ATTNJIT_CACHE_DIR='" + cache_ + "'" : env;
-    const std::string cmd = "env " + vars + " ATTNJIT_LOG_LEVEL=warn '" + std::string(ATTNJIT_CLI_PATH) + "' " +
-                            args;
-    return ::attnjit::testing::shell_run<Result>(cmd, err_file);
-  }
-
-  void make_private_dir(const std::string& d) const {
-    fs::create_directories(d);
-    fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
-  }
-
-  std::string dir_, cache_;
-};
+using Result = ::attnjit::testing::CliResult;
+using CliCacheTest = ::attnjit::testing::CliFixture;
 
 TEST_F(CliCacheTest, VerifyAfterQuarantiningACorruptStoreFails) {
   make_private_dir(cache_);

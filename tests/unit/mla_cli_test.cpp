@@ -2,8 +2,6 @@
 // (bf16 KV, and fp8 KV with a bf16 and an fp8 query), and `inspect` shows their backend,
 // dtypes and tiling.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,38 +10,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/shell_run.hpp"
+#include "common/cli_fixture.hpp"
 
 namespace attnjit {
 namespace {
 
 using nlohmann::json;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  std::string all() const { return out + err; }
-};
-
-class MlaCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (std::string(ATTNJIT_CLI_PATH).empty()) GTEST_SKIP() << "the attnjit-cli target is not built";
-    char tmpl[] = "/tmp/attnjit-mla-cli-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  Result run(const std::string& args) const {
-    return testing::shell_run<Result>("ATTNJIT_CACHE_DIR='" + dir_ + "/cache' ATTNJIT_LOG_LEVEL=warn '" +
-                                          std::string(ATTNJIT_CLI_PATH) + "' " + args,
-                                      dir_ + "/stderr.txt");
-  }
-  std::string dir_;
-};
+using Result = testing::CliResult;
+using MlaCliTest = testing::CliFixture;
 
 TEST_F(MlaCliTest, DeepseekV3PrewarmBuildsTheMlaVariants) {
   Result r = run("prewarm --config deepseek-v3 --arch sm_90a --json");

@@ -14,7 +14,11 @@
 #   NCU_KERNEL the kernel (default attnjit_decode), NCU_SKIP/NCU_COUNT the launches
 #   (default 10/4; NCU_SKIP may list one per case, ';'-separated). NCU_FULL=1 takes
 #   the full section set and also writes each profile's report and its
-#   per-instruction SASS table (stall samples) to $OUT.
+#   per-instruction SASS table (stall samples) to $OUT. Every profile also reads the
+#   DRAM and L2 counters (bytes from DRAM, L2 sectors and hit rate).
+#   NCU_PEER="VARIANT|ARGS;..." profiles a FlashInfer peer binary (STAGE_DIR/peers/VARIANT,
+#   e.g. "bf16_g8_p32_d128|--hkv 8 --batch 4 --lens 4096"): both sides' kernels, the same
+#   counters, into $OUT/ncu_peer.log, so the two DRAM pictures sit side by side.
 #   EXPERIMENT="ATTNJIT_DECODE_TILE=32 ATTNJIT_DECODE_LAZY_RESCALE=1" also runs the
 #   decode GPU tests and the benchmark with those tuning knobs set.
 #   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once
@@ -72,6 +76,7 @@ elif [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; t
   "$STAGE/tools/bench/attnjit-bench" --mla >>"$OUTDIR/bench.log" 2>&1 || status=1  # issue 10: MLA decode
   "$STAGE/tools/bench/attnjit-bench" --fia >"$OUTDIR/bench_fia.log" 2>&1 || status=1  # issues 11, 13: FIA
 fi
+ncu_memory=dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_read.sum,lts__t_sector_op_read_hit_rate.pct,lts__t_requests_srcunit_tex_op_read.sum
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   # One profile per ';'-separated NCU_ARGS entry; the SM-active spread shows tail imbalance.
   IFS=';' read -ra ncu_cases <<<"${NCU_ARGS:---xqa}"
@@ -88,15 +93,28 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -x "$STAGE/tools/bench/
     [ "${NCU_FULL:-0}" = 1 ] && report=(-f -o "$OUTDIR/ncu_$n")
     ncu --clock-control none --kernel-name "${NCU_KERNEL:-attnjit_decode}" --launch-skip "$skip" \
       --launch-count "${NCU_COUNT:-4}" "${sections[@]}" "${report[@]}" \
-      --metrics sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max \
+      --metrics sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max,$ncu_memory \
       "$STAGE/tools/bench/attnjit-bench" $case_args --iters 1 >"$OUTDIR/ncu_case.log" 2>&1 || true
     if [ "${NCU_FULL:-0}" = 1 ] && [ -f "$OUTDIR/ncu_$n.ncu-rep" ]; then
       ncu --import "$OUTDIR/ncu_$n.ncu-rep" --page details >"$OUTDIR/ncu_case.log" 2>&1 || true
       ncu --import "$OUTDIR/ncu_$n.ncu-rep" --page source --csv --print-source sass >"$OUTDIR/ncu_${n}_sass.csv" 2>&1 || true
     fi
     cat "$OUTDIR/ncu_case.log" >>"$OUTDIR/ncu.log"
-    grep -E "^  attnjit|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|sm__cycles_active|gpc__cycles" \
-      "$OUTDIR/ncu_case.log" | head -22
+    grep -E "^  attnjit|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Issued Ipc|No Eligible|sm__cycles_active|gpc__cycles|dram__|lts__" \
+      "$OUTDIR/ncu_case.log" | head -30
+  done
+fi
+if [ -n "${NCU_PEER:-}" ] && command -v ncu >/dev/null && [ -d "$STAGE/peers" ]; then
+  IFS=';' read -ra peer_cases <<<"$NCU_PEER"
+  for entry in "${peer_cases[@]}"; do
+    variant=${entry%%|*} args=${entry#*|}
+    echo "== ncu peer: $variant $args" | tee -a "$OUTDIR/ncu_peer.log"
+    # The harness's warm-up and parity calls come first; a few timed calls of each side follow.
+    ncu --clock-control none --launch-skip "${NCU_PEER_SKIP:-6}" --launch-count "${NCU_PEER_COUNT:-4}" \
+      --section SpeedOfLight --metrics "sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,$ncu_memory" \
+      "$STAGE/peers/$variant" $args --iters 4 >"$OUTDIR/ncu_case.log" 2>&1 || true
+    cat "$OUTDIR/ncu_case.log" >>"$OUTDIR/ncu_peer.log"
+    grep -E "^  [a-zA-Z_]+.*\(|Duration|DRAM Throughput|sm__cycles_active|dram__|lts__" "$OUTDIR/ncu_case.log" | head -40
   done
 fi
 if [ -n "${EXPERIMENT:-}" ]; then

@@ -60,6 +60,11 @@ bool has_our_layout(Db& db, const std::string& schema) {
   }
 }
 
+void probe_entries(Db& db, const std::string& schema) {
+  db.query_int("SELECT count(*) FROM (SELECT 1 FROM " + schema + ".entries NOT INDEXED LIMIT 1)");
+  db.query_int("SELECT ifnull(max(rowid), 0) FROM " + schema + ".entries");
+}
+
 std::unique_ptr<CubinStore> CubinStore::open(const StoreOptions& options) {
   return std::make_unique<SqliteStore>(options);
 }
@@ -241,8 +246,7 @@ SqliteStore::OpenResult SqliteStore::try_open_file(std::string* why, FileId* id)
       *why = "unexpected table layout for schema version " + std::to_string(version);
       return OpenResult::kBad;
     }
-    // Walks the table's b-tree once (NOT INDEXED: count(*) would walk its smallest index).
-    db->query_int("SELECT count(*) FROM entries NOT INDEXED");
+    probe_entries(*db, "main");
   } catch (const SqliteError& e) {
     *why = e.what();
     if (e.corrupt() || e.primary() == SQLITE_ERROR) return OpenResult::kBad;
@@ -326,7 +330,7 @@ bool SqliteStore::attach_read_only(std::string* error) {
         *error = "unexpected table layout";
         foreign = true;
       } else {
-        db_->query_int("SELECT count(*) FROM ro.entries NOT INDEXED");
+        probe_entries(*db_, "ro");
         has_ro_ = true;
         return true;
       }
@@ -423,7 +427,12 @@ bool SqliteStore::quarantine_locked(const std::string& reason, const FileId& id,
 }
 
 bool SqliteStore::recover_locked(const char* what, const SqliteError& e) {
-  if (e.corrupt()) {
+  // Our writes never break the constraints of the schema we write (INSERT OR IGNORE or
+  // REPLACE, upserts, counters read through ifnull): a file whose tables refuse one has
+  // another schema (say, a damaged sqlite_master that declares a NOT NULL column more)
+  // and is moved aside like a corrupt one. Memory always has ours.
+  const bool foreign_schema = e.primary() == SQLITE_CONSTRAINT && !in_memory_;
+  if (e.corrupt() || foreign_schema) {
     if (in_memory_) {
       if (!has_ro_) return false;
       // Only the attached file can be corrupt: stop reading it.

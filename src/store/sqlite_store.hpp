@@ -61,6 +61,12 @@ void apply_migrations(Db& db);
 // True when <schema>.entries and <schema>.stats have the columns we use.
 // Throws SqliteError for corruption, so the caller can quarantine.
 bool has_our_layout(Db& db, const std::string& schema);
+// The first read of <schema>.entries: the table b-tree's two edges (its first and last
+// rows), so a garbage root or a file cut short throws here (corrupt: quarantine) at a
+// cost of the tree's depth. Not a walk of every row: a warm start must not cost more for
+// a store that holds more kernels (a walk took ~0.1 ms per 100 rows). Damage deeper in
+// the table is met by the read that reaches it, and run_op moves the file aside then.
+void probe_entries(Db& db, const std::string& schema);
 
 // One row as stored, with its bookkeeping columns.
 struct Row {

@@ -142,6 +142,32 @@ TEST(StoreIntegrityTest, NullCountersInADamagedFileDoNotBlockPuts) {
       << "the write healed the row";
 }
 
+// A damaged sqlite_master that declares one more NOT NULL column (what the fuzzer made of
+// "INTEGER" once): every insert into usage fails its constraint. Our writes never break
+// our own schema, so the file is moved aside and the put lands in a fresh store.
+TEST(StoreIntegrityTest, ASchemaThatRefusesOurRowsIsMovedAside) {
+  TempDir tmp;
+  const std::string db = tmp.sub("cubins.sqlite3");
+  {
+    auto store = open_store(tmp.path());
+    ASSERT_TRUE(store->put(make_entry("a", 2000)));
+  }
+  raw_exec(db, "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = replace(sql, "
+               "'hits           INTEGER NOT NULL DEFAULT 0', 'hits INTEGER NOT NULL DEFAULT 0, extra INTEGER NOT NULL') "
+               "WHERE name = 'usage'");
+  ASSERT_NE(raw_text(db, "SELECT sql FROM sqlite_schema WHERE name = 'usage'").find("extra"), std::string::npos);
+  LogCapture log;
+  auto store = open_store(tmp.path());
+  ASSERT_TRUE(store->get("a").has_value()) << "reads do not meet the extra column";
+  EXPECT_TRUE(store->put(make_entry("b", 2000)));
+  const auto b = store->get("b");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(fixtures::same(*b, make_entry("b", 2000)));
+  EXPECT_EQ(log.count("is unusable"), 1) << log.text();
+  EXPECT_FALSE(store->stats().in_memory);
+  EXPECT_TRUE(store->verify(false).integrity_ok);
+}
+
 // A hit is recorded in its row of usage: the entry's record (its blobs) is never rewritten,
 // a row missing from usage reads as last used when it was created, and deleting an entry
 // (remove, eviction, a bad checksum) deletes its usage too.

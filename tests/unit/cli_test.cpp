@@ -2,18 +2,12 @@
 // cache folder per test: doctor, prewarm, inspect, cache, and the error paths.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include "common/cli_fixture.hpp"
 #include "attnjit/decode.hpp"

@@ -135,8 +135,12 @@ int startup(const char* self) {
   const int B = 1, KH = 8, G = 8, D = 128, P = 32, pps = 1;
   DeviceTensor q(DType::kBFloat16, {B, 1, KH * G, D}), o(DType::kBFloat16, {B, 1, KH * G, D});
   DeviceTensor k(DType::kBFloat16, {pps * B, P, KH, D}), v(DType::kBFloat16, {pps * B, P, KH, D});
-  DeviceTensor pt(DType::kInt32, {B, pps}), sl(DType::kUInt32, {B, 1}), ws(DType::kUInt8, {1024}),
-      sem(DType::kUInt32, {64});
+  // Sized by the helper, as a caller would: a page of 32 tokens may plan two splits (the
+  // short-sequence fill), whatever seq_lens holds.
+  const int sms = driver::device_info(driver::current_device()).sm_count;
+  DeviceTensor pt(DType::kInt32, {B, pps}), sl(DType::kUInt32, {B, 1}),
+      ws(DType::kUInt8, {int64_t(std::max<size_t>(16, xqa_workspace_bytes(B, KH, G, 1, D, pps * P, sms)))}),
+      sem(DType::kUInt32, {int64_t(xqa_semaphore_count(B, KH, G, 1))});
   q.zero(); k.zero(); v.zero(); sem.zero();
   pt.upload_pod(std::vector<int>{0});
   sl.upload_pod(std::vector<uint32_t>{16});

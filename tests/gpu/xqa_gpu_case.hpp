@@ -36,6 +36,7 @@ struct XqaCase {
   int q_seq_len = 1;
   bool ragged = false;
   int mask_kind = 0;  // spec decode: 0 causal, 1 random
+  int spare_pages = 1;  // page-table columns past the longest request: max_seq_len plans the splits
 };
 
 inline std::string describe(const XqaCase& c) {
@@ -47,18 +48,19 @@ inline std::string describe(const XqaCase& c) {
   s += c.window ? " win" + std::to_string(c.window) : "";
   s += c.scale_ptrs ? " scaleptr" : "";
   s += " sm" + std::to_string(c.sm_count) + " qlen" + std::to_string(c.q_seq_len) + (c.ragged ? " ragged" : "") +
-       " mask" + std::to_string(c.mask_kind);
+       " mask" + std::to_string(c.mask_kind) + " spare" + std::to_string(c.spare_pages);
   return s;
 }
 
 inline double tolerance(const XqaCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
 
-inline double run_xqa(const XqaCase& c, uint32_t seed) {
+// kernel_name, when given, receives the name of the kernel the call ran (prewarm_xqa's answer).
+inline double run_xqa(const XqaCase& c, uint32_t seed, std::string* kernel_name = nullptr) {
   std::mt19937 rng(seed);
   const int B = c.batch, KH = c.num_kv_heads, G = c.group, H = KH * G, D = c.head_dim, P = c.page_size;
   const bool nhd = c.layout == KvLayout::kNHD, fp8 = dtype_size(c.kv_dtype) == 1;
   const int max_len = *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
-  const int pages_per_seq = (max_len + P - 1) / P + 1;  // one spare page: max_seq_len > longest
+  const int pages_per_seq = (max_len + P - 1) / P + c.spare_pages;  // max_seq_len > longest
   const int num_pages = B * pages_per_seq;
   std::vector<int> page_ids(num_pages);
   std::iota(page_ids.begin(), page_ids.end(), 0);
@@ -163,9 +165,11 @@ inline double run_xqa(const XqaCase& c, uint32_t seed) {
     a.q_cu_seq_lens = cu_t.view;
   }
   if (const char* arch = testing::gpu_test_prewarm_arch()) {
-    prewarm_xqa(a, arch);
+    const std::string name = prewarm_xqa(a, arch);
+    if (kernel_name) *kernel_name = name;
     return 0.0;
   }
+  if (kernel_name) *kernel_name = prewarm_xqa(a);  // loaded already: names it, compiles nothing
   xqa(a);
   driver::ctx_sync();
   // Run twice: the semaphores must have reset themselves.

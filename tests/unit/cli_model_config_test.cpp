@@ -142,6 +142,19 @@ TEST_F(ModelConfigCliTest, Fp8OutputNeedsAnFp8KvCache) {
   EXPECT_EQ(j["specs"][0]["name"], "xqa.bf16.hd64.g4.p32.nhd.sm90a") << j.dump(2);
 }
 
+// An xqa op expands to the batched kernel and, where batch 1 has its own (ops::decode_batch1_tile32:
+// 16-bit pages at head_dim 128), that one too, so that no batch or length compiles at run time.
+TEST_F(ModelConfigCliTest, XqaPrewarmsBatch1sKernelToo) {
+  CliResult r = list(R"({"name": "x", "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+                         "ops": [{"op": "xqa", "page_sizes": [16, 32], "kv_cache_dtypes": ["bf16", "fp8_e4m3"]}]})");
+  EXPECT_EQ(r.code, 0) << r.all();
+  for (const char* name : {"xqa.bf16.hd128.g8.p32.nhd.sm90a", "xqa.bf16.hd128.g8.p32.nhd.tile32.sm90a",
+                           "xqa.bf16.hd128.g8.p16.nhd.sm90a", "xqa.bf16.kve4m3.hd128.g8.p32.nhd.sm90a"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << " not in:\n" << r.out;
+  // Pages of 16 and fp8 K/V have one kernel for every batch.
+  EXPECT_EQ(r.out.find("p16.nhd.tile32"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("kve4m3.hd128.g8.p32.nhd.tile32"), std::string::npos) << r.out;
+}
 
 }  // namespace
 }  // namespace attnjit::cli_test

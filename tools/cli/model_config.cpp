@@ -18,6 +18,7 @@
 #include "attnjit/fia.hpp"
 #include "attnjit/mla.hpp"
 #include "attnjit/xqa.hpp"
+#include "ops/decode/decode_generator.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "ops/fia/fia_plan.hpp"
 #include "ops/mla/mla_family.hpp"
@@ -534,35 +535,38 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
         for (int page : pages)
           for (auto layout : layouts)
             for (int qlen : q_seq_lens)
-              for (DType out : {m.dtype, DType::kFloat8E4M3}) {
-                if (out == DType::kFloat8E4M3 && !(fp8_out && kv == DType::kFloat8E4M3)) continue;
-                // xqa's arguments, shapes only (batch 1, one page).
-                XqaArgs a;
-                const KvLayout l = to_layout[static_cast<int>(layout)];
-                a.q = qlen > 1 ? TensorView::contiguous(nullptr, m.dtype, {1, 1, qlen, H, D})
-                               : TensorView::contiguous(nullptr, m.dtype, {1, 1, H, D});
-                a.output = a.q;
-                a.output.dtype = out;
-                a.k_cache = l == KvLayout::kNHD ? TensorView::contiguous(nullptr, kv, {1, page, KH, D})
-                                                : TensorView::contiguous(nullptr, kv, {1, KH, page, D});
-                a.v_cache = a.k_cache;
-                a.page_table = TensorView::contiguous(nullptr, DType::kInt32, {1, 1});
-                a.seq_lens = TensorView::contiguous(nullptr, DType::kUInt32, {1});
-                a.num_kv_heads = m.kv_heads;
-                a.page_size = page;
-                a.kv_layout = l;
-                a.q_seq_len = qlen;
-                if (qlen > 1)
-                  a.mask = TensorView::contiguous(nullptr, DType::kUInt16, {1, qlen, ((qlen + 31) / 32) * 2});
-                if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {KH, H / KH});
-                a.sliding_win_size = window ? 4096 : 0;
-                if (scale_pointers) a.q_scale = fake_scale;
-                if (scale_pointers && kv == DType::kFloat8E4M3) a.kv_scale = fake_scale;
-                a.backend = op_backend;
-                add(where,
-                    fmt::format("xqa, kv {}, page_size {}, {}", dtype_name(kv), page, l == KvLayout::kNHD ? "NHD" : "HND"),
-                    [&](const spec::Arch& arch) { return ops::xqa_prewarm_spec(a, arch); });
-              }
+              for (DType out : {m.dtype, DType::kFloat8E4M3})
+                // One page, and a sequence long enough for batch 1's own kernel where there is one
+                // (ops::decode_batch1_tile32): the two specs every batch and length need.
+                for (int64_t pages_per_seq : {int64_t(1), int64_t((ops::kBatch1Tile32MinTokens + page - 1) / page)}) {
+                  if (out == DType::kFloat8E4M3 && !(fp8_out && kv == DType::kFloat8E4M3)) continue;
+                  // xqa's arguments, shapes only (batch 1).
+                  XqaArgs a;
+                  const KvLayout l = to_layout[static_cast<int>(layout)];
+                  a.q = qlen > 1 ? TensorView::contiguous(nullptr, m.dtype, {1, 1, qlen, H, D})
+                                 : TensorView::contiguous(nullptr, m.dtype, {1, 1, H, D});
+                  a.output = a.q;
+                  a.output.dtype = out;
+                  a.k_cache = l == KvLayout::kNHD ? TensorView::contiguous(nullptr, kv, {1, page, KH, D})
+                                                  : TensorView::contiguous(nullptr, kv, {1, KH, page, D});
+                  a.v_cache = a.k_cache;
+                  a.page_table = TensorView::contiguous(nullptr, DType::kInt32, {1, pages_per_seq});
+                  a.seq_lens = TensorView::contiguous(nullptr, DType::kUInt32, {1});
+                  a.num_kv_heads = m.kv_heads;
+                  a.page_size = page;
+                  a.kv_layout = l;
+                  a.q_seq_len = qlen;
+                  if (qlen > 1)
+                    a.mask = TensorView::contiguous(nullptr, DType::kUInt16, {1, qlen, ((qlen + 31) / 32) * 2});
+                  if (sinks) a.sinks = TensorView::contiguous(nullptr, DType::kFloat32, {KH, H / KH});
+                  a.sliding_win_size = window ? 4096 : 0;
+                  if (scale_pointers) a.q_scale = fake_scale;
+                  if (scale_pointers && kv == DType::kFloat8E4M3) a.kv_scale = fake_scale;
+                  a.backend = op_backend;
+                  add(where,
+                      fmt::format("xqa, kv {}, page_size {}, {}", dtype_name(kv), page, l == KvLayout::kNHD ? "NHD" : "HND"),
+                      [&](const spec::Arch& arch) { return ops::xqa_prewarm_spec(a, arch); });
+                }
     }
   }
   return plan;

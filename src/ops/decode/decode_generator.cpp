@@ -235,9 +235,13 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // keep 16 (split-M's 64-row CTAs: q_seq_len 8, 2.43 -> 2.17 TB/s at 32).
   const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
   const bool wide = one_byte || s.family == spec::OpFamily::kXqa;
-  const auto forced = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
+  // The tile32 feature asks for 32 where the rule above keeps 16: xqa at batch 1 (decode_batch1_tile32
+  // says why), where no batch can be ragged.
+  const auto knob = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
+  const bool asked32 = s.has(spec::feature::kTile32);
+  const bool forced = knob.has_value() || asked32;
   const int tile =
-      forced.value_or((wide && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) ? 32 : 16);
+      knob.value_or((wide && s.mask == spec::MaskMode::kNone && s.head_dim_qk <= 128) || split_d(s) || asked32 ? 32 : 16);
   if (tile != 16 && tile != 32)  // the only warp tiles the template has
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ATTNJIT_DECODE_TILE='{}': expected 16 or 32; unset it for the default", tile));
@@ -245,7 +249,7 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
     DecodeTiling t = tiling_for(s, 32, lazy, l2);
     // Not a one-stage ring (nothing in flight while a tile is computed), and 16-bit K/V
     // only without losing CTAs an SM (above); else 16 tokens.
-    const bool take = t.smem_bytes <= t.smem_limit && (t.stages >= 2 || split_d(s) || forced);
+    const bool take = t.smem_bytes <= t.smem_limit && (t.stages >= 2 || split_d(s) || knob.has_value());
     if (take && !one_byte && !split_d(s) && !forced) {
       DecodeTiling t16 = tiling_for(s, 16, lazy, l2);
       if (t.min_blocks < t16.min_blocks) return t16;
@@ -339,8 +343,14 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   // splitrope is the mla family's, dqpass the prefill family's
   if (s.features &
       ~(spec::feature::kAll & ~spec::feature::kSplitRope & ~spec::feature::kDequantPass & ~spec::feature::kNarrowTile &
-        ~spec::feature::kNarrow32 & ~spec::feature::kTile32 & ~spec::feature::kFlat))
+        ~spec::feature::kNarrow32 & ~spec::feature::kFlat))
     return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  if (s.has(spec::feature::kTile32) &&
+      (s.family != spec::OpFamily::kXqa || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone || split_d(s)))
+    return refuse([&] {
+      return fmt::format("tile32 (32-token warp tiles asked for) takes xqa pages of a multiple of 32, no mask and "
+                         "head dims up to 256 ({})", s.name());
+    });
   if (s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)) {
     // FIA's per-token antiquant: K per token with V per token, or K per channel with V per token.
     if (!int8_kv || s.mask != spec::MaskMode::kNone || s.has(spec::feature::kSlidingWindow))
@@ -356,7 +366,26 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   if (t.smem_bytes > t.smem_limit || (split_d(on_arch) && t.stages < 2))
     return refuse([&] { return fmt::format("needs {} bytes of shared memory per block, {} allows {}", t.smem_bytes,
                                            arch.str(), t.smem_limit); });
+  // (ATTNJIT_DECODE_TILE, a measuring knob, overrides the feature as it does the default.)
+  if (s.has(spec::feature::kTile32) && t.tile != 32 && !util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32"))
+    return refuse([&] {
+      return fmt::format("tile32: a ring of two 32-token stages does not fit {}'s {} bytes of shared memory ({})",
+                         arch.str(), t.smem_limit, s.name());
+    });
   return true;
+}
+
+bool decode_batch1_tile32(const spec::KernelSpec& s) {
+  // The cheap tests first: this runs on every long batch-1 launch (two tilings, ~0.5 us on the
+  // 2-core build machine).
+  if (s.family != spec::OpFamily::kXqa || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone ||
+      s.head_dim_qk > 128 || dtype_size(s.kv_dtype) != 2 || s.has(spec::feature::kTile32))
+    return false;
+  if (decode_tiling(s).tile != 16) return false;
+  spec::KernelSpec asked = s;
+  asked.features |= spec::feature::kTile32;
+  const DecodeTiling t = decode_tiling(asked);
+  return t.tile == 32 && t.smem_bytes <= t.smem_limit;
 }
 
 // Split-M pays past 32 rows (H200, B16 L8K g8 bf16: q_seq_len 8, 64 rows, 379 -> 324 us;

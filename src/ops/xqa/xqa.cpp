@@ -238,6 +238,11 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   plan.shape.window_left = p.window_left;
   // 32 rows per CTA (dual-M) or 64 (split-M) where the kernel has them and a request has more than 16.
   plan.shape.rows_per_cta = ops::decode_rows_per_cta(s, a.q_seq_len);
+  // One request cannot be ragged, so batch 1 takes 32-token tiles where they gain
+  // (ops::decode_batch1_tile32 says where and why).
+  if (batch == 1 && s.backend == spec::Backend::kXqa &&
+      ops::decode_visible_len(plan.shape) >= ops::kBatch1Tile32MinTokens && ops::decode_batch1_tile32(s))
+    s.features |= spec::feature::kTile32;
   // CUDA grid limits: batch is gridDim.z, heads x row blocks gridDim.y (65535 each).
   ATTNJIT_REQUIRE(batch <= 65535, "q", "batch <= 65535", std::to_string(batch));
   ATTNJIT_REQUIRE(int64_t(a.num_kv_heads) * ops::decode_row_blocks(group, a.q_seq_len) <= 65535, "q",

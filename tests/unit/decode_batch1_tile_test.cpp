@@ -1,0 +1,192 @@
+// Batch 1's own xqa kernel (spec::feature::kTile32 on the xqa family): which calls take it
+// (plan_xqa, decode_batch1_tile32), what it tiles, where can_implement refuses it, that it
+// compiles without spills where it fits, and that a model config prewarms it.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "attnjit/xqa.hpp"
+#include "common/env_guard.hpp"
+#include "common/op_args.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "ops/decode/decode_generator.hpp"
+#include "ops/decode/decode_spec.hpp"
+#include "render/renderer.hpp"
+
+namespace attnjit::ops {
+namespace {
+
+using testing::EnvGuard;
+using testing::fake;
+namespace feature = spec::feature;
+
+struct Call {
+  int batch = 1, tokens = 8192, head_dim = 128, group = 8, page = 32, q_seq_len = 1, window = 0;
+  DType dtype = DType::kBFloat16, kv = DType::kBFloat16;
+  KvLayout layout = KvLayout::kNHD;
+};
+
+// xqa's arguments for c, shapes only: 8 KV heads, c.tokens of page table a request.
+XqaArgs args_for(const Call& c) {
+  XqaArgs a;
+  const int kv_heads = 8, heads = kv_heads * c.group, pages = (c.tokens + c.page - 1) / c.page;
+  if (c.q_seq_len > 1) {
+    a.q = TensorView::contiguous(fake(0x10000), c.dtype, {c.batch, 1, c.q_seq_len, heads, c.head_dim});
+    a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {c.batch, c.q_seq_len, 2});
+  } else {
+    a.q = TensorView::contiguous(fake(0x10000), c.dtype, {c.batch, 1, heads, c.head_dim});
+  }
+  a.output = a.q;
+  a.output.data = fake(0x400000);
+  a.q_seq_len = c.q_seq_len;
+  const bool nhd = c.layout == KvLayout::kNHD;
+  a.k_cache = nhd ? TensorView::contiguous(fake(0x100000), c.kv, {pages, c.page, kv_heads, c.head_dim})
+                  : TensorView::contiguous(fake(0x100000), c.kv, {pages, kv_heads, c.page, c.head_dim});
+  a.v_cache = a.k_cache;
+  a.v_cache.data = fake(0x200000);
+  a.kv_layout = c.layout;
+  a.page_table = TensorView::contiguous(fake(0x300000), DType::kInt32, {c.batch, pages});
+  a.seq_lens = TensorView::contiguous(fake(0x380000), DType::kUInt32, {c.batch});
+  a.num_kv_heads = kv_heads;
+  a.page_size = c.page;
+  a.sliding_win_size = c.window;
+  return a;
+}
+
+bool takes_tile32(const Call& c, const char* arch = "sm_90a") {
+  return plan_xqa(args_for(c), spec::Arch::parse(arch)).spec.has(feature::kTile32);
+}
+
+// bf16 hd128 g8 at batch 1 from 4096 planned tokens on: 32-token tiles, two stages, one CTA an SM.
+TEST(Batch1Tile, PagedSixteenBitHeadDim128AtBatch1TakesThirtyTwoTokenTiles) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
+  EnvGuard ring("ATTNJIT_DECODE_RING_KB", nullptr);
+  for (int page : {32, 64, 128})
+    for (int tokens : {kBatch1Tile32MinTokens, 8192, 32768, 131072})
+      for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND})
+        for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+          Call c;
+          c.page = page;
+          c.tokens = tokens;
+          c.layout = layout;
+          c.dtype = c.kv = dt;
+          const XqaPlan p = plan_xqa(args_for(c), testing::kPlanArch);
+          SCOPED_TRACE(p.spec.name());
+          ASSERT_TRUE(p.spec.has(feature::kTile32));
+          EXPECT_NE(p.spec.name().find(".tile32"), std::string::npos);
+          EXPECT_EQ(spec::KernelSpec::from_name(p.spec.name()), p.spec);
+          const DecodeTiling t = decode_tiling(p.spec);
+          EXPECT_EQ(t.tile, 32);
+          EXPECT_GE(t.stages, 2);
+          EXPECT_EQ(t.min_blocks, 1);
+          EXPECT_LE(t.smem_bytes, t.smem_limit);
+          std::string why;
+          EXPECT_TRUE(decode_can_implement(p.spec, p.spec.arch, &why)) << why;
+          // The same call at batch 2 keeps the batched kernel (16-token tiles, two CTAs an SM).
+          c.batch = 2;
+          const XqaPlan b2 = plan_xqa(args_for(c), testing::kPlanArch);
+          EXPECT_FALSE(b2.spec.has(feature::kTile32));
+          EXPECT_EQ(decode_tiling(b2.spec).tile, 16);
+          EXPECT_EQ(decode_tiling(b2.spec).min_blocks, 2);
+        }
+}
+
+// Short sequences (the fill's splits would leave warps idle), windows shorter than the
+// threshold, and every shape whose default already is 32 or must stay 16 keep their kernel.
+TEST(Batch1Tile, OtherCallsKeepTheirKernel) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
+  Call base;
+  EXPECT_TRUE(takes_tile32(base));
+  Call c = base;
+  c.tokens = kBatch1Tile32MinTokens - 32;
+  EXPECT_FALSE(takes_tile32(c)) << "short";
+  c = base;
+  c.tokens = 32768;
+  c.window = 1024;  // plans 1024 visible tokens
+  EXPECT_FALSE(takes_tile32(c)) << "short window";
+  c.window = kBatch1Tile32MinTokens;
+  EXPECT_TRUE(takes_tile32(c)) << "window of the threshold";
+  c = base;
+  c.kv = DType::kFloat8E4M3;  // 8-bit K/V: 32 already
+  EXPECT_FALSE(takes_tile32(c)) << "fp8";
+  c = base;
+  c.head_dim = 64;  // 32 already (three stages, two CTAs)
+  EXPECT_FALSE(takes_tile32(c)) << "hd64";
+  for (int hd : {256, 512}) {  // registers spill at 32 (256); split-D plans its own (512)
+    c = base;
+    c.head_dim = hd;
+    c.group = 4;
+    EXPECT_FALSE(takes_tile32(c)) << hd;
+  }
+  c = base;
+  c.page = 16;  // a 32-token tile never spans two pages
+  EXPECT_FALSE(takes_tile32(c)) << "page 16";
+  c = base;
+  c.q_seq_len = 2;  // the masked kernel (split-M / dual-M rows) keeps 16
+  EXPECT_FALSE(takes_tile32(c)) << "spec decode";
+  c = base;
+  EXPECT_FALSE(takes_tile32(c, "sm_120")) << "99 KB of shared memory holds no two 32-token stages";
+  // The measuring knob still decides every call.
+  {
+    EnvGuard t16("ATTNJIT_DECODE_TILE", "16");
+    const XqaPlan p = plan_xqa(args_for(base), testing::kPlanArch);
+    EXPECT_EQ(decode_tiling(p.spec).tile, 16) << p.spec.name();
+  }
+}
+
+// can_implement names the feature where a spec asks for it and cannot have it.
+TEST(Batch1Tile, CanImplementRefusesTile32WhereItCannotTile) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
+  const spec::KernelSpec good = plan_xqa(args_for(Call{}), testing::kPlanArch).spec;
+  ASSERT_TRUE(good.has(feature::kTile32));
+  auto refused = [](spec::KernelSpec s, const std::string& needle) {
+    std::string why;
+    EXPECT_FALSE(decode_can_implement(s, s.arch, &why)) << s.name();
+    EXPECT_NE(why.find(needle), std::string::npos) << why;
+  };
+  spec::KernelSpec s = good;
+  s.family = spec::OpFamily::kDecode;  // single_decode
+  s.page_size = 0;
+  refused(s, "tile32");
+  s = good;
+  s.page_size = 16;
+  refused(s, "tile32");
+  s = good;
+  s.mask = spec::MaskMode::kCustom;
+  refused(s, "tile32");
+  s = good;
+  s.set_head_dim(512);
+  refused(s, "tile32");
+  s = good;
+  s.arch = spec::Arch::parse("sm_120");
+  refused(s, "does not fit sm_120");
+}
+
+// Where batch 1 takes it, the kernel compiles for its arch: 32-token tiles, no spills, no stack.
+TEST(Batch1Tile, CompilesWithoutSpillsWhereItFits) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
+  // (sm_80's 163 KB make 32 every batch's tile already: nothing to ask for.)
+  EXPECT_EQ(decode_tiling(plan_xqa(args_for(Call{}), spec::Arch::parse("sm_80")).spec).tile, 32);
+  EXPECT_FALSE(takes_tile32(Call{}, "sm_80"));
+  for (const char* arch : {"sm_90a", "sm_100a"}) {
+    Call c;
+    c.layout = KvLayout::kHND;
+    c.window = 8192;
+    XqaArgs a = args_for(c);
+    a.sinks = TensorView::contiguous(fake(0x600000), DType::kFloat32, {8, 8});
+    const spec::KernelSpec s = plan_xqa(a, spec::Arch::parse(arch)).spec;
+    SCOPED_TRACE(s.name());
+    ASSERT_TRUE(s.has(feature::kTile32));
+    const render::RenderedUnit u = render::render(s);
+    EXPECT_EQ(u.launch.split_granule, 32);
+    EXPECT_EQ(u.launch.min_blocks_per_sm, 1);
+    const compile::CompileResult r = compile::compile(s.name(), u, s.arch);
+    EXPECT_EQ(r.resources.spill_stores, 0) << r.log;
+    EXPECT_EQ(r.resources.spill_loads, 0) << r.log;
+    EXPECT_EQ(r.resources.stack_bytes, 0) << r.log;
+  }
+}
+
+}  // namespace
+}  // namespace attnjit::ops

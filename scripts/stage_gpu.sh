@@ -41,11 +41,13 @@ if [ "${PREWARM:-0}" = 1 ]; then
   if [ -n "${PREWARM_SPECS:-}" ]; then
     "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
     # SPEC_KNOBS="A=1;A=2 B=0": the same kernels again under each set of tuning knobs (the
-    # rendered source, so the key, follows a knob): a benchmark's A/B sides.
+    # rendered source, so the key, follows a knob): a benchmark's A/B sides. KNOB_SPECS, when
+    # set, names the kernels to repeat instead of all of PREWARM_SPECS.
     if [ -n "${SPEC_KNOBS:-}" ]; then
       IFS=';' read -ra knob_sets <<<"$SPEC_KNOBS"
       for knobs in "${knob_sets[@]}"; do
-        env $knobs "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $PREWARM_SPECS
+        env $knobs "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" \
+          -s ${KNOB_SPECS:-$PREWARM_SPECS}
       done
     fi
   fi

@@ -15,11 +15,11 @@ using xqa_gpu::describe;
 using xqa_gpu::run_xqa;
 using xqa_gpu::tolerance;
 
-// bf16 / fp16 hd128 g8 at batch 1 from 4096 planned tokens: lengths that end inside a
+// bf16 / fp16 hd128 g8 at batch 1 past 4096 planned tokens: lengths that end inside a
 // page and a tile, pages 32 / 64 / 128, NHD and HND, sinks, windows (one shorter than
-// the sequence, one longer), device scales, one split (sm_count 1), and a page table far
-// longer than the request (the splits are planned for the table, most of them empty).
-// The call takes the tile32 kernel; the same request at batch 2 does not.
+// the sequence, one longer), device scales, and a page table far longer than the request
+// (the splits are planned for the table, most of them empty). The call takes the tile32
+// kernel; with sm_count 1 (one split), at 128K (two waves of it) and at batch 2 it does not.
 TEST(XqaGpu, Batch1TakesThirtyTwoTokenTiles) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::vector<XqaCase> cases;
@@ -48,10 +48,6 @@ TEST(XqaGpu, Batch1TakesThirtyTwoTokenTiles) {
   c.q_scale = 0.5f;
   cases.push_back(c);
   c = b;
-  c.seq_lens = {5000 + 3};
-  c.sm_count = 1;  // one split
-  cases.push_back(c);
-  c = b;
   c.seq_lens = {700};
   c.spare_pages = 8192 / 32;  // planned for ~9K tokens, 700 present
   c.sinks = true;
@@ -67,13 +63,24 @@ TEST(XqaGpu, Batch1TakesThirtyTwoTokenTiles) {
     EXPECT_LE(err, tolerance(x)) << describe(x);
     EXPECT_NE(name.find(".tile32"), std::string::npos) << describe(x) << " ran " << name;
   }
-  // The batched kernel for the same request at batch 2.
-  XqaCase two = b;
-  two.batch = 2;
-  two.seq_lens = {4096, 300};
-  std::string name;
-  EXPECT_LE(run_xqa(two, 13100, &name), tolerance(two)) << describe(two);
-  EXPECT_EQ(name.find(".tile32"), std::string::npos) << name;
+  // The 16-token kernel: one split, a sequence whose 32-token plan takes two waves, batch 2.
+  std::vector<XqaCase> others;
+  c = b;
+  c.seq_lens = {5000 + 3};
+  c.sm_count = 1;
+  others.push_back(c);
+  c = b;
+  c.seq_lens = {131072 - 100};
+  others.push_back(c);
+  c = b;
+  c.batch = 2;
+  c.seq_lens = {4096, 300};
+  others.push_back(c);
+  for (auto& x : others) {
+    std::string name;
+    EXPECT_LE(run_xqa(x, 13000 + n++, &name), tolerance(x)) << describe(x);
+    EXPECT_EQ(name.find(".tile32"), std::string::npos) << describe(x) << " ran " << name;
+  }
 }
 
 }  // namespace

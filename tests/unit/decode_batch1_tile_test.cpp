@@ -1,5 +1,5 @@
 // Batch 1's own xqa kernel (spec::feature::kTile32 on the xqa family): which calls take it
-// (plan_xqa, decode_batch1_tile32), what it tiles, where can_implement refuses it, that it
+// (plan_xqa, decode_batch1_tile32, decode_batch1_takes_tile32), what it tiles, where can_implement refuses it, that it
 // compiles without spills where it fits, and that a model config prewarms it.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include "common/op_args.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "ops/decode/decode_generator.hpp"
+#include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "render/renderer.hpp"
 
@@ -54,16 +55,19 @@ XqaArgs args_for(const Call& c) {
   return a;
 }
 
-bool takes_tile32(const Call& c, const char* arch = "sm_90a") {
-  return plan_xqa(args_for(c), spec::Arch::parse(arch)).spec.has(feature::kTile32);
+bool takes_tile32(const Call& c, const char* arch = "sm_90a", int sm_count = 0) {
+  XqaArgs a = args_for(c);
+  if (sm_count) a.sm_count = sm_count;
+  return plan_xqa(a, spec::Arch::parse(arch)).spec.has(feature::kTile32);
 }
 
-// bf16 hd128 g8 at batch 1 from 4096 planned tokens on: 32-token tiles, two stages, one CTA an SM.
+// bf16 hd128 g8 at batch 1 past 4096 planned tokens, while its plan is one wave: 32-token
+// tiles, two stages, one CTA an SM.
 TEST(Batch1Tile, PagedSixteenBitHeadDim128AtBatch1TakesThirtyTwoTokenTiles) {
   EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
   EnvGuard ring("ATTNJIT_DECODE_RING_KB", nullptr);
   for (int page : {32, 64, 128})
-    for (int tokens : {kBatch1Tile32MinTokens, 8192, 32768, 131072})
+    for (int tokens : {kBatch1Tile32AboveTokens + 32, 6144, 8192, 32768})
       for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND})
         for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
           Call c;
@@ -81,6 +85,8 @@ TEST(Batch1Tile, PagedSixteenBitHeadDim128AtBatch1TakesThirtyTwoTokenTiles) {
           EXPECT_GE(t.stages, 2);
           EXPECT_EQ(t.min_blocks, 1);
           EXPECT_LE(t.smem_bytes, t.smem_limit);
+          // One wave: at most one CTA an SM (8 KV heads x the splits, on 132 SMs).
+          EXPECT_LE(8 * plan_splits(p.shape, kNominalSms, kNominalSms, 32).splits, kNominalSms);
           std::string why;
           EXPECT_TRUE(decode_can_implement(p.spec, p.spec.arch, &why)) << why;
           // The same call at batch 2 keeps the batched kernel (16-token tiles, two CTAs an SM).
@@ -99,14 +105,24 @@ TEST(Batch1Tile, OtherCallsKeepTheirKernel) {
   Call base;
   EXPECT_TRUE(takes_tile32(base));
   Call c = base;
-  c.tokens = kBatch1Tile32MinTokens - 32;
+  c.tokens = kBatch1Tile32AboveTokens;  // 16 splits of 256 tokens either way: 16-token tiles
   EXPECT_FALSE(takes_tile32(c)) << "short";
   c = base;
   c.tokens = 32768;
   c.window = 1024;  // plans 1024 visible tokens
   EXPECT_FALSE(takes_tile32(c)) << "short window";
-  c.window = kBatch1Tile32MinTokens;
-  EXPECT_TRUE(takes_tile32(c)) << "window of the threshold";
+  c.window = 8192;
+  EXPECT_TRUE(takes_tile32(c)) << "window past the threshold";
+  // Long sequences: the 32-token plan would take two waves (33 splits of 8 KV heads on 132
+  // SMs), where the 16-token kernel's two CTAs an SM run one.
+  for (int tokens : {65536, 131072}) {
+    c = base;
+    c.tokens = tokens;
+    EXPECT_FALSE(takes_tile32(c)) << tokens;
+    EXPECT_TRUE(takes_tile32(c, "sm_90a", 264)) << tokens << " on 264 SMs: one wave";
+  }
+  c = base;
+  EXPECT_FALSE(takes_tile32(c, "sm_90a", 1)) << "sm_count 1: one split, eight CTAs on one SM";
   c = base;
   c.kv = DType::kFloat8E4M3;  // 8-bit K/V: 32 already
   EXPECT_FALSE(takes_tile32(c)) << "fp8";

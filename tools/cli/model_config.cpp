@@ -18,7 +18,7 @@
 #include "attnjit/fia.hpp"
 #include "attnjit/mla.hpp"
 #include "attnjit/xqa.hpp"
-#include "ops/decode/decode_generator.hpp"
+#include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
 #include "ops/fia/fia_plan.hpp"
 #include "ops/mla/mla_family.hpp"
@@ -531,6 +531,9 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       if (get_bool(op, "spec_decode", false, where)) q_seq_lens.push_back(2);  // > 1: the masked kernel
       // A device scale pointer, never read while planning from shapes.
       const float* fake_scale = reinterpret_cast<const float*>(uintptr_t{256});
+      // A batch-1 length whose plan takes batch 1's kernel where one exists (8K tokens: past
+      // its threshold, one wave on 132 SMs for up to 16 KV-head row blocks).
+      constexpr int kBatch1Tokens = 2 * ops::kBatch1Tile32AboveTokens;
       for (DType kv : kv_dtypes)
         for (int page : pages)
           for (auto layout : layouts)
@@ -538,7 +541,7 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
               for (DType out : {m.dtype, DType::kFloat8E4M3})
                 // One page, and a sequence long enough for batch 1's own kernel where there is one
                 // (ops::decode_batch1_tile32): the two specs every batch and length need.
-                for (int64_t pages_per_seq : {int64_t(1), int64_t((ops::kBatch1Tile32MinTokens + page - 1) / page)}) {
+                for (int64_t pages_per_seq : {int64_t(1), int64_t((kBatch1Tokens + page - 1) / page)}) {
                   if (out == DType::kFloat8E4M3 && !(fp8_out && kv == DType::kFloat8E4M3)) continue;
                   // xqa's arguments, shapes only (batch 1).
                   XqaArgs a;

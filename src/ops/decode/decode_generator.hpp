@@ -33,15 +33,13 @@ DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 // kDecodeDualMRows up to 32 rows where the kernel has dual-M, kDecodeSplitMRows past
 // 32 where it has split-M; else 16. The one place that decides it.
 int decode_rows_per_cta(const spec::KernelSpec& spec, int q_seq_len);
-// Whether a batch-1 xqa call of spec takes 32-token warp tiles (spec::feature::kTile32) where
-// decode_tiling keeps 16 (paged 16-bit K/V at head_dim 128: the 32-token ring holds one CTA an
-// SM, and the split plan sizes splits to one wave of those). One request cannot be ragged, so
-// the one-wave plan's loss on ragged batches cannot happen. H100 beside FlashInfer's XQA, bf16
-// g8 p32, us, 16 -> 32: B1 L8K 16.5 -> 15.5, L32K 57.3 -> 55.1; at L1K the fill's short splits
-// leave warps idle (7.9 -> 8.5), so plan_xqa asks only from kBatch1Tile32MinTokens visible
-// tokens on (PERFORMANCE.md, forty-second session).
+// Whether xqa has a batch-1 kernel of 32-token warp tiles (spec::feature::kTile32) for spec,
+// where decode_tiling keeps 16: paged 16-bit K/V at head_dim 128, where the 32-token ring
+// holds one CTA an SM. Batches keep 16: the split plan, which sizes splits to the CTAs an SM,
+// would then leave a ragged batch's long request to half the CTAs (lens 300..12000, B8:
+// 57.4 -> 68.8 us, H100). One request cannot be ragged. decode_batch1_takes_tile32
+// (decode_launch.hpp) says which batch-1 calls take it.
 bool decode_batch1_tile32(const spec::KernelSpec& spec);
-constexpr int kBatch1Tile32MinTokens = 4096;
 // KV heads one CTA serves: 2 with the kvpair feature (Traits::kKvPack), else 1.
 inline int decode_kv_heads_per_cta(const spec::KernelSpec& spec) { return spec.has(spec::feature::kKvPair) ? 2 : 1; }
 

@@ -133,6 +133,17 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
   return plan;
 }
 
+bool decode_batch1_takes_tile32(const spec::KernelSpec& spec, const DecodeShape& shape, int sms) {
+  if (shape.batch != 1 || shape.q_seq_len != 1 || sms <= 0 || decode_visible_len(shape) <= kBatch1Tile32AboveTokens ||
+      !decode_batch1_tile32(spec))
+    return false;
+  spec::KernelSpec wide = spec;
+  wide.features |= spec::feature::kTile32;
+  const DecodeTiling t = decode_tiling(wide);
+  const int slots = sms * std::clamp(t.min_blocks, 1, kMaxBlocksPerSmForSplit);
+  return decode_base_ctas(shape) * plan_splits(shape, sms, slots, t.tile).splits <= sms;
+}
+
 size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {
   const int64_t base = decode_base_blocks16(largest);
   const int64_t by_length = std::min<int64_t>(ceil_div(largest.max_seq_len, min_split_tokens()), kMaxSplits);

@@ -85,6 +85,21 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule);
 // (decode_split_range in decode/decode_params.cuh). Pure: tested on the CPU.
 int decode_visible_len(const DecodeShape& s);
 
+// Whether a batch-1 xqa call of spec and shape, on `sms` SMs, takes batch 1's kernel of
+// 32-token warp tiles (decode_batch1_tile32): past kBatch1Tile32AboveTokens visible tokens,
+// where that kernel's split plan runs in one wave (at most one CTA an SM). H100, bf16 hd128
+// g8 p32, 8 KV heads, beside FlashInfer's XQA, us, 16-token -> 32-token kernel:
+//   L4K 11.08 -> 11.33 (the same 16 splits of 256 tokens: a warp has two 32-token tiles
+//       against four 16-token ones), L6K 18.1 -> 12.95 (the 16-token plan's 192 CTAs leave 60
+//       SMs with two), L8K 16.45 -> 15.5, L16K 33.0 -> 31.9, L32K 57.2 -> 55.1;
+//   L64K 103.1 -> 110.5 and L128K 192.5 -> 203.7, where the 32-token plan takes two waves
+//   (33 splits) (PERFORMANCE.md, forty-third session).
+constexpr int kBatch1Tile32AboveTokens = 4096;
+bool decode_batch1_takes_tile32(const spec::KernelSpec& spec, const DecodeShape& shape, int sms);
+// The SMs plan_xqa assumes where neither the call (sm_count) nor a device says (prewarm for an
+// arch): the H100's and the H200's.
+constexpr int kNominalSms = 132;
+
 size_t decode_workspace_bytes(const DecodeShape& s, int splits);
 size_t decode_semaphore_count(const DecodeShape& s);
 // An upper bound on decode_workspace_bytes over every launch whose 16-row blocks

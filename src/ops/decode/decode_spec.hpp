@@ -28,7 +28,9 @@ struct XqaPlan {
   size_t semaphore_count = 0;
 };
 
-XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch);
+// sms: the SMs the call runs on (args.sm_count wins; 0: kNominalSms), for the kernel choice
+// at batch 1 (decode_batch1_takes_tile32).
+XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch, int sms = 0);
 
 // The spec a call with these arguments launches on `arch`, from shapes alone
 // (tensor data may be null): the op's own validation and spec building, as
@@ -37,6 +39,6 @@ XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch);
 spec::KernelSpec single_decode_prewarm_spec(const TensorView& q, const TensorView& k, const TensorView& v,
                                             const TensorView& out, const SingleDecodeOptions& options,
                                             const TensorView* lse, const spec::Arch& arch);
-spec::KernelSpec xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch);
+spec::KernelSpec xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch, int sms = 0);
 
 }  // namespace attnjit::ops

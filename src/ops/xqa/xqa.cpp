@@ -22,7 +22,7 @@ constexpr int kMaxGroup = 64;
 constexpr int kMaxQSeqLen = 65536;  // draft tokens per request (and the mask's row count)
 }
 
-ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
+ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch, int sms) {
   const bool ragged = present(a.q_cu_seq_lens);
   const bool spec_dec = a.q_seq_len > 1 || ragged;
   ATTNJIT_REQUIRE(a.q_seq_len >= 1 && a.q_seq_len <= kMaxQSeqLen, "q_seq_len", fmt::format("1 to {}", kMaxQSeqLen),
@@ -239,9 +239,9 @@ ops::XqaPlan ops::plan_xqa(const XqaArgs& a, const spec::Arch& arch) {
   // 32 rows per CTA (dual-M) or 64 (split-M) where the kernel has them and a request has more than 16.
   plan.shape.rows_per_cta = ops::decode_rows_per_cta(s, a.q_seq_len);
   // One request cannot be ragged, so batch 1 takes 32-token tiles where they gain
-  // (ops::decode_batch1_tile32 says where and why).
+  // (ops::decode_batch1_takes_tile32 says where and why).
   if (batch == 1 && s.backend == spec::Backend::kXqa &&
-      ops::decode_visible_len(plan.shape) >= ops::kBatch1Tile32MinTokens && ops::decode_batch1_tile32(s))
+      ops::decode_batch1_takes_tile32(s, plan.shape, a.sm_count.value_or(sms > 0 ? sms : ops::kNominalSms)))
     s.features |= spec::feature::kTile32;
   // CUDA grid limits: batch is gridDim.z, heads x row blocks gridDim.y (65535 each).
   ATTNJIT_REQUIRE(batch <= 65535, "q", "batch <= 65535", std::to_string(batch));
@@ -296,19 +296,21 @@ size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, in
 }
 
 std::string prewarm_xqa(const XqaArgs& args, const std::string& arch, Runtime* runtime) {
-  const spec::KernelSpec s = ops::xqa_prewarm_spec(args, ops::prewarm_arch(arch));
+  // Without an arch, the current GPU's: its SMs too, so that the kernel is the one a launch takes.
+  const int sms = arch.empty() ? driver::device_caps(driver::current_device()).sm_count : 0;
+  const spec::KernelSpec s = ops::xqa_prewarm_spec(args, ops::prewarm_arch(arch), sms);
   return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
 }
 
-spec::KernelSpec ops::xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch) {
+spec::KernelSpec ops::xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch, int sms) {
   ShapesOnlyScope shapes_only;
-  return plan_xqa(args, arch).spec;
+  return plan_xqa(args, arch, sms).spec;
 }
 
 void xqa(const XqaArgs& args, Stream stream, Runtime* runtime) {
   const int device = driver::current_device();
   const driver::DeviceCaps& info = driver::device_caps(device);
-  ops::XqaPlan plan = ops::plan_xqa(args, spec::arch_for_device(info.sm_major, info.sm_minor));
+  ops::XqaPlan plan = ops::plan_xqa(args, spec::arch_for_device(info.sm_major, info.sm_minor), info.sm_count);
   ops::DecodeLaunch l;
   l.spec = &plan.spec;
   l.device = device;

@@ -231,7 +231,8 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // kernel's splits for two CTAs an SM serves the ragged batch (57.1 -> 53.6 us, H100) but runs
   // uniform ones in two waves (B4 L4K 33.9 -> 40.9 us): the host knows only max_seq_len. Counts
   // taken from the lengths on the device (branch s42-flat-splits) lost 1-2 us a call to the later
-  // page-id read (forty-second session). Spec-decode masks
+  // page-id read (forty-second session). Batch 1, which cannot be ragged, has a 32-token kernel
+  // of its own (the tile32 feature, asked for below; decode_batch1_takes_tile32). Spec-decode masks
   // keep 16 (split-M's 64-row CTAs: q_seq_len 8, 2.43 -> 2.17 TB/s at 32).
   const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
   const bool wide = one_byte || s.family == spec::OpFamily::kXqa;

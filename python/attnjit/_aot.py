@@ -59,9 +59,14 @@ def _check_fields(d, allowed, where):
             raise InvalidArgumentError(f"argument '{where}{key}': expected one of {sorted(allowed)}, got an unknown field")
 
 
+# A batch-1 xqa length that takes batch 1's kernel of 32-token tiles where the spec has one
+# (C++: ops::decode_batch1_takes_tile32; the CLI's model-config expansion uses the same 8K).
+_BATCH1_TOKENS = 8192
+
+
 def expand_config(cfg):
     """A model config -> op call dicts with ShapeOnly tensors, as the CLI expands it
-    (decode, xqa, mla and fia ops: one KV token, batch 1, one page; fia: KV_S 2048),
+    (decode, xqa, mla and fia ops: one KV token, batch 1, one page, and xqa at 8K tokens too; fia: KV_S 2048),
     using the Python ops' defaults (FlashInfer's: single_decode_with_kv_cache without
     tensor cores). Ops the CLI skips with a note are skipped with that note as a warning."""
     _check_fields(cfg, _MODEL_FIELDS, "")
@@ -112,11 +117,12 @@ def expand_config(cfg):
                     kshape = [1, page, KH, D] if layout == "NHD" else [1, KH, page, D]
                     for qlen in [1, 2] if op.get("spec_decode") else [1]:
                         qshape = [1, 1, qlen, H, D] if qlen > 1 else [1, 1, H, D]
-                        for out in outs:
+                        # one page, and 8K tokens: batch 1's own kernel where there is one (tile32)
+                        for out, pages in [(o, n) for o in outs for n in (1, -(-_BATCH1_TOKENS // page))]:
                             ptr = ShapeOnly([1], "fp32") if op.get("scale_pointers") else 1.0
                             calls.append(dict(
                                 op="xqa", q=ShapeOnly(qshape, dt), k_cache=ShapeOnly(kshape, kv),
-                                v_cache=ShapeOnly(kshape, kv), page_table=ShapeOnly([1, 1], "int32"),
+                                v_cache=ShapeOnly(kshape, kv), page_table=ShapeOnly([1, pages], "int32"),
                                 seq_lens=ShapeOnly([1], "uint32"), output=ShapeOnly(qshape, out),
                                 num_kv_heads=KH, page_size=page, kv_layout=layout, q_seq_len=qlen,
                                 mask=ShapeOnly([1, qlen, ((qlen + 31) // 32) * 2], "uint16") if qlen > 1 else None,
@@ -226,7 +232,7 @@ def prewarm(config_or_specs, arch=None):
 
 _DTYPE_TOKENS = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
 _DECODE_FLAGS = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "trtllmgen"}
-_NAME_FLAGS = {"decode": _DECODE_FLAGS, "xqa": _DECODE_FLAGS,
+_NAME_FLAGS = {"decode": _DECODE_FLAGS, "xqa": _DECODE_FLAGS | {"tile32"},
                "mla": {"causal", "custom", "sinks", "lse", "scaleptr", "narrow", "narrow32", "trtllmgen"},
                "prefill": {"causal", "custom", "lse", "pse", "trtllmgen"}}
 
@@ -334,8 +340,9 @@ def call_for_name(name):
     qshape = [1, 1, qlen, group, hd] if qlen > 1 else [1, 1, group, hd]
     kshape = [1, page, 1, hd] if layout == "NHD" else [1, 1, page, hd]
     ptr = ShapeOnly([1], "fp32") if "scaleptr" in flags else 1.0
+    pages = -(-_BATCH1_TOKENS // page) if "tile32" in flags else 1  # batch 1's kernel: 8K tokens
     return dict(op="xqa", q=ShapeOnly(qshape, q), k_cache=ShapeOnly(kshape, kv), v_cache=ShapeOnly(kshape, kv),
-                page_table=ShapeOnly([1, 1], "int32"), seq_lens=ShapeOnly([1], "uint32"),
+                page_table=ShapeOnly([1, pages], "int32"), seq_lens=ShapeOnly([1], "uint32"),
                 output=ShapeOnly(qshape, out), num_kv_heads=1, page_size=page, kv_layout=layout, q_seq_len=qlen,
                 mask=ShapeOnly([1, qlen, 2], "uint16") if qlen > 1 else None,
                 sinks=ShapeOnly([1, group], "fp32") if "sinks" in flags else None,

@@ -376,17 +376,17 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   return true;
 }
 
-bool decode_batch1_tile32(const spec::KernelSpec& s) {
-  // The cheap tests first: this runs on every long batch-1 launch (two tilings, ~0.5 us on the
-  // 2-core build machine).
+std::optional<DecodeTiling> decode_batch1_tile32(const spec::KernelSpec& s) {
+  // The cheap tests first: this runs on every long batch-1 launch (two tilings).
   if (s.family != spec::OpFamily::kXqa || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone ||
       s.head_dim_qk > 128 || dtype_size(s.kv_dtype) != 2 || s.has(spec::feature::kTile32))
-    return false;
-  if (decode_tiling(s).tile != 16) return false;
+    return std::nullopt;
+  if (decode_tiling(s).tile != 16) return std::nullopt;
   spec::KernelSpec asked = s;
   asked.features |= spec::feature::kTile32;
   const DecodeTiling t = decode_tiling(asked);
-  return t.tile == 32 && t.smem_bytes <= t.smem_limit;
+  if (t.tile != 32 || t.smem_bytes > t.smem_limit) return std::nullopt;
+  return t;
 }
 
 // Split-M pays past 32 rows (H200, B16 L8K g8 bf16: q_seq_len 8, 64 rows, 379 -> 324 us;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "render/family.hpp"
@@ -38,8 +39,8 @@ int decode_rows_per_cta(const spec::KernelSpec& spec, int q_seq_len);
 // holds one CTA an SM. Batches keep 16: the split plan, which sizes splits to the CTAs an SM,
 // would then leave a ragged batch's long request to half the CTAs (lens 300..12000, B8:
 // 57.4 -> 68.8 us, H100). One request cannot be ragged. decode_batch1_takes_tile32
-// (decode_launch.hpp) says which batch-1 calls take it.
-bool decode_batch1_tile32(const spec::KernelSpec& spec);
+// (decode_launch.hpp) says which batch-1 calls take it. Returns that kernel's tiling, or none.
+std::optional<DecodeTiling> decode_batch1_tile32(const spec::KernelSpec& spec);
 // KV heads one CTA serves: 2 with the kvpair feature (Traits::kKvPack), else 1.
 inline int decode_kv_heads_per_cta(const spec::KernelSpec& spec) { return spec.has(spec::feature::kKvPair) ? 2 : 1; }
 

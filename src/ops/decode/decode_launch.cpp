@@ -134,14 +134,12 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
 }
 
 bool decode_batch1_takes_tile32(const spec::KernelSpec& spec, const DecodeShape& shape, int sms) {
-  if (shape.batch != 1 || shape.q_seq_len != 1 || sms <= 0 || decode_visible_len(shape) <= kBatch1Tile32AboveTokens ||
-      !decode_batch1_tile32(spec))
+  if (shape.batch != 1 || shape.q_seq_len != 1 || sms <= 0 || decode_visible_len(shape) <= kBatch1Tile32AboveTokens)
     return false;
-  spec::KernelSpec wide = spec;
-  wide.features |= spec::feature::kTile32;
-  const DecodeTiling t = decode_tiling(wide);
-  const int slots = sms * std::clamp(t.min_blocks, 1, kMaxBlocksPerSmForSplit);
-  return decode_base_ctas(shape) * plan_splits(shape, sms, slots, t.tile).splits <= sms;
+  const std::optional<DecodeTiling> t = decode_batch1_tile32(spec);
+  if (!t) return false;
+  const int slots = sms * std::clamp(t->min_blocks, 1, kMaxBlocksPerSmForSplit);
+  return decode_base_ctas(shape) * plan_splits(shape, sms, slots, t->tile).splits <= sms;
 }
 
 size_t decode_workspace_bound(const DecodeShape& largest, int sm_count) {

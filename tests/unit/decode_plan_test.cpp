@@ -334,3 +334,40 @@ TEST(Workspace, SizingHelpersNameBadArguments) {
 
 }  // namespace
 }  // namespace attnjit::ops
+
+namespace attnjit::ops {
+namespace {
+// A grid between one and two CTAs an SM runs at the pace of the SMs with two: plan_splits takes
+// one CTA an SM where that carries fewer tokens an SM (B1 L6K: 24 splits, 192 CTAs on 132 SMs,
+// 512 tokens on the doubled SMs, against 16 splits of 384), and keeps the grid where the
+// tokens an SM tie (L8K: 32 x 256 on two CTAs an SM, 16 x 512 on one).
+TEST(SplitPlanSms, UnevenGridsTakeOneCtaAnSm) {
+  for (int granule : {16, 32})
+    for (int ctas_per_sm : {2, 3}) {
+      SCOPED_TRACE(::testing::Message() << "granule " << granule << " ctas/SM " << ctas_per_sm);
+      const int slots = 132 * ctas_per_sm;
+      const SplitPlan l6 = plan_splits(DecodeShape{1, 8, 8, 1, 128, 6144}, 132, slots, granule);
+      EXPECT_EQ(l6.splits, 16);
+      EXPECT_EQ(l6.tokens_per_split, 384);
+      EXPECT_EQ(plan_splits(DecodeShape{1, 8, 8, 1, 128, 8192}, 132, slots, granule).splits, 32);
+      EXPECT_EQ(plan_splits(DecodeShape{1, 8, 8, 1, 128, 5000}, 132, slots, granule).splits * 8, 128);
+      // Batches that fill two slots an SM evenly keep their plan; with three, B4 L4K's 12 splits
+      // (384 CTAs) carry 1026 tokens an SM against one CTA's 1024: a tie, kept.
+      if (ctas_per_sm == 2) {
+        EXPECT_EQ(plan_splits(DecodeShape{2, 8, 8, 1, 128, 6144}, 132, slots, granule).splits, 16);
+        EXPECT_EQ(plan_splits(DecodeShape{4, 8, 8, 1, 128, 4096}, 132, slots, granule).splits, 8);
+      } else {
+        EXPECT_EQ(plan_splits(DecodeShape{4, 8, 8, 1, 128, 4096}, 132, slots, granule).splits, 12);
+      }
+    }
+  // At any length, the plan's tokens an SM (ceil(CTAs / SMs) splits) are no more than one CTA
+  // an SM's would be, to within the rounding of two splits to the granule.
+  for (int len = 256; len <= 65536; len += 128) {
+    const SplitPlan p = plan_splits(DecodeShape{1, 8, 8, 1, 128, len}, 132, 264, 16);
+    const int64_t per_sm = (8 * int64_t(p.splits) + 131) / 132 * p.tokens_per_split;
+    const int64_t one_cta_an_sm = (len + 15) / 16;
+    EXPECT_LE(per_sm, one_cta_an_sm + 2 * 16) << "L" << len << ": " << p.splits << " x " << p.tokens_per_split;
+  }
+}
+}  // namespace
+}  // namespace attnjit::ops

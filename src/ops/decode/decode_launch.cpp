@@ -123,6 +123,19 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
     if (blocks > 0 && slots > 0)
       plan.splits = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(plan.splits, ceil_div(kMaxWaves * int64_t(slots), blocks))));
+    // A grid of more CTAs than SMs but fewer than slots loads some SMs with two CTAs and
+    // others with one, and the call runs at the pace of the doubled SMs: ceil(CTAs / SMs)
+    // splits' tokens an SM. Where one CTA an SM carries fewer tokens per SM, it is taken.
+    // H100, B1 L6K g8, 8 KV heads beside FlashInfer's XQA, us: 24 splits (192 CTAs) -> 16:
+    // bf16 18.2 -> 13.2, fp8 14.7 -> 10.5, hd64 p64 12.2 -> 8.9 (PERFORMANCE.md, forty-third
+    // session). (At L8K, 32 splits and 16 carry 512 tokens an SM alike, and 32 stays.)
+    const int64_t ctas = base * plan.splits;
+    if (ctas > sms && ctas < slots && base <= sms) {
+      const int64_t one = std::min<int64_t>(plan.splits, sms / base);
+      // (by more than a granule: rounding, not a gain, separates closer plans)
+      if (ceil_div(len, one) + granule < ceil_div(ctas, sms) * ceil_div(len, plan.splits))
+        plan.splits = static_cast<int>(one);
+    }
     // Within the cap above: fill makes at most sms / base CTAs, and a split-M CTA at most
     // four 16-row blocks, so at most 4 x sms partials, under kMaxWaves x slots.
     plan.splits = std::max(plan.splits, fill_splits(base, len, sms, granule));

@@ -59,14 +59,15 @@ def _check_fields(d, allowed, where):
             raise InvalidArgumentError(f"argument '{where}{key}': expected one of {sorted(allowed)}, got an unknown field")
 
 
-# A batch-1 xqa length that takes batch 1's kernel of 32-token tiles where the spec has one
-# (C++: ops::decode_batch1_takes_tile32; the CLI's model-config expansion uses the same 8K).
+# A batch-1 xqa (or single_decode) length that takes batch 1's kernel of 32-token tiles where the
+# spec has one (C++: ops::decode_batch1_takes_tile32; the CLI's model-config expansion uses the same 8K).
 _BATCH1_TOKENS = 8192
 
 
 def expand_config(cfg):
     """A model config -> op call dicts with ShapeOnly tensors, as the CLI expands it
-    (decode, xqa, mla and fia ops: one KV token, batch 1, one page, and xqa at 8K tokens too; fia: KV_S 2048),
+    (decode, xqa, mla and fia ops: one KV token, batch 1, one page, and decode and xqa at 8K tokens too;
+    fia: KV_S 2048),
     using the Python ops' defaults (FlashInfer's: single_decode_with_kv_cache without
     tensor cores). Ops the CLI skips with a note are skipped with that note as a warning."""
     _check_fields(cfg, _MODEL_FIELDS, "")
@@ -104,8 +105,9 @@ def expand_config(cfg):
         for kv in field("kv_cache_dtypes", [dt]):
             for layout in layouts:
                 if kind == "decode":
-                    kshape = [1, KH, D] if layout == "NHD" else [KH, 1, D]
-                    for pe in op.get("pos_encodings", ["none"]):
+                    # one KV token, and 8K: batch 1's own kernel where there is one (tile32)
+                    for pe, n in [(pe, n) for pe in op.get("pos_encodings", ["none"]) for n in (1, _BATCH1_TOKENS)]:
+                        kshape = [n, KH, D] if layout == "NHD" else [KH, n, D]
                         calls.append(dict(op="decode", q=ShapeOnly([H, D], dt), k=ShapeOnly(kshape, kv),
                                           v=ShapeOnly(kshape, kv), kv_layout=layout, pos_encoding_mode=pe.upper(),
                                           logits_soft_cap=30.0 if op.get("logits_soft_cap") else None,
@@ -232,7 +234,7 @@ def prewarm(config_or_specs, arch=None):
 
 _DTYPE_TOKENS = {"fp16": "fp16", "bf16": "bf16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
 _DECODE_FLAGS = {"custom", "rope_llama", "alibi", "softcap", "window", "sinks", "lse", "scaleptr", "trtllmgen"}
-_NAME_FLAGS = {"decode": _DECODE_FLAGS, "xqa": _DECODE_FLAGS | {"tile32"},
+_NAME_FLAGS = {"decode": _DECODE_FLAGS | {"tile32"}, "xqa": _DECODE_FLAGS | {"tile32"},
                "mla": {"causal", "custom", "sinks", "lse", "scaleptr", "narrow", "narrow32", "trtllmgen"},
                "prefill": {"causal", "custom", "lse", "pse", "trtllmgen"}}
 
@@ -329,7 +331,8 @@ def call_for_name(name):
     if family == "prefill":
         return _fia_call_for_name(q, hd, hd_vo, page, flags, backend), arch
     if family == "decode":
-        kshape = [1, 1, hd] if layout == "NHD" else [1, 1, hd]
+        n = _BATCH1_TOKENS if "tile32" in flags else 1  # batch 1's kernel: 8K tokens
+        kshape = [n, 1, hd] if layout == "NHD" else [1, n, hd]
         pe = "ROPE_LLAMA" if "rope_llama" in flags else "ALIBI" if "alibi" in flags else "NONE"
         return dict(op="decode", q=ShapeOnly([group, hd], q), k=ShapeOnly(kshape, kv), v=ShapeOnly(kshape, kv),
                     out=ShapeOnly([group, hd], out), kv_layout=layout, pos_encoding_mode=pe,

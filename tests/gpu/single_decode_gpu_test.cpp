@@ -41,7 +41,8 @@ std::string describe(const SingleCase& c) {
 // Returns the relative L2 error of out (and checks lse and NaN-free output).
 double tolerance(const SingleCase& c) { return dtype_size(c.kv_dtype) == 1 ? 4e-2 : 1e-2; }
 
-double run_single(const SingleCase& c, uint32_t seed) {
+// kernel_name, when given, receives the name of the kernel the call ran (the prewarm's answer).
+double run_single(const SingleCase& c, uint32_t seed, std::string* kernel_name = nullptr) {
   std::mt19937 rng(seed);
   const int H = c.num_kv_heads * c.group, D = c.head_dim, L = c.kv_len, KH = c.num_kv_heads;
   const bool nhd = c.layout == KvLayout::kNHD;
@@ -69,11 +70,15 @@ double run_single(const SingleCase& c, uint32_t seed) {
   o.q_scale = c.q_scale;
   o.use_tensor_cores = c.tensor_cores;
   if (const char* arch = testing::gpu_test_prewarm_arch()) {
-    prewarm_single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, c.lse ? &lse.view : nullptr, arch);
+    const std::string name =
+        prewarm_single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, c.lse ? &lse.view : nullptr, arch);
+    if (kernel_name) *kernel_name = name;
     return 0.0;
   }
   single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, nullptr, c.lse ? &lse.view : nullptr);
   driver::ctx_sync();
+  if (kernel_name)  // loaded already: names it, compiles nothing
+    *kernel_name = prewarm_single_decode_with_kv_cache(q.view, k.view, v.view, out.view, o, c.lse ? &lse.view : nullptr);
 
   testing::RefProblem pr;
   pr.batch = 1;
@@ -127,6 +132,66 @@ TEST(SingleDecodeGpu, ProofKernelFp16AndBf16) {
     c.num_kv_heads = 8;
     double err = run_single(c, 1);
     EXPECT_LE(err, 1e-2) << describe(c);
+  }
+}
+
+// A single request is batch 1: bf16 / fp16 hd128 past 4096 visible tokens takes batch 1's kernel
+// of 32-token tiles (ops::decode_batch1_takes_tile32), with RoPE, ALiBi, soft caps, windows, LSE,
+// NHD and HND; lengths that end inside a tile; up to 128K. Short sequences, a short window, fp8
+// K/V and head_dim 64 keep their kernels.
+TEST(SingleDecodeGpu, LongSequencesTakeThirtyTwoTokenTiles) {
+  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
+  SingleCase b;
+  b.num_kv_heads = 8;
+  std::vector<SingleCase> cases;
+  SingleCase c = b;
+  c.kv_len = 4096 + 33;
+  cases.push_back(c);
+  c = b;
+  c.kv_len = 33000 + 7;
+  c.dtype = c.kv_dtype = DType::kFloat16;
+  c.layout = KvLayout::kHND;
+  c.pos = PosEncodingMode::kRopeLlama;
+  c.lse = true;
+  cases.push_back(c);
+  c = b;
+  c.kv_len = 20000 + 1;
+  c.pos = PosEncodingMode::kAlibi;
+  c.soft_cap = 20.f;
+  c.window_left = 8191;
+  c.group = 8;
+  cases.push_back(c);
+  c = b;
+  c.kv_len = 131072 - 100;
+  c.num_kv_heads = 2;
+  c.lse = true;
+  cases.push_back(c);
+  int n = 0;
+  for (const auto& x : cases) {
+    std::string name;
+    EXPECT_LE(run_single(x, 7000 + n++, &name), tolerance(x)) << describe(x);
+    EXPECT_NE(name.find(".tile32"), std::string::npos) << describe(x) << " ran " << name;
+  }
+  std::vector<SingleCase> others;
+  c = b;
+  c.kv_len = 4096;
+  others.push_back(c);
+  c = b;
+  c.kv_len = 32768;
+  c.window_left = 1023;
+  others.push_back(c);
+  c = b;
+  c.kv_len = 32768;
+  c.kv_dtype = DType::kFloat8E4M3;
+  others.push_back(c);
+  c = b;
+  c.kv_len = 32768;
+  c.head_dim = 64;
+  others.push_back(c);
+  for (const auto& x : others) {
+    std::string name;
+    EXPECT_LE(run_single(x, 7000 + n++, &name), tolerance(x)) << describe(x);
+    EXPECT_EQ(name.find(".tile32"), std::string::npos) << describe(x) << " ran " << name;
   }
 }
 

@@ -36,6 +36,12 @@ def test_prewarm_bundled_config_and_decode_name():
     assert "xqa.bf16.kve4m3.hd128.g4.p32.nhd.sm90a" in names
     info = attnjit.inspect("decode.bf16.hd128.g4.contig.nhd.sm90a")
     assert info["op"] == "decode" and info["origin"] == "memory"
+    # batch 1's kernels of 32-token tiles (a long single request, and xqa at batch 1): the config
+    # prewarms them, and inspect builds a call for their names
+    for name in ("decode.bf16.hd128.g4.contig.nhd.tile32.sm90a", "xqa.bf16.hd128.g4.p32.nhd.tile32.sm90a"):
+        assert name in names
+        info = attnjit.inspect(name)
+        assert info["name"] == name and info["origin"] == "memory"
 
 
 def test_prewarm_config_dict_and_file(tmp_path):

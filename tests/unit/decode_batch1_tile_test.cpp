@@ -1,5 +1,5 @@
-// Batch 1's own xqa kernel (spec::feature::kTile32 on the xqa family): which calls take it
-// (plan_xqa, decode_batch1_tile32, decode_batch1_takes_tile32), what it tiles, where can_implement refuses it, that it
+// Batch 1's own kernel (spec::feature::kTile32 on the xqa and decode families): which calls take
+// it (plan_xqa, plan_single_decode, decode_batch1_tile32, decode_batch1_takes_tile32), what it tiles, where can_implement refuses it, that it
 // compiles without spills where it fits, and that a model config prewarms it.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include "ops/decode/decode_generator.hpp"
 #include "ops/decode/decode_launch.hpp"
 #include "ops/decode/decode_spec.hpp"
+#include "attnjit/decode.hpp"
 #include "render/renderer.hpp"
 
 namespace attnjit::ops {
@@ -23,15 +24,15 @@ using testing::fake;
 namespace feature = spec::feature;
 
 struct Call {
-  int batch = 1, tokens = 8192, head_dim = 128, group = 8, page = 32, q_seq_len = 1, window = 0;
+  int batch = 1, tokens = 8192, head_dim = 128, group = 8, page = 32, q_seq_len = 1, window = 0, kv_heads = 8;
   DType dtype = DType::kBFloat16, kv = DType::kBFloat16;
   KvLayout layout = KvLayout::kNHD;
 };
 
-// xqa's arguments for c, shapes only: 8 KV heads, c.tokens of page table a request.
+// xqa's arguments for c, shapes only: c.tokens of page table a request.
 XqaArgs args_for(const Call& c) {
   XqaArgs a;
-  const int kv_heads = 8, heads = kv_heads * c.group, pages = (c.tokens + c.page - 1) / c.page;
+  const int kv_heads = c.kv_heads, heads = kv_heads * c.group, pages = (c.tokens + c.page - 1) / c.page;
   if (c.q_seq_len > 1) {
     a.q = TensorView::contiguous(fake(0x10000), c.dtype, {c.batch, 1, c.q_seq_len, heads, c.head_dim});
     a.mask = TensorView::contiguous(fake(0x500000), DType::kUInt16, {c.batch, c.q_seq_len, 2});
@@ -113,14 +114,19 @@ TEST(Batch1Tile, OtherCallsKeepTheirKernel) {
   EXPECT_FALSE(takes_tile32(c)) << "short window";
   c.window = 8192;
   EXPECT_TRUE(takes_tile32(c)) << "window past the threshold";
-  // Long sequences: the 32-token plan would take two waves (33 splits of 8 KV heads on 132
-  // SMs), where the 16-token kernel's two CTAs an SM run one.
+  // Long sequences: the 32-token plan stays one wave (16 splits of 8 KV heads on 132 SMs; a
+  // second wave of a one-CTA-an-SM kernel starts cold, plan_splits).
   for (int tokens : {65536, 131072}) {
     c = base;
     c.tokens = tokens;
-    EXPECT_FALSE(takes_tile32(c)) << tokens;
-    EXPECT_TRUE(takes_tile32(c, "sm_90a", 264)) << tokens << " on 264 SMs: one wave";
+    EXPECT_TRUE(takes_tile32(c)) << tokens;
   }
+  // Where the 32-token plan takes more waves, the 16-token kernel: 67 KV heads fill one wave with
+  // one split (67 SMs busy), and seven splits' four waves carry 40% less (plan_splits).
+  c = base;
+  c.tokens = 32768;
+  c.kv_heads = 67;
+  EXPECT_FALSE(takes_tile32(c)) << "67 KV heads";
   c = base;
   EXPECT_FALSE(takes_tile32(c, "sm_90a", 1)) << "sm_count 1: one split, eight CTAs on one SM";
   c = base;
@@ -151,6 +157,49 @@ TEST(Batch1Tile, OtherCallsKeepTheirKernel) {
   }
 }
 
+// single_decode is one request: its kernel follows batch 1's rule, on contiguous K/V, with every
+// feature the op has (positional encodings, soft cap, windows, LSE), and on sm_count's SMs.
+TEST(Batch1Tile, SingleDecodeTakesBatch1sKernel) {
+  EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
+  auto plan = [](int kv_len, KvLayout layout, DType dt, int head_dim, int sms = 0,
+                 const SingleDecodeOptions& extra = {}) {
+    const int64_t heads = 32, kv_heads = 8;
+    const TensorView q = TensorView::contiguous(fake(0x10000), dt, {heads, head_dim});
+    const TensorView k = layout == KvLayout::kNHD ? TensorView::contiguous(fake(0x100000), dt, {kv_len, kv_heads, head_dim})
+                                                  : TensorView::contiguous(fake(0x100000), dt, {kv_heads, kv_len, head_dim});
+    TensorView v = k;
+    v.data = fake(0x200000);
+    const TensorView lse = TensorView::contiguous(fake(0x30000), DType::kFloat32, {heads});
+    SingleDecodeOptions o = extra;
+    o.kv_layout = layout;
+    return plan_single_decode(q, k, v, q, o, &lse, testing::kPlanArch, sms).spec;
+  };
+  for (int kv_len : {6144, 32768, 131072})
+    for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND})
+      for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+        const spec::KernelSpec s = plan(kv_len, layout, dt, 128);
+        SCOPED_TRACE(s.name());
+        EXPECT_TRUE(s.has(feature::kTile32));
+        EXPECT_EQ(decode_tiling(s).tile, 32);
+        EXPECT_EQ(spec::KernelSpec::from_name(s.name()), s);
+        std::string why;
+        EXPECT_TRUE(decode_can_implement(s, s.arch, &why)) << why;
+      }
+  SingleDecodeOptions features;
+  features.pos_encoding_mode = PosEncodingMode::kRopeLlama;
+  features.logits_soft_cap = 30.f;
+  features.window_left = 8191;
+  EXPECT_TRUE(plan(32768, KvLayout::kNHD, DType::kBFloat16, 128, 0, features).has(feature::kTile32));
+  features.pos_encoding_mode = PosEncodingMode::kAlibi;
+  EXPECT_TRUE(plan(32768, KvLayout::kHND, DType::kBFloat16, 128, 0, features).has(feature::kTile32));
+  features.window_left = 1023;  // 1024 visible tokens: short
+  EXPECT_FALSE(plan(32768, KvLayout::kHND, DType::kBFloat16, 128, 0, features).has(feature::kTile32));
+  EXPECT_FALSE(plan(kBatch1Tile32AboveTokens, KvLayout::kNHD, DType::kBFloat16, 128).has(feature::kTile32)) << "short";
+  EXPECT_FALSE(plan(32768, KvLayout::kNHD, DType::kBFloat16, 128, 1).has(feature::kTile32)) << "one SM";
+  for (int hd : {64, 256, 512})  // 64: unmeasured at 32; 256 and 512: 16-bit K/V at 16 (or split-D)
+    EXPECT_FALSE(plan(32768, KvLayout::kNHD, DType::kBFloat16, hd).has(feature::kTile32)) << hd;
+}
+
 // can_implement names the feature where a spec asks for it and cannot have it.
 TEST(Batch1Tile, CanImplementRefusesTile32WhereItCannotTile) {
   EnvGuard tile("ATTNJIT_DECODE_TILE", nullptr);
@@ -162,9 +211,10 @@ TEST(Batch1Tile, CanImplementRefusesTile32WhereItCannotTile) {
     EXPECT_NE(why.find(needle), std::string::npos) << why;
   };
   spec::KernelSpec s = good;
-  s.family = spec::OpFamily::kDecode;  // single_decode
+  s.family = spec::OpFamily::kDecode;  // single_decode: contiguous K/V, or pages of 32
   s.page_size = 0;
-  refused(s, "tile32");
+  std::string why;
+  EXPECT_TRUE(decode_can_implement(s, s.arch, &why)) << why;
   s = good;
   s.page_size = 16;
   refused(s, "tile32");

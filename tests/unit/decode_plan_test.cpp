@@ -332,11 +332,6 @@ TEST(Workspace, SizingHelpersNameBadArguments) {
   expect_names([] { xqa_semaphore_count(4, 8, 65, 1); }, "head_group_ratio");
 }
 
-}  // namespace
-}  // namespace attnjit::ops
-
-namespace attnjit::ops {
-namespace {
 // A grid between one and two CTAs an SM runs at the pace of the SMs with two: plan_splits takes
 // one CTA an SM where that carries fewer tokens an SM (B1 L6K: 24 splits, 192 CTAs on 132 SMs,
 // 512 tokens on the doubled SMs, against 16 splits of 384), and keeps the grid where the
@@ -369,5 +364,21 @@ TEST(SplitPlanSms, UnevenGridsTakeOneCtaAnSm) {
     EXPECT_LE(per_sm, one_cta_an_sm + 2 * 16) << "L" << len << ": " << p.splits << " x " << p.tokens_per_split;
   }
 }
+
+// A one-CTA-an-SM kernel's second wave starts its pipelines cold (kColdWaveTokens): B1 with 8 KV
+// heads stays at 16 splits (one wave) at 64K and 128K, where the plain cost model would take 33
+// (two waves); a grid whose one wave leaves half the SMs idle still takes more (67 KV heads at
+// 32K: one split on 67 SMs, 32768 tokens an SM, against seven splits in four waves, 18728 and
+// three cold waves).
+TEST(SplitPlanSms, OneCtaAnSmKernelsKeepToOneWave) {
+  for (int len : {32768, 65536, 131072}) {
+    EXPECT_EQ(plan_splits(DecodeShape{1, 8, 8, 1, 128, len}, 132, 132, 32).splits, 16) << len;
+    EXPECT_EQ(plan_splits(DecodeShape{1, 8, 8, 1, 128, len}, 132, 264, 16).splits, 33) << len
+        << ": two CTAs an SM overlap their pipelines, and keep two";
+  }
+  EXPECT_EQ(plan_splits(DecodeShape{1, 67, 8, 1, 128, 32768}, 132, 132, 32).splits, 7);
+  EXPECT_EQ(plan_splits(DecodeShape{4, 8, 8, 1, 128, 32768}, 132, 132, 32).splits, 4);
+}
+
 }  // namespace
 }  // namespace attnjit::ops

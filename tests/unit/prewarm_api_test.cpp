@@ -75,5 +75,18 @@ TEST(PrewarmApiTest, SingleDecodeNeedsAnArchWithoutAGpu) {
   }
 }
 
+// The same for xqa, whose prewarm also takes the device's SMs where no arch is given.
+TEST(PrewarmApiTest, XqaNeedsAnArchWithoutAGpu) {
+  if (driver::is_available()) GTEST_SKIP() << "a GPU is present: an empty arch means its arch";
+  Runtime rt(RuntimeOptions{"", 0, false});
+  try {
+    prewarm_xqa(llama_xqa_args(), "", &rt);
+    FAIL() << "expected kNoDevice";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNoDevice);
+    EXPECT_NE(std::string(e.what()).find("pass arch"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace attnjit

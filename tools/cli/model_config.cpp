@@ -193,6 +193,10 @@ ModelShape model_shape(const json& c) {
   return m;
 }
 
+// A batch-1 length whose plan takes batch 1's kernel where one exists (8K tokens: past its
+// threshold, one wave on 132 SMs for up to 16 KV-head row blocks).
+constexpr int kBatch1Tokens = 2 * ops::kBatch1Tile32AboveTokens;
+
 }  // namespace
 
 const std::vector<std::string>& planned_ops() {
@@ -441,24 +445,27 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       const bool soft_cap = get_bool(op, "logits_soft_cap", false, where);
       for (DType kv : kv_dtypes)
         for (auto layout : layouts)
-          for (auto pe : pos) {
-            // single_decode_with_kv_cache's arguments, shapes only (one KV token).
-            const KvLayout l = to_layout[static_cast<int>(layout)];
-            const TensorView q = TensorView::contiguous(nullptr, m.dtype, {H, D});
-            const TensorView k = l == KvLayout::kNHD ? TensorView::contiguous(nullptr, kv, {1, KH, D})
-                                                     : TensorView::contiguous(nullptr, kv, {KH, 1, D});
-            const TensorView lse_view = TensorView::contiguous(nullptr, DType::kFloat32, {H});
-            SingleDecodeOptions o;
-            o.kv_layout = l;
-            o.pos_encoding_mode = pe;
-            o.logits_soft_cap = soft_cap ? 30.0f : 0.0f;
-            o.window_left = window ? 4096 : -1;
-            o.backend = op_backend;
-            add(where, fmt::format("decode, kv {}, {}", dtype_name(kv), l == KvLayout::kNHD ? "NHD" : "HND"),
-                [&](const spec::Arch& arch) {
-                  return ops::single_decode_prewarm_spec(q, k, k, q, o, lse ? &lse_view : nullptr, arch);
-                });
-          }
+          for (auto pe : pos)
+            // One KV token, and a sequence long enough for batch 1's own kernel where there is one
+            // (ops::decode_batch1_tile32; a single request is batch 1).
+            for (int64_t kv_len : {int64_t(1), int64_t(kBatch1Tokens)}) {
+              // single_decode_with_kv_cache's arguments, shapes only.
+              const KvLayout l = to_layout[static_cast<int>(layout)];
+              const TensorView q = TensorView::contiguous(nullptr, m.dtype, {H, D});
+              const TensorView k = l == KvLayout::kNHD ? TensorView::contiguous(nullptr, kv, {kv_len, KH, D})
+                                                       : TensorView::contiguous(nullptr, kv, {KH, kv_len, D});
+              const TensorView lse_view = TensorView::contiguous(nullptr, DType::kFloat32, {H});
+              SingleDecodeOptions o;
+              o.kv_layout = l;
+              o.pos_encoding_mode = pe;
+              o.logits_soft_cap = soft_cap ? 30.0f : 0.0f;
+              o.window_left = window ? 4096 : -1;
+              o.backend = op_backend;
+              add(where, fmt::format("decode, kv {}, {}", dtype_name(kv), l == KvLayout::kNHD ? "NHD" : "HND"),
+                  [&](const spec::Arch& arch) {
+                    return ops::single_decode_prewarm_spec(q, k, k, q, o, lse ? &lse_view : nullptr, arch);
+                  });
+            }
     } else if (mla) {
       check_fields(op, kMlaFields, where);
       const auto kv_dtypes = dtype_list(
@@ -531,9 +538,6 @@ ModelPlan expand_model_config(const json& c, const std::vector<spec::Arch>& arch
       if (get_bool(op, "spec_decode", false, where)) q_seq_lens.push_back(2);  // > 1: the masked kernel
       // A device scale pointer, never read while planning from shapes.
       const float* fake_scale = reinterpret_cast<const float*>(uintptr_t{256});
-      // A batch-1 length whose plan takes batch 1's kernel where one exists (8K tokens: past
-      // its threshold, one wave on 132 SMs for up to 16 KV-head row blocks).
-      constexpr int kBatch1Tokens = 2 * ops::kBatch1Tile32AboveTokens;
       for (DType kv : kv_dtypes)
         for (int page : pages)
           for (auto layout : layouts)

@@ -236,8 +236,8 @@ DecodeTiling decode_tiling(const spec::KernelSpec& s) {
   // keep 16 (split-M's 64-row CTAs: q_seq_len 8, 2.43 -> 2.17 TB/s at 32).
   const bool one_byte = dtype_size(s.kv_dtype) == 1 || s.kv_dtype == DType::kInt32;  // int4: half a byte
   const bool wide = one_byte || s.family == spec::OpFamily::kXqa;
-  // The tile32 feature asks for 32 where the rule above keeps 16: xqa at batch 1 (decode_batch1_tile32
-  // says why), where no batch can be ragged.
+  // The tile32 feature asks for 32 where the rule above keeps 16: xqa at batch 1 and single_decode
+  // (decode_batch1_tile32 says why), where no batch can be ragged.
   const auto knob = util::env_knob("ATTNJIT_DECODE_TILE", 16, 32, "16 or 32");
   const bool asked32 = s.has(spec::feature::kTile32);
   const bool forced = knob.has_value() || asked32;
@@ -347,10 +347,11 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
         ~spec::feature::kNarrow32 & ~spec::feature::kFlat))
     return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
   if (s.has(spec::feature::kTile32) &&
-      (s.family != spec::OpFamily::kXqa || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone || split_d(s)))
+      ((s.family != spec::OpFamily::kXqa && s.family != spec::OpFamily::kDecode) || s.page_size % 32 != 0 ||
+       s.mask != spec::MaskMode::kNone || split_d(s)))
     return refuse([&] {
-      return fmt::format("tile32 (32-token warp tiles asked for) takes xqa pages of a multiple of 32, no mask and "
-                         "head dims up to 256 ({})", s.name());
+      return fmt::format("tile32 (32-token warp tiles asked for) takes xqa or single_decode with pages of a multiple "
+                         "of 32 (or contiguous K/V), no mask and head dims up to 256 ({})", s.name());
     });
   if (s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)) {
     // FIA's per-token antiquant: K per token with V per token, or K per channel with V per token.
@@ -378,8 +379,9 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
 
 std::optional<DecodeTiling> decode_batch1_tile32(const spec::KernelSpec& s) {
   // The cheap tests first: this runs on every long batch-1 launch (two tilings).
-  if (s.family != spec::OpFamily::kXqa || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone ||
-      s.head_dim_qk > 128 || dtype_size(s.kv_dtype) != 2 || s.has(spec::feature::kTile32))
+  const bool family = s.family == spec::OpFamily::kXqa || s.family == spec::OpFamily::kDecode;
+  if (!family || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone || s.head_dim_qk != 128 ||
+      dtype_size(s.kv_dtype) != 2 || s.has(spec::feature::kTile32))
     return std::nullopt;
   if (decode_tiling(s).tile != 16) return std::nullopt;
   spec::KernelSpec asked = s;

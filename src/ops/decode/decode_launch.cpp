@@ -20,6 +20,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kMaxSplits = 256;  // templates/decode: Traits::kMaxSplits
 constexpr int kSplitFixedCostTokens = 64;  // prologue, partial write and merge, in token-equivalents
 constexpr int kMaxWaves = 4;  // splitting past ~4 waves only adds merge traffic
+// A wave of a one-CTA-an-SM kernel past the first, in token-equivalents: its CTAs fill their
+// pipelines cold (~10 us at ~22 ns a token, H100, B1 L64K; plan_splits).
+constexpr int kColdWaveTokens = 512;
 
 // ATTNJIT_DECODE_SPLITS=N forces the split count: a measuring knob for the
 // split heuristic (attnjit-bench sweeps), read once; 0 or unset: the heuristic.
@@ -123,18 +126,23 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
     if (blocks > 0 && slots > 0)
       plan.splits = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(plan.splits, ceil_div(kMaxWaves * int64_t(slots), blocks))));
-    // A grid of more CTAs than SMs but fewer than slots loads some SMs with two CTAs and
-    // others with one, and the call runs at the pace of the doubled SMs: ceil(CTAs / SMs)
-    // splits' tokens an SM. Where one CTA an SM carries fewer tokens per SM, it is taken.
-    // H100, B1 L6K g8, 8 KV heads beside FlashInfer's XQA, us: 24 splits (192 CTAs) -> 16:
-    // bf16 18.2 -> 13.2, fp8 14.7 -> 10.5, hd64 p64 12.2 -> 8.9 (PERFORMANCE.md, forty-third
-    // session). (At L8K, 32 splits and 16 carry 512 tokens an SM alike, and 32 stays.)
+    // A grid of more CTAs than SMs runs at the pace of its busiest SMs: ceil(CTAs / SMs)
+    // splits' tokens an SM. One CTA an SM is taken where it carries fewer tokens an SM (by more
+    // than a granule: rounding, not a gain, separates closer plans), in two cases:
+    // - fewer CTAs than slots, where some SMs hold two CTAs and others one. H100, B1 L6K g8,
+    //   8 KV heads beside FlashInfer's XQA, us: 24 splits (192 CTAs) -> 16: bf16 18.2 -> 13.2,
+    //   fp8 14.7 -> 10.5, hd64 p64 12.2 -> 8.9. (At L8K, 32 splits and 16 carry 512 tokens an
+    //   SM alike, and 32 stays.)
+    // - a kernel of one CTA an SM (slots <= sms), whose waves run one after another, each CTA
+    //   filling its pipeline cold with nothing beside it to hide that: kColdWaveTokens a wave
+    //   past the first. H100, B1 bf16 hd128 g8 with 32-token tiles, us: L64K 33 splits (two
+    //   waves) 110.6 -> 16 splits 100.6, L128K 203.7 -> 191.7 (PERFORMANCE.md, forty-third
+    //   session).
     const int64_t ctas = base * plan.splits;
-    if (ctas > sms && ctas < slots && base <= sms) {
-      const int64_t one = std::min<int64_t>(plan.splits, sms / base);
-      // (by more than a granule: rounding, not a gain, separates closer plans)
-      if (ceil_div(len, one) + granule < ceil_div(ctas, sms) * ceil_div(len, plan.splits))
-        plan.splits = static_cast<int>(one);
+    if (ctas > sms && base <= sms && (ctas < slots || slots <= sms)) {
+      const int64_t one = std::min<int64_t>(plan.splits, sms / base), waves = ceil_div(ctas, sms);
+      const int64_t cold = slots <= sms ? (waves - 1) * kColdWaveTokens : 0;
+      if (ceil_div(len, one) + granule < waves * ceil_div(len, plan.splits) + cold) plan.splits = static_cast<int>(one);
     }
     // Within the cap above: fill makes at most sms / base CTAs, and a split-M CTA at most
     // four 16-row blocks, so at most 4 x sms partials, under kMaxWaves x slots.

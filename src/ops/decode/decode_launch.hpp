@@ -92,8 +92,8 @@ int decode_visible_len(const DecodeShape& s);
 //   L4K 11.08 -> 11.33 (the same 16 splits of 256 tokens: a warp has two 32-token tiles
 //       against four 16-token ones), L6K 18.1 -> 12.95 (the 16-token plan's 192 CTAs leave 60
 //       SMs with two), L8K 16.45 -> 15.5, L16K 33.0 -> 31.9, L32K 57.2 -> 55.1;
-//   L64K 103.1 -> 110.5 and L128K 192.5 -> 203.7, where the 32-token plan takes two waves
-//   (33 splits) (PERFORMANCE.md, forty-third session).
+//   L64K 103.1 -> 100.6 and L128K 192.5 -> 191.7 at one wave (16 splits; plan_splits keeps a
+//   one-CTA-an-SM kernel to one wave there) (PERFORMANCE.md, forty-third session).
 constexpr int kBatch1Tile32AboveTokens = 4096;
 bool decode_batch1_takes_tile32(const spec::KernelSpec& spec, const DecodeShape& shape, int sms);
 // The SMs plan_xqa assumes where neither the call (sm_count) nor a device says (prewarm for an

@@ -16,9 +16,11 @@ struct SingleDecodePlan {
   DecodeShape shape;
 };
 
+// sms: the SMs the call runs on (0: kNominalSms), for the kernel choice
+// (decode_batch1_takes_tile32: a single request is batch 1).
 SingleDecodePlan plan_single_decode(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SingleDecodeOptions& options,
-                                    const TensorView* lse, const spec::Arch& arch);
+                                    const TensorView* lse, const spec::Arch& arch, int sms = 0);
 
 struct XqaPlan {
   spec::KernelSpec spec;
@@ -38,7 +40,7 @@ XqaPlan plan_xqa(const XqaArgs& args, const spec::Arch& arch, int sms = 0);
 // so the op's limits (page sizes, group sizes, dtypes) have one copy.
 spec::KernelSpec single_decode_prewarm_spec(const TensorView& q, const TensorView& k, const TensorView& v,
                                             const TensorView& out, const SingleDecodeOptions& options,
-                                            const TensorView* lse, const spec::Arch& arch);
+                                            const TensorView* lse, const spec::Arch& arch, int sms = 0);
 spec::KernelSpec xqa_prewarm_spec(const XqaArgs& args, const spec::Arch& arch, int sms = 0);
 
 }  // namespace attnjit::ops

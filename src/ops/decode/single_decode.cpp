@@ -22,7 +22,7 @@ using ops::invalid;
 ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorView& k,
                                               const TensorView& v, const TensorView& out,
                                               const SingleDecodeOptions& o, const TensorView* lse,
-                                              const spec::Arch& arch) {
+                                              const spec::Arch& arch, int sms) {
   require_layout(o.kv_layout);
   require_backend(o.backend);
   ATTNJIT_REQUIRE(o.pos_encoding_mode == PosEncodingMode::kNone || o.pos_encoding_mode == PosEncodingMode::kRopeLlama ||
@@ -149,6 +149,10 @@ ops::SingleDecodePlan ops::plan_single_decode(const TensorView& q, const TensorV
   plan.shape.head_dim = static_cast<int>(hd);
   plan.shape.max_seq_len = static_cast<int>(kv_len);
   plan.shape.window_left = o.window_left;
+  // One request: 32-token tiles where batch 1 gains from them (ops::decode_batch1_takes_tile32).
+  if (s.backend == spec::Backend::kXqa &&
+      ops::decode_batch1_takes_tile32(s, plan.shape, sms > 0 ? sms : ops::kNominalSms))
+    s.features |= spec::feature::kTile32;
   return plan;
 }
 
@@ -158,7 +162,8 @@ void single_decode_with_kv_cache(const TensorView& q, const TensorView& k, const
   const int device = driver::current_device();
   const driver::DeviceCaps& info = driver::device_caps(device);
   ops::SingleDecodePlan plan =
-      ops::plan_single_decode(q, k, v, out, options, lse, spec::arch_for_device(info.sm_major, info.sm_minor));
+      ops::plan_single_decode(q, k, v, out, options, lse, spec::arch_for_device(info.sm_major, info.sm_minor),
+                              info.sm_count);
   ops::DecodeLaunch l;
   l.spec = &plan.spec;
   l.device = device;
@@ -172,15 +177,18 @@ std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const Tenso
                                                 const TensorView& v, const TensorView& out,
                                                 const SingleDecodeOptions& options, const TensorView* lse,
                                                 const std::string& arch, Runtime* runtime) {
-  const spec::KernelSpec s = ops::single_decode_prewarm_spec(q, k, v, out, options, lse, ops::prewarm_arch(arch));
+  const spec::Arch target = ops::prewarm_arch(arch);  // no arch and no GPU: its error, first
+  // No arch: this device's SMs decide the kernel, as the call's will (else kNominalSms).
+  const int sms = arch.empty() ? driver::device_caps(driver::current_device()).sm_count : 0;
+  const spec::KernelSpec s = ops::single_decode_prewarm_spec(q, k, v, out, options, lse, target, sms);
   return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
 }
 
 spec::KernelSpec ops::single_decode_prewarm_spec(const TensorView& q, const TensorView& k, const TensorView& v,
                                                  const TensorView& out, const SingleDecodeOptions& options,
-                                                 const TensorView* lse, const spec::Arch& arch) {
+                                                 const TensorView* lse, const spec::Arch& arch, int sms) {
   ShapesOnlyScope shapes_only;
-  return plan_single_decode(q, k, v, out, options, lse, arch).spec;
+  return plan_single_decode(q, k, v, out, options, lse, arch, sms).spec;
 }
 
 }  // namespace attnjit

@@ -42,7 +42,8 @@ constexpr uint32_t kKvPair = 1u << 14;        // decode: one CTA serves two adja
 constexpr uint32_t kTokHead = 1u << 15;       // decode kvpair: per-token scales that differ by head, both heads' a stage
 constexpr uint32_t kNarrowTile = 1u << 16;    // mla wgmma: <= 16 query rows a CTA, in wgmma's N (tokens in M)
 constexpr uint32_t kNarrow32 = 1u << 17;      // mla wgmma: the narrow tile with 32 rows in N (16-bit KV)
-constexpr uint32_t kTile32 = 1u << 18;        // mla wgmma: the wide tile in 32-token tiles, four KV buffers
+constexpr uint32_t kTile32 = 1u << 18;        // mla wgmma: the wide tile in 32-token tiles, four KV buffers;
+                                              // xqa / decode: batch 1's kernel of 32-token warp tiles
 constexpr uint32_t kFlat = 1u << 19;          // mla wgmma: the wide tile's balanced schedule (parts across requests)
 constexpr uint32_t kAll = ((1u << 20) - 1) & ~(1u << 5);
 

@@ -346,8 +346,8 @@ TEST(SplitPlanSms, UnevenGridsTakeOneCtaAnSm) {
       EXPECT_EQ(l6.tokens_per_split, 384);
       EXPECT_EQ(plan_splits(DecodeShape{1, 8, 8, 1, 128, 8192}, 132, slots, granule).splits, 32);
       EXPECT_EQ(plan_splits(DecodeShape{1, 8, 8, 1, 128, 5000}, 132, slots, granule).splits * 8, 128);
-      // Batches that fill two slots an SM evenly keep their plan; with three, B4 L4K's 12 splits
-      // (384 CTAs) carry 1026 tokens an SM against one CTA's 1024: a tie, kept.
+      // Batches keep their plan (a ragged batch's long request needs its splits): B2 L6K's 16
+      // splits fill two slots an SM evenly; B4 L4K's 12 splits on three slots (384 CTAs) stay.
       if (ctas_per_sm == 2) {
         EXPECT_EQ(plan_splits(DecodeShape{2, 8, 8, 1, 128, 6144}, 132, slots, granule).splits, 16);
         EXPECT_EQ(plan_splits(DecodeShape{4, 8, 8, 1, 128, 4096}, 132, slots, granule).splits, 8);
@@ -365,7 +365,7 @@ TEST(SplitPlanSms, UnevenGridsTakeOneCtaAnSm) {
   }
 }
 
-// A one-CTA-an-SM kernel's second wave starts its pipelines cold (kColdWaveTokens): B1 with 8 KV
+// At batch 1, a one-CTA-an-SM kernel's second wave starts its pipelines cold (kColdWaveTokens): 8 KV
 // heads stays at 16 splits (one wave) at 64K and 128K, where the plain cost model would take 33
 // (two waves); a grid whose one wave leaves half the SMs idle still takes more (67 KV heads at
 // 32K: one split on 67 SMs, 32768 tokens an SM, against seven splits in four waves, 18728 and
@@ -377,7 +377,9 @@ TEST(SplitPlanSms, OneCtaAnSmKernelsKeepToOneWave) {
         << ": two CTAs an SM overlap their pipelines, and keep two";
   }
   EXPECT_EQ(plan_splits(DecodeShape{1, 67, 8, 1, 128, 32768}, 132, 132, 32).splits, 7);
-  EXPECT_EQ(plan_splits(DecodeShape{4, 8, 8, 1, 128, 32768}, 132, 132, 32).splits, 4);
+  // Batches keep the cost model's plan: a ragged batch's long request needs the splits (hd256,
+  // lens {65536, 300}: 8 splits ran 25% slower than 33), and the host knows only max_seq_len.
+  EXPECT_EQ(plan_splits(DecodeShape{2, 8, 8, 1, 256, 65536}, 132, 132, 16).splits, 33);
 }
 
 }  // namespace

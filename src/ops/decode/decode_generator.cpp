@@ -346,12 +346,13 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
       ~(spec::feature::kAll & ~spec::feature::kSplitRope & ~spec::feature::kDequantPass & ~spec::feature::kNarrowTile &
         ~spec::feature::kNarrow32 & ~spec::feature::kFlat))
     return refuse([&] { return fmt::format("unknown feature bits {:#x}", s.features); });
+  // (8-bit K/V tiles 32 tokens already: the feature would name the same kernel twice.)
   if (s.has(spec::feature::kTile32) &&
       ((s.family != spec::OpFamily::kXqa && s.family != spec::OpFamily::kDecode) || s.page_size % 32 != 0 ||
-       s.mask != spec::MaskMode::kNone || split_d(s)))
+       s.mask != spec::MaskMode::kNone || split_d(s) || dtype_size(s.kv_dtype) != 2))
     return refuse([&] {
-      return fmt::format("tile32 (32-token warp tiles asked for) takes xqa or single_decode with pages of a multiple "
-                         "of 32 (or contiguous K/V), no mask and head dims up to 256 ({})", s.name());
+      return fmt::format("tile32 (32-token warp tiles asked for) takes xqa or single_decode with 16-bit K/V, pages "
+                         "of a multiple of 32 (or contiguous K/V), no mask and head dims up to 256 ({})", s.name());
     });
   if (s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)) {
     // FIA's per-token antiquant: K per token with V per token, or K per channel with V per token.

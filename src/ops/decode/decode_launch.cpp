@@ -127,8 +127,8 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
       plan.splits = static_cast<int>(std::max<int64_t>(
           1, std::min<int64_t>(plan.splits, ceil_div(kMaxWaves * int64_t(slots), blocks))));
     // A grid of more CTAs than SMs runs at the pace of its busiest SMs: ceil(CTAs / SMs)
-    // splits' tokens an SM. One CTA an SM is taken where it carries fewer tokens an SM (by more
-    // than a granule: rounding, not a gain, separates closer plans), in two cases:
+    // splits' tokens an SM. At batch 1, one CTA an SM is taken where it carries fewer tokens an
+    // SM (by more than a granule: rounding, not a gain, separates closer plans), in two cases:
     // - fewer CTAs than slots, where some SMs hold two CTAs and others one. H100, B1 L6K g8,
     //   8 KV heads beside FlashInfer's XQA, us: 24 splits (192 CTAs) -> 16: bf16 18.2 -> 13.2,
     //   fp8 14.7 -> 10.5, hd64 p64 12.2 -> 8.9. (At L8K, 32 splits and 16 carry 512 tokens an
@@ -138,8 +138,11 @@ SplitPlan plan_splits(const DecodeShape& s, int sms, int slots, int granule) {
     //   past the first. H100, B1 bf16 hd128 g8 with 32-token tiles, us: L64K 33 splits (two
     //   waves) 110.6 -> 16 splits 100.6, L128K 203.7 -> 191.7 (PERFORMANCE.md, forty-third
     //   session).
+    // Batches keep their plan: the host knows only max_seq_len, and fewer splits leave a ragged
+    // batch's long request to fewer CTAs (H100, hd256 g8, 8 KV heads, lens {65536, 300}: 33
+    // splits 196 us, 8 splits 245 us; a uniform B2 gained 2%).
     const int64_t ctas = base * plan.splits;
-    if (ctas > sms && base <= sms && (ctas < slots || slots <= sms)) {
+    if (s.batch == 1 && ctas > sms && base <= sms && (ctas < slots || slots <= sms)) {
       const int64_t one = std::min<int64_t>(plan.splits, sms / base), waves = ceil_div(ctas, sms);
       const int64_t cold = slots <= sms ? (waves - 1) * kColdWaveTokens : 0;
       if (ceil_div(len, one) + granule < waves * ceil_div(len, plan.splits) + cold) plan.splits = static_cast<int>(one);

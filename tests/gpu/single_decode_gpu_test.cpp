@@ -137,8 +137,8 @@ TEST(SingleDecodeGpu, ProofKernelFp16AndBf16) {
 
 // A single request is batch 1: bf16 / fp16 hd128 past 4096 visible tokens takes batch 1's kernel
 // of 32-token tiles (ops::decode_batch1_takes_tile32), with RoPE, ALiBi, soft caps, windows, LSE,
-// NHD and HND; lengths that end inside a tile; up to 128K. Short sequences, a short window, fp8
-// K/V and head_dim 64 keep their kernels.
+// NHD and HND; lengths that end inside a tile; up to 128K; head_dim 384 and 512 (split-D).
+// Short sequences, a short window, fp8 K/V and head_dim 64 keep their kernels.
 TEST(SingleDecodeGpu, LongSequencesTakeThirtyTwoTokenTiles) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   SingleCase b;
@@ -165,6 +165,20 @@ TEST(SingleDecodeGpu, LongSequencesTakeThirtyTwoTokenTiles) {
   c.kv_len = 131072 - 100;
   c.num_kv_heads = 2;
   c.lse = true;
+  cases.push_back(c);
+  c = b;  // split-D: three 32-token stages, one CTA an SM
+  c.head_dim = 512;
+  c.kv_len = 33000 + 5;
+  c.pos = PosEncodingMode::kRopeLlama;
+  c.layout = KvLayout::kHND;
+  cases.push_back(c);
+  c = b;
+  c.head_dim = 384;
+  c.group = 16;
+  c.num_kv_heads = 2;
+  c.kv_len = 9000 + 9;
+  c.lse = true;
+  c.soft_cap = 30.f;
   cases.push_back(c);
   int n = 0;
   for (const auto& x : cases) {

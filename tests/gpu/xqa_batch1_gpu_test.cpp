@@ -19,7 +19,8 @@ using xqa_gpu::tolerance;
 // page and a tile, pages 32 / 64 / 128, NHD and HND, sinks, windows (one shorter than
 // the sequence, one longer), device scales, and a page table far longer than the request
 // (the splits are planned for the table, most of them empty). The call takes the tile32
-// kernel, up to 128K (one wave); with sm_count 1 (one split) and at batch 2 it does not.
+// kernel, up to 128K (one wave), and at head_dim 384 and 512 (split-D); with sm_count 1 (one
+// split) and at batch 2 it does not.
 TEST(XqaGpu, Batch1TakesThirtyTwoTokenTiles) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   std::vector<XqaCase> cases;
@@ -58,6 +59,19 @@ TEST(XqaGpu, Batch1TakesThirtyTwoTokenTiles) {
   cases.push_back(c);
   c = b;
   c.seq_lens = {131072 - 100};
+  cases.push_back(c);
+  c = b;  // split-D: three 32-token stages, one CTA an SM
+  c.head_dim = 512;
+  c.group = 4;
+  c.seq_lens = {20000 + 3};
+  cases.push_back(c);
+  c = b;
+  c.head_dim = 384;
+  c.group = 16;
+  c.num_kv_heads = 2;
+  c.page_size = 64;
+  c.layout = KvLayout::kHND;
+  c.seq_lens = {9000 + 17};
   cases.push_back(c);
   int n = 0;
   for (auto& x : cases) {

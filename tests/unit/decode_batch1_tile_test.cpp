@@ -135,11 +135,17 @@ TEST(Batch1Tile, OtherCallsKeepTheirKernel) {
   c = base;
   c.head_dim = 64;  // 32 already (three stages, two CTAs)
   EXPECT_FALSE(takes_tile32(c)) << "hd64";
-  for (int hd : {256, 512}) {  // registers spill at 32 (256); split-D plans its own (512)
+  c = base;
+  c.head_dim = 256;  // registers spill at 32
+  c.group = 4;
+  EXPECT_FALSE(takes_tile32(c)) << "hd256";
+  for (int hd : {384, 512}) {  // split-D: 32-token tiles of three stages, one CTA an SM
     c = base;
     c.head_dim = hd;
     c.group = 4;
-    EXPECT_FALSE(takes_tile32(c)) << hd;
+    EXPECT_TRUE(takes_tile32(c)) << hd;
+    c.tokens = kBatch1Tile32AboveTokens;
+    EXPECT_FALSE(takes_tile32(c)) << hd << " short";
   }
   c = base;
   c.page = 16;  // a 32-token tile never spans two pages
@@ -196,8 +202,17 @@ TEST(Batch1Tile, SingleDecodeTakesBatch1sKernel) {
   EXPECT_FALSE(plan(32768, KvLayout::kHND, DType::kBFloat16, 128, 0, features).has(feature::kTile32));
   EXPECT_FALSE(plan(kBatch1Tile32AboveTokens, KvLayout::kNHD, DType::kBFloat16, 128).has(feature::kTile32)) << "short";
   EXPECT_FALSE(plan(32768, KvLayout::kNHD, DType::kBFloat16, 128, 1).has(feature::kTile32)) << "one SM";
-  for (int hd : {64, 256, 512})  // 64: unmeasured at 32; 256 and 512: 16-bit K/V at 16 (or split-D)
+  for (int hd : {64, 256})  // 64: unmeasured at 32; 256: registers spill at 32
     EXPECT_FALSE(plan(32768, KvLayout::kNHD, DType::kBFloat16, hd).has(feature::kTile32)) << hd;
+  for (int hd : {384, 512}) {  // split-D: three 32-token stages, one CTA an SM
+    const spec::KernelSpec s = plan(32768, KvLayout::kNHD, DType::kBFloat16, hd);
+    EXPECT_TRUE(s.has(feature::kTile32)) << hd;
+    const DecodeTiling t = decode_tiling(s);
+    EXPECT_EQ(t.tile, 32) << hd;
+    EXPECT_GE(t.stages, 3) << hd;
+    std::string why;
+    EXPECT_TRUE(decode_can_implement(s, s.arch, &why)) << why;
+  }
 }
 
 // can_implement names the feature where a spec asks for it and cannot have it.
@@ -223,9 +238,6 @@ TEST(Batch1Tile, CanImplementRefusesTile32WhereItCannotTile) {
   refused(s, "16-bit K/V");
   s = good;
   s.mask = spec::MaskMode::kCustom;
-  refused(s, "tile32");
-  s = good;
-  s.set_head_dim(512);
   refused(s, "tile32");
   s = good;
   s.arch = spec::Arch::parse("sm_120");
@@ -255,6 +267,19 @@ TEST(Batch1Tile, CompilesWithoutSpillsWhereItFits) {
     EXPECT_EQ(r.resources.spill_loads, 0) << r.log;
     EXPECT_EQ(r.resources.stack_bytes, 0) << r.log;
   }
+  // Split-D's (head_dim 512): three 32-token stages, one CTA an SM.
+  Call c;
+  c.head_dim = 512;
+  c.group = 4;
+  const spec::KernelSpec s = plan_xqa(args_for(c), testing::kPlanArch).spec;
+  SCOPED_TRACE(s.name());
+  ASSERT_TRUE(s.has(feature::kTile32));
+  const render::RenderedUnit u = render::render(s);
+  EXPECT_EQ(u.launch.split_granule, 32);
+  const compile::CompileResult r = compile::compile(s.name(), u, s.arch);
+  EXPECT_EQ(r.resources.spill_stores, 0) << r.log;
+  EXPECT_EQ(r.resources.spill_loads, 0) << r.log;
+  EXPECT_EQ(r.resources.stack_bytes, 0) << r.log;
 }
 
 }  // namespace

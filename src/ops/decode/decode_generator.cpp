@@ -349,10 +349,10 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
   // (8-bit K/V tiles 32 tokens already: the feature would name the same kernel twice.)
   if (s.has(spec::feature::kTile32) &&
       ((s.family != spec::OpFamily::kXqa && s.family != spec::OpFamily::kDecode) || s.page_size % 32 != 0 ||
-       s.mask != spec::MaskMode::kNone || split_d(s) || dtype_size(s.kv_dtype) != 2))
+       s.mask != spec::MaskMode::kNone || dtype_size(s.kv_dtype) != 2))
     return refuse([&] {
       return fmt::format("tile32 (32-token warp tiles asked for) takes xqa or single_decode with 16-bit K/V, pages "
-                         "of a multiple of 32 (or contiguous K/V), no mask and head dims up to 256 ({})", s.name());
+                         "of a multiple of 32 (or contiguous K/V) and no mask ({})", s.name());
     });
   if (s.has(spec::feature::kKTokenScale | spec::feature::kVTokenScale)) {
     // FIA's per-token antiquant: K per token with V per token, or K per channel with V per token.
@@ -381,14 +381,15 @@ bool decode_can_implement(const spec::KernelSpec& s, const spec::Arch& arch, std
 std::optional<DecodeTiling> decode_batch1_tile32(const spec::KernelSpec& s) {
   // The cheap tests first: this runs on every long batch-1 launch (two tilings).
   const bool family = s.family == spec::OpFamily::kXqa || s.family == spec::OpFamily::kDecode;
-  if (!family || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone || s.head_dim_qk != 128 ||
+  if (!family || s.page_size % 32 != 0 || s.mask != spec::MaskMode::kNone || (s.head_dim_qk != 128 && !split_d(s)) ||
       dtype_size(s.kv_dtype) != 2 || s.has(spec::feature::kTile32))
     return std::nullopt;
   if (decode_tiling(s).tile != 16) return std::nullopt;
   spec::KernelSpec asked = s;
   asked.features |= spec::feature::kTile32;
   const DecodeTiling t = decode_tiling(asked);
-  if (t.tile != 32 || t.smem_bytes > t.smem_limit) return std::nullopt;
+  // (split-D as measured: three stages, where one CTA an SM holds them)
+  if (t.tile != 32 || t.smem_bytes > t.smem_limit || (split_d(s) && t.stages < 3)) return std::nullopt;
   return t;
 }
 

@@ -35,11 +35,12 @@ DecodeTiling decode_tiling(const spec::KernelSpec& spec);
 // 32 where it has split-M; else 16. The one place that decides it.
 int decode_rows_per_cta(const spec::KernelSpec& spec, int q_seq_len);
 // Whether batch 1 has a kernel of 32-token warp tiles (spec::feature::kTile32) for spec, where
-// decode_tiling keeps 16: xqa's paged and single_decode's contiguous 16-bit K/V at head_dim 128,
-// where the 32-token ring holds one CTA an SM. Batches keep 16: the split plan, which sizes
-// splits to the CTAs an SM, would then leave a ragged batch's long request to half the CTAs
-// (lens 300..12000, B8: 57.4 -> 68.8 us, H100). One request cannot be ragged.
-// decode_batch1_takes_tile32 (decode_launch.hpp) says which batch-1 calls take it.
+// decode_tiling keeps 16: xqa's paged and single_decode's contiguous 16-bit K/V at head_dim 128
+// and past 256 (split-D), where the 32-token ring holds one CTA an SM (split-D: three stages;
+// single_decode hd512, H100: L32K 193.5 -> 186.6 us, L128K 705.5 -> 697.7). Batches keep 16:
+// the split plan, which sizes splits to the CTAs an SM, would then leave a ragged batch's long
+// request to half the CTAs (lens 300..12000, B8: 57.4 -> 68.8 us, H100). One request cannot be
+// ragged. decode_batch1_takes_tile32 (decode_launch.hpp) says which batch-1 calls take it.
 // Returns that kernel's tiling, or none.
 std::optional<DecodeTiling> decode_batch1_tile32(const spec::KernelSpec& spec);
 // KV heads one CTA serves: 2 with the kvpair feature (Traits::kKvPack), else 1.

@@ -88,8 +88,8 @@ int decode_visible_len(const DecodeShape& s);
 // Whether a batch-1 call (xqa, or single_decode's one request) of spec and shape, on `sms`
 // SMs, takes batch 1's kernel of 32-token warp tiles (decode_batch1_tile32): past
 // kBatch1Tile32AboveTokens visible tokens, where that kernel's split plan runs in one wave (at
-// most one CTA an SM). H100, bf16 hd128
-// g8 p32, 8 KV heads, beside FlashInfer's XQA, us, 16-token -> 32-token kernel:
+// most one CTA an SM). H100, bf16 hd128 g8 p32, 8 KV heads, beside FlashInfer's XQA, us,
+// 16-token -> 32-token kernel:
 //   L4K 11.08 -> 11.33 (the same 16 splits of 256 tokens: a warp has two 32-token tiles
 //       against four 16-token ones), L6K 18.1 -> 12.95 (the 16-token plan's 192 CTAs leave 60
 //       SMs with two), L8K 16.45 -> 15.5, L16K 33.0 -> 31.9, L32K 57.2 -> 55.1;

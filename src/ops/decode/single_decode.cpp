@@ -177,10 +177,9 @@ std::string prewarm_single_decode_with_kv_cache(const TensorView& q, const Tenso
                                                 const TensorView& v, const TensorView& out,
                                                 const SingleDecodeOptions& options, const TensorView* lse,
                                                 const std::string& arch, Runtime* runtime) {
-  const spec::Arch target = ops::prewarm_arch(arch);  // no arch and no GPU: its error, first
   // No arch: this device's SMs decide the kernel, as the call's will (else kNominalSms).
-  const int sms = arch.empty() ? driver::device_caps(driver::current_device()).sm_count : 0;
-  const spec::KernelSpec s = ops::single_decode_prewarm_spec(q, k, v, out, options, lse, target, sms);
+  const ops::PrewarmTarget target = ops::prewarm_target(arch);
+  const spec::KernelSpec s = ops::single_decode_prewarm_spec(q, k, v, out, options, lse, target.arch, target.sms);
   return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
 }
 

@@ -296,10 +296,9 @@ size_t xqa_semaphore_count(int batch, int num_kv_heads, int head_group_ratio, in
 }
 
 std::string prewarm_xqa(const XqaArgs& args, const std::string& arch, Runtime* runtime) {
-  const spec::Arch target = ops::prewarm_arch(arch);  // no arch and no GPU: its error, first
   // Without an arch, the current GPU's: its SMs too, so that the kernel is the one a launch takes.
-  const int sms = arch.empty() ? driver::device_caps(driver::current_device()).sm_count : 0;
-  const spec::KernelSpec s = ops::xqa_prewarm_spec(args, target, sms);
+  const ops::PrewarmTarget target = ops::prewarm_target(arch);
+  const spec::KernelSpec s = ops::xqa_prewarm_spec(args, target.arch, target.sms);
   return ops::prewarm_spec(runtime ? *runtime : Runtime::global(), s, arch);
 }
 

@@ -369,15 +369,11 @@ struct PrefillHopper {
     for (int i = 0; i < kTile / 2; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
 
-  // A consumer warpgroup: its 64 rows of item w over every visible tile; g is the
-  // CTA's tiles before the item. The P V of tile it - 1 runs on the tensor cores
-  // while the softmax of tile it runs here: each iteration issues S(it) and then
-  // PV(it - 1), waits for S(it) only, does the softmax, then waits for PV(it - 1)
-  // before O is rescaled and P repacked.
-  static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid, int g) {
-    const int warp = tid / 32, lane = tid % 32;
-    const u32 sq = sm.q + c * Tr::kQBytes;
-    // Q (zero rows past r_end), swizzled as the wgmma reads it.
+  // Consumer c's Q rows of item w (zero past r_end), swizzled as the wgmma reads them:
+  // issued here, waited for by consume(). Every warp of the warpgroup must be done
+  // with its last S = Q K^T of an earlier item (the caller's named barrier).
+  static __device__ __forceinline__ void load_q(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c,
+                                                int tid) {
     constexpr int kQChunks = kD / 8;
     for (int i = tid; i < 64 * kQChunks; i += 128) {
       const int r = i / kQChunks, col = (i % kQChunks) * 8, row = w.r0 + c * 64 + r;
@@ -386,6 +382,20 @@ struct PrefillHopper {
       cp_async_16(sm.base + c * Tr::kQBytes + swizzled_offset<64>(r, col), src, ok ? 16u : 0u);
     }
     cp_async_commit();
+  }
+
+  // A consumer warpgroup: its 64 rows of item w over every visible tile; g is the
+  // CTA's tiles before the item. The P V of tile it - 1 runs on the tensor cores
+  // while the softmax of tile it runs here: each iteration issues S(it) and then
+  // PV(it - 1), waits for S(it) only, does the softmax, then waits for PV(it - 1)
+  // before O is rescaled and P repacked. Its Q was issued (load_q) before; once
+  // the last S is done, prefetch() may issue the next item's, so that load runs
+  // under the last P V and the output's stores instead of before the next S.
+  template <class Prefetch>
+  static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid, int g,
+                                 Prefetch&& prefetch) {
+    const int warp = tid / 32, lane = tid % 32;
+    const u32 sq = sm.q + c * Tr::kQBytes;
     cp_async_wait<0>();
     fence_proxy_async_shared();
     named_barrier_sync(1 + c, 128);
@@ -443,6 +453,8 @@ struct PrefillHopper {
       }
       pack_p(s, pa);
     }
+    // Every S of the item is done: Q's buffer is free. The next Q is issued after the
+    // last P V (a wgmma fence after the copies would wait for them).
     if (w.n_tiles > 0) {
       const int last = (g + w.n_tiles - 1) % kStages;
       wait_full(sm, true, g + w.n_tiles - 1, true);
@@ -450,9 +462,12 @@ struct PrefillHopper {
       wgmma_fence();
       issue_pv(o, pa, sm.v + last * Tr::kVStage);
       turn_end();
+      prefetch();
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       release(sm, true, last, lane);
+    } else {
+      prefetch();
     }
 
 #pragma unroll  // (the int8 epilogue's larger body kept it rolled: R and m went to the stack)
@@ -557,16 +572,49 @@ struct PrefillHopper {
     // Consumer 1 hands consumer 0 the first turn; consumer 0 takes back the last hand-over.
     if constexpr (Tr::kPingPong)
       if (c == 1) named_barrier_arrive(3, 256);
-    for (int k = 0, item; (item = next_item(p, sm, k, false, true)) >= 0; ++k) {
-      const PrefillWork w = item_work(p, item);
-      if (w.zero) {
-        C::zero_rows(p, w, c * 128 + tid, 256);
-        continue;
+    // Without a band or mask (static schedule, ping-pong), the next item's Q loads under
+    // the last P V: +3% at B16 S2K, level at longer items. Under a band (dynamic schedule,
+    // no ping-pong) that measured 2-4% slower, so there each item loads its own Q first
+    // (the loop as it was: the hd256 variants are at their register limit).
+    if constexpr (Tr::kMask == prefill_mask::kNone) {
+      bool q_issued = false;  // the item's Q was issued under the previous item's last P V
+      for (int k = 0, item = next_item(p, sm, 0, false, true); item >= 0; ++k) {
+        const PrefillWork w = item_work(p, item);
+        if (w.zero) {
+          C::zero_rows(p, w, c * 128 + tid, 256);
+          item = next_item(p, sm, k + 1, false, true);
+          q_issued = false;
+          continue;
+        }
+        // Every warp's last S = Q K^T of an earlier item is done before Q is replaced.
+        if (!q_issued) {
+          if (k > 0) named_barrier_sync(1 + c, 128);
+          load_q(p, w, sm, c, tid);
+        }
+        consume(p, w, sm, c, tid, g, [&] {
+          item = next_item(p, sm, k + 1, false, true);
+          q_issued = false;
+          if (item < 0) return;
+          const PrefillWork next = item_work(p, item);
+          if (next.zero) return;
+          named_barrier_sync(1 + c, 128);
+          load_q(p, next, sm, c, tid);
+          q_issued = true;
+        });
+        g += w.n_tiles;
       }
-      // Every warp's last S = Q K^T of an earlier item is done before Q is replaced.
-      if (k > 0) named_barrier_sync(1 + c, 128);
-      consume(p, w, sm, c, tid, g);
-      g += w.n_tiles;
+    } else {
+      for (int k = 0, item; (item = next_item(p, sm, k, false, true)) >= 0; ++k) {
+        const PrefillWork w = item_work(p, item);
+        if (w.zero) {
+          C::zero_rows(p, w, c * 128 + tid, 256);
+          continue;
+        }
+        if (k > 0) named_barrier_sync(1 + c, 128);  // as above
+        load_q(p, w, sm, c, tid);
+        consume(p, w, sm, c, tid, g, [] {});
+        g += w.n_tiles;
+      }
     }
     if constexpr (Tr::kPingPong)
       if (c == 0) named_barrier_sync(3, 256);

@@ -23,6 +23,8 @@
 #   decode GPU tests and the benchmark with those tuning knobs set.
 #   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once
 #   per ';'-separated setting, with the arguments after '|' (else $SWEEP_ARGS).
+#   SWEEP_ROUNDS=N repeats the list (alternating rounds); a setting may name another template
+#   set (ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before, stage_gpu.sh's BEFORE_TEMPLATES).
 set -uo pipefail
 STAGE=${1:-gpu-stage}
 FILTER=${2:-*}
@@ -126,12 +128,15 @@ if [ -n "${EXPERIMENT:-}" ]; then
 fi
 if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   IFS=';' read -ra settings <<<"$SWEEP"
-  for setting in "${settings[@]}"; do
-    knobs=${setting%%|*} args=${SWEEP_ARGS:-}
-    [[ "$setting" == *"|"* ]] && args=${setting#*|}
-    echo "== sweep: ${knobs:-defaults} ($args)" >>"$OUTDIR/sweep.log"
-    # Row lines of every benchmark (the FIA ones are indented).
-    env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^ *(xqa|single|B[0-9]|h[0-9]|full |causal |bf16 |int[48] )" >>"$OUTDIR/sweep.log"
+  # SWEEP_ROUNDS=N walks the whole list N times, so each setting's rows alternate with the others'.
+  for round in $(seq 1 "${SWEEP_ROUNDS:-1}"); do
+    for setting in "${settings[@]}"; do
+      knobs=${setting%%|*} args=${SWEEP_ARGS:-}
+      [[ "$setting" == *"|"* ]] && args=${setting#*|}
+      echo "== sweep round $round [$(date +%T)]: ${knobs:-defaults} ($args)" >>"$OUTDIR/sweep.log"
+      # Row lines of every benchmark (the FIA ones are indented).
+      env $knobs "$STAGE/tools/bench/attnjit-bench" $args 2>&1 | grep -E "^ *(xqa|single|B[0-9]|h[0-9]|full |causal |bf16 |int[48] )" >>"$OUTDIR/sweep.log"
+    done
   done
 fi
 # FlashMLA beside attnjit's MLA decode (staged by scripts/stage_flashmla.sh): built here

@@ -100,6 +100,12 @@ struct Family {
   size_t params_bytes;
 };
 
+// A dtype's type name in the templates (templates/common: half_t, bf16_t, e4m3_t, e5m2_t,
+// i8_t, and i4x8_t for int4 K/V eight to an int32 word), for a generator's rendered Traits.
+// One the templates have no type for is Error(kUnsupported) naming `family`'s templates
+// (can_implement refuses those first).
+const char* device_type(DType d, std::string_view family);
+
 // The registered family of `id`; nullptr when none is (src/ops/families.cpp).
 const Family* find_family(spec::OpFamily id);
 // Every registered family, in families.def order.

@@ -168,4 +168,18 @@ RenderedUnit render(const spec::KernelSpec& s) {
   return unit;
 }
 
+const char* device_type(DType d, std::string_view family) {
+  switch (d) {
+    case DType::kFloat16: return "attnjit::half_t";
+    case DType::kBFloat16: return "attnjit::bf16_t";
+    case DType::kFloat8E4M3: return "attnjit::e4m3_t";
+    case DType::kFloat8E5M2: return "attnjit::e5m2_t";
+    case DType::kInt8: return "attnjit::i8_t";
+    case DType::kInt32: return "attnjit::i4x8_t";
+    default:
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("dtype {} has no device type in the {} templates", dtype_name(d), family));
+  }
+}
+
 }  // namespace attnjit::render

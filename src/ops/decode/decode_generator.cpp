@@ -18,20 +18,6 @@ namespace attnjit::ops {
 
 namespace {
 
-const char* device_type(DType d) {
-  switch (d) {
-    case DType::kFloat16: return "attnjit::half_t";
-    case DType::kBFloat16: return "attnjit::bf16_t";
-    case DType::kFloat8E4M3: return "attnjit::e4m3_t";
-    case DType::kFloat8E5M2: return "attnjit::e5m2_t";
-    case DType::kInt8: return "attnjit::i8_t";
-    case DType::kInt32: return "attnjit::i4x8_t";  // int4 K/V, eight to a word (FIA antiquant)
-    default:
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("dtype {} has no device type in the decode templates", dtype_name(d)));
-  }
-}
-
 // Tuning knobs for experiments (defaults are the measured configuration): each
 // one lands in the rendered source, so the cache key follows it. A bad value is
 // an Error naming the variable, never a silent other setting.
@@ -437,8 +423,9 @@ render::RenderedUnit decode_generate(const spec::KernelSpec& s) {
       "}}\n",
       fmt::arg("name", s.name()),
       fmt::arg("prefetch", t.l2_prefetch ? fmt::format("#define ATTNJIT_CP_ASYNC_L2_PREFETCH {}\n", t.l2_prefetch) : ""),
-      fmt::arg("q", device_type(s.q_dtype)),
-      fmt::arg("kv", device_type(s.kv_dtype)), fmt::arg("o", device_type(s.out_dtype)),
+      fmt::arg("q", render::device_type(s.q_dtype, "decode")),
+      fmt::arg("kv", render::device_type(s.kv_dtype, "decode")),
+      fmt::arg("o", render::device_type(s.out_dtype, "decode")),
       fmt::arg("hd", s.head_dim_qk), fmt::arg("g", s.group_size), fmt::arg("page", s.page_size),
       fmt::arg("hnd", s.layout == spec::KvLayout::kHND ? "true" : "false"),
       fmt::arg("mask", static_cast<int>(s.mask)), fmt::arg("pos", static_cast<int>(s.pos_encoding)),

@@ -15,15 +15,6 @@
 namespace attnjit::ops {
 
 namespace {
-const char* device_type(DType d) {
-  switch (d) {
-    case DType::kFloat16: return "attnjit::half_t";
-    case DType::kBFloat16: return "attnjit::bf16_t";
-    default:
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("dtype {} has no device type in the prefill templates", dtype_name(d)));
-  }
-}
 
 // Quantised K/V values per byte (int8 1, int4 packed in int32 2); 0: not quantised.
 int kv_quant_div(DType kv) { return kv == DType::kInt8 ? 1 : kv == DType::kInt32 ? 2 : 0; }
@@ -230,9 +221,10 @@ render::RenderedUnit dequant_pass_generate(const spec::KernelSpec& s) {
       "  extern __shared__ __align__(16) unsigned char smem[];\n"
       "  attnjit::PrefillDequantPass<Traits>::run(params, smem);\n"
       "}}\n",
-      fmt::arg("name", s.name()), fmt::arg("type", device_type(s.out_dtype)), fmt::arg("hd_qk", s.head_dim_qk),
-      fmt::arg("hd_vo", s.head_dim_vo), fmt::arg("ext", prefill_ext_bits(s)), fmt::arg("smem_bytes", t.smem_bytes),
-      fmt::arg("threads", t.threads), fmt::arg("smem", u.smem_symbol), fmt::arg("entry", u.entry));
+      fmt::arg("name", s.name()), fmt::arg("type", render::device_type(s.out_dtype, "prefill")),
+      fmt::arg("hd_qk", s.head_dim_qk), fmt::arg("hd_vo", s.head_dim_vo), fmt::arg("ext", prefill_ext_bits(s)),
+      fmt::arg("smem_bytes", t.smem_bytes), fmt::arg("threads", t.threads), fmt::arg("smem", u.smem_symbol),
+      fmt::arg("entry", u.entry));
   return u;
 }
 }  // namespace
@@ -310,11 +302,11 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
   const PrefillTiling t = prefill_tiling(s);
   render::RenderedUnit u = prefill_unit(t);
   // The Hopper traits take the stage count and ping-pong after the tile.
+  const char* q = render::device_type(s.q_dtype, "prefill");
   const std::string traits =
-      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}", device_type(s.q_dtype),
-                             s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, t.pingpong ? "true" : "false")
-               : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", device_type(s.q_dtype), s.head_dim_qk,
-                             t.dv_chunk, t.kv_tile);
+      t.hopper ? fmt::format("attnjit::PrefillHopperTraits<{}, {}, {}, {}, {}, {}", q, s.head_dim_qk, s.head_dim_vo,
+                             t.kv_tile, t.stages, t.pingpong ? "true" : "false")
+               : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", q, s.head_dim_qk, t.dv_chunk, t.kv_tile);
   // The rarer switches render only when set: the other variants' source is unchanged.
   const unsigned ext = prefill_ext_bits(s);
   u.source = fmt::format(

@@ -14,15 +14,6 @@
 namespace attnjit::ops {
 
 namespace {
-const char* device_type(DType d) {
-  switch (d) {
-    case DType::kFloat16: return "attnjit::half_t";
-    case DType::kBFloat16: return "attnjit::bf16_t";
-    case DType::kFloat8E4M3: return "attnjit::e4m3_t";
-    default:
-      throw Error(ErrorCode::kUnsupported, fmt::format("dtype {} has no device type in the mla templates", dtype_name(d)));
-  }
-}
 constexpr uint32_t kMlaFeatures = spec::feature::kSinks | spec::feature::kReturnLse | spec::feature::kScalePointers |
                                    spec::feature::kSplitRope | spec::feature::kNarrowTile | spec::feature::kNarrow32 |
                                    spec::feature::kTile32 | spec::feature::kFlat;
@@ -139,11 +130,13 @@ render::RenderedUnit mla_generate(const spec::KernelSpec& s) {
   // The two kernels differ in their header, traits and entry struct (and the wgmma one's
   // 1024-aligned shared memory for its swizzled tiles); the rest of the unit is one text.
   const std::string sparse = s.mask == spec::MaskMode::kCustom ? "true" : "false";
+  const char* q = render::device_type(s.q_dtype, "mla");
+  const char* kv = render::device_type(s.kv_dtype, "mla");
+  const char* o = render::device_type(s.out_dtype, "mla");
   const std::string traits =
-      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}, {}u>", device_type(s.q_dtype),
-                             device_type(s.kv_dtype), device_type(s.out_dtype), s.page_size, sparse, s.features)
-               : fmt::format("MlaTraits<{}, {}, {}, {}, {}, {}u, {}>", device_type(s.q_dtype), device_type(s.kv_dtype),
-                             device_type(s.out_dtype), s.page_size, sparse, s.features, t.stages);
+      t.hopper ? fmt::format("MlaHopperTraits<{}, {}, {}, {}, {}, {}u>", q, kv, o, s.page_size, sparse, s.features)
+               : fmt::format("MlaTraits<{}, {}, {}, {}, {}, {}u, {}>", q, kv, o, s.page_size, sparse, s.features,
+                             t.stages);
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"mla/{header}\"\n"

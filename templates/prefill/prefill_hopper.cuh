@@ -461,8 +461,9 @@ struct PrefillHopper {
     // Without a band or mask (static schedule, ping-pong), the next item's Q loads under
     // the last P V: +3% at B16 S2K, level at longer items. Under a band (dynamic schedule,
     // no ping-pong) that measured 2-4% slower, so there each item loads its own Q first
-    // (the loop as it was: the hd256 variants are at their register limit).
-    if constexpr (Tr::kMask == prefill_mask::kNone) {
+    // (the loop as it was: the hd256 variants are at their register limit), unless
+    // kQPrefetch asks for the prefetch there too.
+    if constexpr (Tr::kMask == prefill_mask::kNone || (Tr::kExt & prefill_ext::kQPrefetch) != 0) {
       bool q_issued = false;  // the item's Q was issued under the previous item's last P V
       for (int k = 0, item = next_item(p, sm, 0, false, true); item >= 0; ++k) {
         const PrefillWork w = item_work(p, item);

@@ -172,6 +172,39 @@ TEST(FiaCompile, KvTileKnobReachesTheTraits) {
   }
 }
 
+// ATTNJIT_PREFILL_Q_PREFETCH=1 renders the Q prefetch bit into a band's Hopper Traits
+// (the cache key follows it); without a band the kernel prefetches anyway, so the source
+// is unchanged there; a bad value is an error naming the variable. The band kernels
+// under it compile without spills (hd 256 sits at its register limit).
+TEST(FiaCompile, QPrefetchKnobReachesTheBandTraits) {
+  KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kCausal, 0, 0, "sm_90a");
+  s.backend = spec::Backend::kTrtllmGen;
+  KernelSpec full = s;
+  full.mask = spec::MaskMode::kNone;
+  const std::string causal = render::render(s).source, plain = render::render(full).source;
+  EXPECT_EQ(causal.find("64u>"), std::string::npos) << causal;
+  std::vector<KernelSpec> band;
+  {
+    testing::EnvGuard on("ATTNJIT_PREFILL_Q_PREFETCH", "1");
+    EXPECT_NE(render::render(s).source.find(", 1, 0, false, false, 64u>;"), std::string::npos) << render::render(s).source;
+    EXPECT_EQ(render::render(full).source, plain);
+    for (int hd : {64, 128, 256}) {
+      KernelSpec v = prefill_spec(DType::kBFloat16, hd, hd, spec::MaskMode::kCausal, 0, 0, "sm_90a");
+      v.backend = spec::Backend::kTrtllmGen;
+      band.push_back(v);
+    }
+    testing::expect_compiles_without_spills(band, "band kernels with the Q prefetch");
+  }
+  EXPECT_EQ(render::render(s).source, causal);
+  testing::EnvGuard bad("ATTNJIT_PREFILL_Q_PREFETCH", "2");
+  try {
+    render::render(s);
+    ADD_FAILURE() << "ATTNJIT_PREFILL_Q_PREFETCH=2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_Q_PREFETCH"), std::string::npos) << e.what();
+  }
+}
+
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {
   testing::expect_compiles_without_spills(variants(), "prefill variants");
 }

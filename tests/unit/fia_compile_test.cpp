@@ -33,6 +33,18 @@ KernelSpec prefill_spec(DType t, int hq, int hv, spec::MaskMode mask, int page, 
   return s;
 }
 
+// A tuning knob's bad value: `call` throws an error that names the variable.
+template <class F>
+void expect_knob_rejects(const char* knob, const char* value, F&& call) {
+  testing::EnvGuard bad(knob, value);
+  try {
+    call();
+    ADD_FAILURE() << knob << "=" << value << " accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
+  }
+}
+
 std::vector<KernelSpec> variants() {
   using M = spec::MaskMode;
   namespace f = spec::feature;
@@ -138,13 +150,7 @@ TEST(FiaCompile, PingPongKnobReachesTheTraits) {
     testing::EnvGuard off("ATTNJIT_PREFILL_PINGPONG", "0");
     EXPECT_NE(render::render(full).source.find(", 3, false,"), std::string::npos);
   }
-  testing::EnvGuard bad("ATTNJIT_PREFILL_PINGPONG", "2");
-  try {
-    render::render(s);
-    ADD_FAILURE() << "ATTNJIT_PREFILL_PINGPONG=2 accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_PINGPONG"), std::string::npos) << e.what();
-  }
+  expect_knob_rejects("ATTNJIT_PREFILL_PINGPONG", "2", [&] { render::render(s); });
 }
 
 // ATTNJIT_PREFILL_KV_TILE sets the Hopper kernel's KV tile (the rendered Traits, so the
@@ -161,15 +167,8 @@ TEST(FiaCompile, KvTileKnobReachesTheTraits) {
     EXPECT_EQ(t.stages, 2);
     EXPECT_NE(render::render(s).source.find("PrefillHopperTraits<attnjit::bf16_t, 128, 128, 176, 2,"), std::string::npos);
   }
-  for (const char* bad : {"112", "48", "272", "abc"}) {
-    testing::EnvGuard tile("ATTNJIT_PREFILL_KV_TILE", bad);
-    try {
-      ops::prefill_tiling(s);
-      ADD_FAILURE() << "ATTNJIT_PREFILL_KV_TILE=" << bad << " accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_KV_TILE"), std::string::npos) << e.what();
-    }
-  }
+  for (const char* bad : {"112", "48", "272", "abc"})
+    expect_knob_rejects("ATTNJIT_PREFILL_KV_TILE", bad, [&] { ops::prefill_tiling(s); });
 }
 
 // ATTNJIT_PREFILL_Q_PREFETCH=1 renders the Q prefetch bit into a band's Hopper Traits
@@ -196,13 +195,7 @@ TEST(FiaCompile, QPrefetchKnobReachesTheBandTraits) {
     testing::expect_compiles_without_spills(band, "band kernels with the Q prefetch");
   }
   EXPECT_EQ(render::render(s).source, causal);
-  testing::EnvGuard bad("ATTNJIT_PREFILL_Q_PREFETCH", "2");
-  try {
-    render::render(s);
-    ADD_FAILURE() << "ATTNJIT_PREFILL_Q_PREFETCH=2 accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_Q_PREFETCH"), std::string::npos) << e.what();
-  }
+  expect_knob_rejects("ATTNJIT_PREFILL_Q_PREFETCH", "2", [&] { render::render(s); });
 }
 
 // ATTNJIT_PREFILL_P_SMEM=1 renders the P-in-shared-memory bit where the KV tile is whole
@@ -233,13 +226,7 @@ TEST(FiaCompile, PSmemKnobReachesTheTraits) {
     kernels = {hopper(64, spec::MaskMode::kNone), hopper(64, spec::MaskMode::kCausal)};
     testing::expect_compiles_without_spills(kernels, "head dim 64 at 256-token tiles with P in shared memory");
   }
-  testing::EnvGuard bad("ATTNJIT_PREFILL_P_SMEM", "yes");
-  try {
-    render::render(hd64);
-    ADD_FAILURE() << "ATTNJIT_PREFILL_P_SMEM=yes accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ATTNJIT_PREFILL_P_SMEM"), std::string::npos) << e.what();
-  }
+  expect_knob_rejects("ATTNJIT_PREFILL_P_SMEM", "yes", [&] { render::render(hd64); });
 }
 
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {

@@ -39,11 +39,7 @@ struct PrefillHopperTraits {
   static constexpr bool kKvInt8 = (kExt_ & prefill_ext::kKvInt8) != 0;
   static constexpr int kRawSlot = kKvTile * (kHdQk + kHdVo) + kKvTile * 16;
   static constexpr int kRawBytes = kKvInt8 ? 2 * kRawSlot + (kHdQk + kHdVo) * 8 : 0;
-  // kPSmem: each consumer's P (64 x kKvTile, swizzled as Q) in shared memory, after the rest,
-  // so that P V reads it as an SS wgmma and P's registers are free under the next softmax.
-  static constexpr bool kPSmem = (kExt_ & prefill_ext::kPSmem) != 0;
-  static constexpr int kPBytes = kPSmem ? 64 * kKvTile * 2 : 0;
-  static constexpr int kTileBytes = kConsumers * (kQBytes + kPBytes) + kStages * (kKStage + kVStage) + kRawBytes;
+  static constexpr int kTileBytes = kConsumers * kQBytes + kStages * (kKStage + kVStage) + kRawBytes;
   // 1024: slack to align the swizzled tiles; then the full and empty mbarriers.
   // The item ring of the dynamic scheduler: kItemSlots (full, empty) mbarrier pairs and ids.
   static constexpr int kItemSlots = 4;
@@ -55,7 +51,6 @@ struct PrefillHopperTraits {
   static_assert(kKvTile % 16 == 0 && kKvTile <= 256, "the KV tile is the N of one wgmma, whole k16 steps of P V");
   static_assert(!kKvInt8 || IsSame<T_, half_t>::value, "int8 K/V dequantise to fp16 (the seed's Q_S > 1 pairing)");
   static_assert((kExt_ & prefill_ext::kKvInt4) == 0, "int4 K/V: the portable kernel");
-  static_assert(!kPSmem || (kKvTile % 64 == 0 && !kKvInt8), "P in shared memory: whole 64-token swizzle chunks");
 };
 
 template <class Tr>
@@ -254,35 +249,10 @@ struct PrefillHopper {
     }
   }
 
-  // O += P V with P from shared memory (kPSmem, K-major as Q), V MN-major (issued, not waited for).
-  static __device__ __forceinline__ void issue_pv_ss(float (&o)[kDv / 2], u32 sp, u32 sv) {
-    const u64 dp = desc_k_major<64>(sp, 0), dv = desc_mn_major<kTile>(sv, 0);
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk)
-      Wgmma<T, kDv>::ss_mn(o, desc_step(dp, k_major_offset<64>(kk * 16)), desc_step(dv, mn_major_offset(kk * 16)), 1);
-    wgmma_commit();
-  }
-
   // P in the A-operand layout: k step kk takes the 8-wide blocks 2kk and 2kk + 1.
   static __device__ __forceinline__ void pack_p(const float (&s)[kTile / 2], u32 (&pa)[kTile / 16][4]) {
 #pragma unroll
     for (int i = 0; i < kTile / 2; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
-  }
-  // kPSmem: P into the consumer's swizzled 64 x kTile tile at sp, one stmatrix per k step
-  // (its four 8x8 matrices: row halves 0/1 of n blocks 2kk and 2kk + 1), packed as it goes,
-  // so no P registers outlive it. issue_pv_ss may read it after publish_p.
-  static __device__ __forceinline__ void store_p(u32 sp, const float (&s)[kTile / 2], int warp, int lane) {
-    const int j = lane / 8, r = warp * 16 + (j % 2) * 8 + lane % 8;
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk)
-      stmatrix_x4(sp + swizzled_offset<64>(r, (2 * kk + j / 2) * 8), pack2<T>(s[8 * kk], s[8 * kk + 1]),
-                  pack2<T>(s[8 * kk + 2], s[8 * kk + 3]), pack2<T>(s[8 * kk + 4], s[8 * kk + 5]),
-                  pack2<T>(s[8 * kk + 6], s[8 * kk + 7]));
-  }
-  // The four warps' P stores, visible to the warpgroup's wgmma (the async proxy).
-  static __device__ __forceinline__ void publish_p(int c) {
-    fence_proxy_async_shared();
-    named_barrier_sync(1 + c, 128);
   }
 
   // Consumer c's Q rows of item w (zero past r_end), swizzled as the wgmma reads them:
@@ -322,16 +292,7 @@ struct PrefillHopper {
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f}, alpha[2];
     float s[kTile / 2];
-    u32 pa[kTile / 16][4];  // P in registers (unused with kPSmem: P in shared memory at sp)
-    const u32 sp = sm.q + Tr::kConsumers * Tr::kQBytes + kStages * (Tr::kKStage + Tr::kVStage) + c * Tr::kPBytes;
-    auto keep_p = [&] {
-      if constexpr (Tr::kPSmem) store_p(sp, s, warp, lane);
-      else pack_p(s, pa);
-    };
-    auto issue_pv_of = [&](u32 sv) {
-      if constexpr (Tr::kPSmem) issue_pv_ss(o, sp, sv);
-      else issue_pv(o, pa, sv);
-    };
+    u32 pa[kTile / 16][4];
 
     // Ping-pong: the consumers take turns issuing their GEMMs (named barriers 3 and
     // 4), so that one's softmax runs under the other's GEMMs. Both walk the same
@@ -353,17 +314,16 @@ struct PrefillHopper {
       wgmma_fence_operands(s);
       release(sm, false, g % kStages, lane);
       softmax(p, R, lane, w.kv_first, s, m, l, alpha);
-      keep_p();
+      pack_p(s, pa);
     }
     for (int it = 1; it < w.n_tiles; ++it) {
       const int st = (g + it) % kStages, prev = (g + it - 1) % kStages;
       wait_full(sm, false, g + it, !p.kv_tma || it == w.n_tiles - 1);
       wait_full(sm, true, g + it - 1, !p.kv_tma);
-      if constexpr (Tr::kPSmem) publish_p(c);
       turn_begin();
       wgmma_fence();
       issue_qk(s, sq, sm.k + st * Tr::kKStage);
-      issue_pv_of(sm.v + prev * Tr::kVStage);
+      issue_pv(o, pa, sm.v + prev * Tr::kVStage);
       turn_end();
       wgmma_wait<1>();  // S(it); PV(it - 1) may still run
       wgmma_fence_operands(s);
@@ -377,17 +337,16 @@ struct PrefillHopper {
 #pragma unroll
         for (int i = 0; i < kDv / 2; ++i) o[i] *= alpha[(i % 4) / 2];
       }
-      keep_p();
+      pack_p(s, pa);
     }
     // Every S of the item is done: Q's buffer is free. The next Q is issued after the
     // last P V (a wgmma fence after the copies would wait for them).
     if (w.n_tiles > 0) {
       const int last = (g + w.n_tiles - 1) % kStages;
       wait_full(sm, true, g + w.n_tiles - 1, true);
-      if constexpr (Tr::kPSmem) publish_p(c);
       turn_begin();
       wgmma_fence();
-      issue_pv_of(sm.v + last * Tr::kVStage);
+      issue_pv(o, pa, sm.v + last * Tr::kVStage);
       turn_end();
       prefetch();
       wgmma_wait<0>();
@@ -502,9 +461,8 @@ struct PrefillHopper {
     // Without a band or mask (static schedule, ping-pong), the next item's Q loads under
     // the last P V: +3% at B16 S2K, level at longer items. Under a band (dynamic schedule,
     // no ping-pong) that measured 2-4% slower, so there each item loads its own Q first
-    // (the loop as it was: the hd256 variants are at their register limit), unless
-    // kQPrefetch asks for the prefetch there too.
-    if constexpr (Tr::kMask == prefill_mask::kNone || (Tr::kExt & prefill_ext::kQPrefetch) != 0) {
+    // (the loop as it was: the hd256 variants are at their register limit).
+    if constexpr (Tr::kMask == prefill_mask::kNone) {
       bool q_issued = false;  // the item's Q was issued under the previous item's last P V
       for (int k = 0, item = next_item(p, sm, 0, false, true); item >= 0; ++k) {
         const PrefillWork w = item_work(p, item);

@@ -21,10 +21,6 @@ constexpr unsigned kInt8Out = 4u;  // int8 attention_out: clamp(round(o * quant_
 constexpr unsigned kKvInt8 = 8u;    // int8 K/V (antiquant): (x + offset) * scale per k_dq / v_dq
 constexpr unsigned kKvInt4 = 16u;   // int4 K/V packed eight to an int32, low nibble first (antiquant)
 constexpr unsigned kQInt8 = 32u;    // int8 query (the full int8 path): the dequantising pass copies Q too
-constexpr unsigned kQPrefetch = 64u;  // Hopper under a band: the next item's Q loads under the last P V
-                                      // (the no-mask kernels' loop; ATTNJIT_PREFILL_Q_PREFETCH, a measuring knob)
-constexpr unsigned kPSmem = 128u;     // Hopper: P goes to P V through shared memory, not registers
-                                      // (ATTNJIT_PREFILL_P_SMEM, a measuring knob)
 }
 
 // Dequantisation of quantised K or V (kKvInt8, kKvInt4): element d of KV head h at

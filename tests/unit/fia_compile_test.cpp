@@ -171,64 +171,6 @@ TEST(FiaCompile, KvTileKnobReachesTheTraits) {
     expect_knob_rejects("ATTNJIT_PREFILL_KV_TILE", bad, [&] { ops::prefill_tiling(s); });
 }
 
-// ATTNJIT_PREFILL_Q_PREFETCH=1 renders the Q prefetch bit into a band's Hopper Traits
-// (the cache key follows it); without a band the kernel prefetches anyway, so the source
-// is unchanged there; a bad value is an error naming the variable. The band kernels
-// under it compile without spills (hd 256 sits at its register limit).
-TEST(FiaCompile, QPrefetchKnobReachesTheBandTraits) {
-  KernelSpec s = prefill_spec(DType::kBFloat16, 128, 128, spec::MaskMode::kCausal, 0, 0, "sm_90a");
-  s.backend = spec::Backend::kTrtllmGen;
-  KernelSpec full = s;
-  full.mask = spec::MaskMode::kNone;
-  const std::string causal = render::render(s).source, plain = render::render(full).source;
-  EXPECT_EQ(causal.find("64u>"), std::string::npos) << causal;
-  std::vector<KernelSpec> band;
-  {
-    testing::EnvGuard on("ATTNJIT_PREFILL_Q_PREFETCH", "1");
-    EXPECT_NE(render::render(s).source.find(", 1, 0, false, false, 64u>;"), std::string::npos) << render::render(s).source;
-    EXPECT_EQ(render::render(full).source, plain);
-    for (int hd : {64, 128, 256}) {
-      KernelSpec v = prefill_spec(DType::kBFloat16, hd, hd, spec::MaskMode::kCausal, 0, 0, "sm_90a");
-      v.backend = spec::Backend::kTrtllmGen;
-      band.push_back(v);
-    }
-    testing::expect_compiles_without_spills(band, "band kernels with the Q prefetch");
-  }
-  EXPECT_EQ(render::render(s).source, causal);
-  expect_knob_rejects("ATTNJIT_PREFILL_Q_PREFETCH", "2", [&] { render::render(s); });
-}
-
-// ATTNJIT_PREFILL_P_SMEM=1 renders the P-in-shared-memory bit where the KV tile is whole
-// 64-token chunks (not head dim 256's 80), with P's bytes in the shared memory the host
-// and kernel agree on; those kernels compile without spills, head dim 64 at 256-token tiles
-// too (which spill with P in registers).
-TEST(FiaCompile, PSmemKnobReachesTheTraits) {
-  auto hopper = [](int hd, spec::MaskMode mask, uint32_t features = 0) {
-    KernelSpec v = prefill_spec(DType::kBFloat16, hd, hd, mask, 0, 0, "sm_90a");
-    v.backend = spec::Backend::kTrtllmGen;
-    v.features = features;
-    return v;
-  };
-  const KernelSpec hd64 = hopper(64, spec::MaskMode::kNone), hd256 = hopper(256, spec::MaskMode::kNone);
-  const int plain_smem = ops::prefill_tiling(hd64).smem_bytes;
-  const std::string plain256 = render::render(hd256).source;
-  std::vector<KernelSpec> kernels;
-  {
-    testing::EnvGuard on("ATTNJIT_PREFILL_P_SMEM", "1");
-    EXPECT_NE(render::render(hd64).source.find(", 128u>;"), std::string::npos) << render::render(hd64).source;
-    // The two consumers' P take the place of a stage (its K and V, its four mbarriers).
-    EXPECT_EQ(ops::prefill_tiling(hd64).smem_bytes, plain_smem + 2 * 64 * 192 * 2 - (192 * (64 + 64) * 2 + 4 * 8));
-    EXPECT_EQ(render::render(hd256).source, plain256);
-    kernels = {hopper(64, spec::MaskMode::kNone), hopper(64, spec::MaskMode::kCausal),
-               hopper(128, spec::MaskMode::kCausal), hopper(128, spec::MaskMode::kCustom, spec::feature::kPse)};
-    testing::expect_compiles_without_spills(kernels, "kernels with P in shared memory");
-    testing::EnvGuard tile("ATTNJIT_PREFILL_KV_TILE", "256");
-    kernels = {hopper(64, spec::MaskMode::kNone), hopper(64, spec::MaskMode::kCausal)};
-    testing::expect_compiles_without_spills(kernels, "head dim 64 at 256-token tiles with P in shared memory");
-  }
-  expect_knob_rejects("ATTNJIT_PREFILL_P_SMEM", "yes", [&] { render::render(hd64); });
-}
-
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {
   testing::expect_compiles_without_spills(variants(), "prefill variants");
 }

@@ -25,12 +25,11 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile, int quant_div) {
   return kPrefillRows * (hd_qk + 8) * 2 + (quant_div ? 1 : 2) * kv_tile * ((hd_qk + 8) * 2 + (hd_vo + 8) * 2) + raw;
 }
 // PrefillHopperTraits::kSmemBytes: alignment slack, two consumers' Q, the stages, int8 K/V's
-// two raw slots and dims' table (kRawBytes), each consumer's P (kPBytes, ATTNJIT_PREFILL_P_SMEM),
-// the mbarriers (full and empty, K's and V's), the item ring (4 slots).
-int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages, bool int8_kv, bool p_smem) {
+// two raw slots and dims' table (kRawBytes), the mbarriers (full and empty, K's and V's),
+// the item ring (4 slots).
+int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages, bool int8_kv) {
   const int raw = int8_kv ? 2 * (kv_tile * (hd_qk + hd_vo) + kv_tile * 16) + (hd_qk + hd_vo) * 8 : 0;
-  const int p = p_smem ? 2 * 64 * kv_tile * 2 : 0;
-  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + p + 4 * stages * 8 + 4 * (2 * 8 + 4);
+  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + 4 * stages * 8 + 4 * (2 * 8 + 4);
 }
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace
@@ -139,15 +138,11 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
                     fmt::format("ATTNJIT_PREFILL_KV_TILE={}: expected 64, 80, 96, 128, 160, 176, 192 or 256", *tile));
       t.kv_tile = *tile;
     }
-    // A measuring knob (a Traits bit): P through shared memory, where the tile is whole
-    // 64-token swizzle chunks (not int8 K/V); elsewhere it leaves the kernel as it is.
-    t.p_smem = util::env_knob("ATTNJIT_PREFILL_P_SMEM", 0, 1, "0 or 1").value_or(0) == 1 && t.kv_tile % 64 == 0 &&
-               !int8_kv;
     t.stages = 2;
     while (t.stages < 4 &&
-           hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1, int8_kv, t.p_smem) <= t.smem_limit)
+           hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages + 1, int8_kv) <= t.smem_limit)
       ++t.stages;
-    t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, int8_kv, t.p_smem);
+    t.smem_bytes = hopper_smem_for(s.head_dim_qk, s.head_dim_vo, t.kv_tile, t.stages, int8_kv);
     // Ping-pong (the consumers take turns at their GEMMs) pays without a band and costs
     // under one: measured on the H200 in two calls (PERFORMANCE.md, nineteenth session),
     // off gained 1-5% on every causal row and lost up to 10% on full ones (B16·S2K).
@@ -155,9 +150,6 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     const bool band = s.mask != spec::MaskMode::kNone;
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1;
     t.tma_kv = prefill_tma_capable(s) && (s.page_size == 0 || s.page_size % t.kv_tile == 0);
-    // Without a band the next item's Q always loads under the last P V; under one that
-    // measured 2-4% slower (forty-fifth session). A measuring knob (it renders a Traits bit).
-    t.q_prefetch_band = band && util::env_knob("ATTNJIT_PREFILL_Q_PREFETCH", 0, 1, "0 or 1").value_or(0) == 1;
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
@@ -316,8 +308,7 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
                              t.kv_tile, t.stages, t.pingpong ? "true" : "false")
                : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", q, s.head_dim_qk, t.dv_chunk, t.kv_tile);
   // The rarer switches render only when set: the other variants' source is unchanged.
-  const unsigned ext = prefill_ext_bits(s) | (t.q_prefetch_band ? prefill_ext::kQPrefetch : 0u) |
-                       (t.p_smem ? prefill_ext::kPSmem : 0u);
+  const unsigned ext = prefill_ext_bits(s);
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"prefill/{header}\"\n"

@@ -21,8 +21,6 @@ struct PrefillTiling {
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
   bool tma_kv = false;    // Hopper: K/V may land by TMA (prefill_tma_capable); else cp.async only
-  bool p_smem = false;  // Hopper: P through shared memory, an SS wgmma for P V (ATTNJIT_PREFILL_P_SMEM)
-  bool q_prefetch_band = false;  // Hopper under a band: the next item's Q under the last P V (ATTNJIT_PREFILL_Q_PREFETCH)
   int smem_bytes = 0;
   int smem_limit = 0;
 };

@@ -209,36 +209,46 @@ struct PrefillHopper {
     wgmma_commit();
   }
 
-  // The running max of s[kBegin, kEnd) for each of the thread's two rows (scores taken
-  // and masked first unless kInterior), in kAccs accumulators a row: dependent chains of
-  // a quarter of the elements on interior tiles (a warp issues in order; at head dim 64
-  // one chain a row was 12% of the consumers' stall samples), half on the band's edge
-  // (its scores' registers: four spilled at head dim 256). kBegin is a multiple of 4, so
-  // the first 2 * kAccs elements hold one accumulator each: they start them.
-  template <int kBegin, int kEnd, bool kInterior>
+  // How a tile's scores are read: every key visible to both rows (kInterior: raw
+  // scores, the scale folds into the exponent's fused multiply-add, a positive scale
+  // keeping the max), a band's edge without a mask tensor or pse (kEdge: raw scores,
+  // keys outside a row's [jlo, jhi] set to -inf by one select), or scored per element.
+  enum class Tile { kInterior, kEdge, kScored };
+  // The running max of s[kBegin, kEnd) for each of the thread's two rows, in kAccs
+  // accumulators a row: dependent chains of a quarter of the elements on interior tiles
+  // (a warp issues in order; at head dim 64 one chain a row was 12% of the consumers'
+  // stall samples), half on the band's edge (its registers: four spilled at head dim 256).
+  // kBegin is a multiple of 4, so the first 2 * kAccs elements hold one accumulator each.
+  template <int kBegin, int kEnd, Tile kKind>
   static __device__ __forceinline__ void part_max(const PrefillParams& p, const typename C::Rows& R, int lane,
                                                   int j0, float (&s)[kTile / 2], float (&mx)[2]) {
-    constexpr int kAccs = kInterior ? 4 : 2;
+    constexpr int kAccs = kKind == Tile::kInterior ? 4 : 2;
     static_assert(kBegin % 4 == 0 && kEnd - kBegin >= 8, "whole accumulator sets");
+    // kEdge: key j0 + c of the thread's first column is visible where lo <= c <= hi.
+    int lo[2], hi[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      lo[hf] = R.jlo[hf] - j0 - (lane % 4) * 2;
+      hi[hf] = R.jhi[hf] - j0 - (lane % 4) * 2;
+    }
     float acc[2][kAccs];
 #pragma unroll
     for (int i = kBegin; i < kEnd; ++i) {
-      const int hf = (i % 4) / 2;
-      if constexpr (!kInterior) {
-        const int j = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+      const int hf = (i % 4) / 2, c = (i / 4) * 8 + (i % 2);
+      if constexpr (kKind == Tile::kEdge) {
+        if (c < lo[hf] || c > hi[hf]) s[i] = kNegInf;
+      } else if constexpr (kKind == Tile::kScored) {
+        const int j = j0 + (lane % 4) * 2 + c;
         s[i] = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[i]);
       }
-      float& a = acc[hf][kAccs == 4 ? ((i / 4) % 2) * 2 + i % 2 : kAccs == 2 ? i % 2 : 0];
-      const bool first = i - kBegin < (kAccs == 4 ? 8 : 4) && (kAccs > 1 || i % 2 == 0);
-      a = first ? s[i] : fmaxf(a, s[i]);
+      float& a = acc[hf][kAccs == 4 ? ((i / 4) % 2) * 2 + i % 2 : i % 2];
+      a = i - kBegin < 2 * kAccs ? s[i] : fmaxf(a, s[i]);
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      mx[hf] = acc[hf][0];
-      if constexpr (kAccs >= 2) mx[hf] = fmaxf(mx[hf], acc[hf][1]);
+      mx[hf] = fmaxf(acc[hf][0], acc[hf][1]);
       if constexpr (kAccs == 4) mx[hf] = fmaxf(mx[hf], fmaxf(acc[hf][2], acc[hf][3]));
-      // A tile without a mask takes the max of the raw scores: the positive scale keeps it.
-      if constexpr (kInterior) mx[hf] *= p.scale * kLog2e;
+      if constexpr (kKind != Tile::kScored) mx[hf] *= p.scale * kLog2e;
     }
   }
   // s[kBegin, kEnd) become P against the rows' references ref (mul: the scale when the
@@ -266,15 +276,15 @@ struct PrefillHopper {
   }
   // The split softmax's first part: the first half's max and exponentials, then the
   // second half's max, in one basic block, so that max's chain issues under them.
-  template <bool kInterior>
+  template <Tile kKind>
   static __device__ __forceinline__ void split_first(const PrefillParams& p, const typename C::Rows& R, int lane,
                                                      int j0, float (&s)[kTile / 2], float (&m)[2], float (&l)[2],
                                                      float (&alpha)[2], float (&mx_b)[2]) {
     float mx[2];
-    part_max<0, kTile / 4, kInterior>(p, R, lane, j0, s, mx);
+    part_max<0, kTile / 4, kKind>(p, R, lane, j0, s, mx);
     max_step(mx, m, l, alpha);
-    part_exp<0, kTile / 4>(s, mx, kInterior ? p.scale * kLog2e : 1.0f, l);
-    part_max<kTile / 4, kTile / 2, kInterior>(p, R, lane, j0, s, mx_b);
+    part_exp<0, kTile / 4>(s, mx, kKind != Tile::kScored ? p.scale * kLog2e : 1.0f, l);
+    part_max<kTile / 4, kTile / 2, kKind>(p, R, lane, j0, s, mx_b);
   }
 
   // The online softmax of tile j0 in place: s becomes P (fp32), m and l advance;
@@ -282,21 +292,21 @@ struct PrefillHopper {
   static __device__ __forceinline__ void softmax(const PrefillParams& p, const typename C::Rows& R, int lane, int j0,
                                                  float (&s)[kTile / 2], float (&m)[2], float (&l)[2],
                                                  float (&alpha)[2]) {
-    // A tile every key of which both rows see (no mask tensor, no pse): the max is
-    // taken on the raw scores (a positive scale keeps it the max), and the scale
-    // folds into the exponent's fused multiply-add.
-    const bool interior = Tr::kMask != prefill_mask::kTensor && !Tr::kPse && p.scale > 0.f &&
-                          j0 >= max(R.jlo[0], R.jlo[1]) && j0 + kTile - 1 <= min(R.jhi[0], R.jhi[1]);
-    const float mul = interior ? p.scale * kLog2e : 1.0f;
+    // Raw scores (kInterior, kEdge) need a positive scale; a mask tensor or pse scores each element.
+    const bool raw = Tr::kMask != prefill_mask::kTensor && !Tr::kPse && p.scale > 0.f;
+    const bool interior = raw && j0 >= max(R.jlo[0], R.jlo[1]) && j0 + kTile - 1 <= min(R.jhi[0], R.jhi[1]);
+    const float mul = raw ? p.scale * kLog2e : 1.0f;
     float mx[2];
     if constexpr ((Tr::kExt & prefill_ext::kSplitSoftmax) == 0) {
-      if (interior) part_max<0, kTile / 2, true>(p, R, lane, j0, s, mx);
-      else part_max<0, kTile / 2, false>(p, R, lane, j0, s, mx);
+      if (interior) part_max<0, kTile / 2, Tile::kInterior>(p, R, lane, j0, s, mx);
+      else if (raw) part_max<0, kTile / 2, Tile::kEdge>(p, R, lane, j0, s, mx);
+      else part_max<0, kTile / 2, Tile::kScored>(p, R, lane, j0, s, mx);
       max_step(mx, m, l, alpha);
       part_exp<0, kTile / 2>(s, mx, mul, l);
     } else {
-      if (interior) split_first<true>(p, R, lane, j0, s, m, l, alpha, mx);
-      else split_first<false>(p, R, lane, j0, s, m, l, alpha, mx);
+      if (interior) split_first<Tile::kInterior>(p, R, lane, j0, s, m, l, alpha, mx);
+      else if (raw) split_first<Tile::kEdge>(p, R, lane, j0, s, m, l, alpha, mx);
+      else split_first<Tile::kScored>(p, R, lane, j0, s, m, l, alpha, mx);
       // The second half: its max may raise the rows' references; the first half's P
       // (and l, in the step) then take the factor too, as O does (alpha).
       float alpha_b[2];

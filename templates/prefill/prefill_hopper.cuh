@@ -214,16 +214,15 @@ struct PrefillHopper {
   // keeping the max), a band's edge without a mask tensor or pse (kEdge: raw scores,
   // keys outside a row's [jlo, jhi] set to -inf by one select), or scored per element.
   enum class Tile { kInterior, kEdge, kScored };
-  // The running max of s[kBegin, kEnd) for each of the thread's two rows, in kAccs
-  // accumulators a row: dependent chains of a quarter of the elements on interior tiles
-  // (a warp issues in order; at head dim 64 one chain a row was 12% of the consumers'
-  // stall samples), half on the band's edge (its registers: four spilled at head dim 256).
-  // kBegin is a multiple of 4, so the first 2 * kAccs elements hold one accumulator each.
-  template <int kBegin, int kEnd, Tile kKind>
-  static __device__ __forceinline__ void part_max(const PrefillParams& p, const typename C::Rows& R, int lane,
-                                                  int j0, float (&s)[kTile / 2], float (&mx)[2]) {
+  // The tile's max for each of the thread's two rows, in the log2 domain, in kAccs
+  // accumulators a row: dependent chains of a quarter of a row's elements on interior
+  // tiles (a warp issues in order; at head dim 64 one chain a row was 12% of the
+  // consumers' stall samples), half elsewhere (registers: four more spilled at head dim
+  // 256). Elements 0 .. 2 * kAccs - 1 hold one accumulator each: they start them.
+  template <Tile kKind>
+  static __device__ __forceinline__ void tile_max(const PrefillParams& p, const typename C::Rows& R, int lane, int j0,
+                                                  float (&s)[kTile / 2], float (&mx)[2]) {
     constexpr int kAccs = kKind == Tile::kInterior ? 4 : 2;
-    static_assert(kBegin % 4 == 0 && kEnd - kBegin >= 8, "whole accumulator sets");
     // kEdge: key j0 + c of the thread's first column is visible where lo <= c <= hi.
     int lo[2], hi[2];
 #pragma unroll
@@ -233,16 +232,15 @@ struct PrefillHopper {
     }
     float acc[2][kAccs];
 #pragma unroll
-    for (int i = kBegin; i < kEnd; ++i) {
+    for (int i = 0; i < kTile / 2; ++i) {
       const int hf = (i % 4) / 2, c = (i / 4) * 8 + (i % 2);
       if constexpr (kKind == Tile::kEdge) {
         if (c < lo[hf] || c > hi[hf]) s[i] = kNegInf;
       } else if constexpr (kKind == Tile::kScored) {
-        const int j = j0 + (lane % 4) * 2 + c;
-        s[i] = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j, s[i]);
+        s[i] = C::score(p.scale, R.jlo[hf], R.jhi[hf], R.mask[hf], R.pse[hf], j0 + (lane % 4) * 2 + c, s[i]);
       }
       float& a = acc[hf][kAccs == 4 ? ((i / 4) % 2) * 2 + i % 2 : i % 2];
-      a = i - kBegin < 2 * kAccs ? s[i] : fmaxf(a, s[i]);
+      a = i < 2 * kAccs ? s[i] : fmaxf(a, s[i]);
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -250,41 +248,6 @@ struct PrefillHopper {
       if constexpr (kAccs == 4) mx[hf] = fmaxf(mx[hf], fmaxf(acc[hf][2], acc[hf][3]));
       if constexpr (kKind != Tile::kScored) mx[hf] *= p.scale * kLog2e;
     }
-  }
-  // s[kBegin, kEnd) become P against the rows' references ref (mul: the scale when the
-  // scores are raw); their sums (two chains a row) join l.
-  template <int kBegin, int kEnd>
-  static __device__ __forceinline__ void part_exp(float (&s)[kTile / 2], const float (&ref)[2], float mul,
-                                                  float (&l)[2]) {
-    float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-#pragma unroll
-    for (int i = kBegin; i < kEnd; ++i) {
-      const int hf = (i % 4) / 2;
-      s[i] = fast_exp2(fmaf(s[i], mul, -ref[hf]));
-      sum[hf][i % 2] += s[i];
-    }
-    l[0] += sum[0][0] + sum[0][1];
-    l[1] += sum[1][0] + sum[1][1];
-  }
-  // Row max across the quad, then the online step: returns alpha, mx becomes the reference.
-  static __device__ __forceinline__ void max_step(float (&mx)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      mx[hf] = quad_max(mx[hf]);
-      alpha[hf] = online_max_step(m[hf], l[hf], mx[hf]);
-    }
-  }
-  // The split softmax's first part: the first half's max and exponentials, then the
-  // second half's max, in one basic block, so that max's chain issues under them.
-  template <Tile kKind>
-  static __device__ __forceinline__ void split_first(const PrefillParams& p, const typename C::Rows& R, int lane,
-                                                     int j0, float (&s)[kTile / 2], float (&m)[2], float (&l)[2],
-                                                     float (&alpha)[2], float (&mx_b)[2]) {
-    float mx[2];
-    part_max<0, kTile / 4, kKind>(p, R, lane, j0, s, mx);
-    max_step(mx, m, l, alpha);
-    part_exp<0, kTile / 4>(s, mx, kKind != Tile::kScored ? p.scale * kLog2e : 1.0f, l);
-    part_max<kTile / 4, kTile / 2, kKind>(p, R, lane, j0, s, mx_b);
   }
 
   // The online softmax of tile j0 in place: s becomes P (fp32), m and l advance;
@@ -295,30 +258,25 @@ struct PrefillHopper {
     // Raw scores (kInterior, kEdge) need a positive scale; a mask tensor or pse scores each element.
     const bool raw = Tr::kMask != prefill_mask::kTensor && !Tr::kPse && p.scale > 0.f;
     const bool interior = raw && j0 >= max(R.jlo[0], R.jlo[1]) && j0 + kTile - 1 <= min(R.jhi[0], R.jhi[1]);
-    const float mul = raw ? p.scale * kLog2e : 1.0f;
     float mx[2];
-    if constexpr ((Tr::kExt & prefill_ext::kSplitSoftmax) == 0) {
-      if (interior) part_max<0, kTile / 2, Tile::kInterior>(p, R, lane, j0, s, mx);
-      else if (raw) part_max<0, kTile / 2, Tile::kEdge>(p, R, lane, j0, s, mx);
-      else part_max<0, kTile / 2, Tile::kScored>(p, R, lane, j0, s, mx);
-      max_step(mx, m, l, alpha);
-      part_exp<0, kTile / 2>(s, mx, mul, l);
-    } else {
-      if (interior) split_first<Tile::kInterior>(p, R, lane, j0, s, m, l, alpha, mx);
-      else if (raw) split_first<Tile::kEdge>(p, R, lane, j0, s, m, l, alpha, mx);
-      else split_first<Tile::kScored>(p, R, lane, j0, s, m, l, alpha, mx);
-      // The second half: its max may raise the rows' references; the first half's P
-      // (and l, in the step) then take the factor too, as O does (alpha).
-      float alpha_b[2];
-      max_step(mx, m, l, alpha_b);
-      if (!__all_sync(0xffffffffu, alpha_b[0] == 1.f && alpha_b[1] == 1.f)) {
+    if (interior) tile_max<Tile::kInterior>(p, R, lane, j0, s, mx);
+    else if (raw) tile_max<Tile::kEdge>(p, R, lane, j0, s, mx);
+    else tile_max<Tile::kScored>(p, R, lane, j0, s, mx);
 #pragma unroll
-        for (int i = 0; i < kTile / 4; ++i) s[i] *= alpha_b[(i % 4) / 2];
-      }
-      part_exp<kTile / 4, kTile / 2>(s, mx, mul, l);
-      alpha[0] *= alpha_b[0];
-      alpha[1] *= alpha_b[1];
+    for (int hf = 0; hf < 2; ++hf) {
+      mx[hf] = quad_max(mx[hf]);
+      alpha[hf] = online_max_step(m[hf], l[hf], mx[hf]);
     }
+    const float mul = raw ? p.scale * kLog2e : 1.0f;
+    float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // two chains a row
+#pragma unroll
+    for (int i = 0; i < kTile / 2; ++i) {
+      const int hf = (i % 4) / 2;
+      s[i] = fast_exp2(fmaf(s[i], mul, -mx[hf]));
+      sum[hf][i % 2] += s[i];
+    }
+    l[0] += sum[0][0] + sum[0][1];
+    l[1] += sum[1][0] + sum[1][1];
   }
 
   // P in the A-operand layout: k step kk takes the 8-wide blocks 2kk and 2kk + 1.

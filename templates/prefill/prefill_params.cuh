@@ -21,8 +21,6 @@ constexpr unsigned kInt8Out = 4u;  // int8 attention_out: clamp(round(o * quant_
 constexpr unsigned kKvInt8 = 8u;    // int8 K/V (antiquant): (x + offset) * scale per k_dq / v_dq
 constexpr unsigned kKvInt4 = 16u;   // int4 K/V packed eight to an int32, low nibble first (antiquant)
 constexpr unsigned kQInt8 = 32u;    // int8 query (the full int8 path): the dequantising pass copies Q too
-constexpr unsigned kSplitSoftmax = 64u;  // Hopper: the softmax in two halves of the tile, the second's max
-                                         // under the first's exponentials (ATTNJIT_PREFILL_SPLIT_SOFTMAX)
 }
 
 // Dequantisation of quantised K or V (kKvInt8, kKvInt4): element d of KV head h at

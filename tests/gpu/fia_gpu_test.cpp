@@ -237,26 +237,6 @@ TEST(FiaGpu, FewCtasWalkEveryItem) {
   }
 }
 
-// ATTNJIT_PREFILL_SPLIT_SOFTMAX=1: the wgmma kernel's softmax in two halves of the tile
-// (the second half's max may raise the rows' reference, and the first half's P then
-// takes the factor) over the random sweep and the many-tile cases, with 1 and 3 CTAs.
-TEST(FiaGpu, SplitSoftmaxMatches) {
-  ATTNJIT_REQUIRE_GPU_OR_PREWARM();
-  testing::EnvGuard split("ATTNJIT_PREFILL_SPLIT_SOFTMAX", "1");
-  std::mt19937 rng(4242);
-  for (int n = 0; n < 16; ++n) {
-    const FiaCase c = random_fia_case(rng);
-    EXPECT_LE(run_fia(c, 9000 + n), 1e-2) << describe(c) << " (split softmax)";
-  }
-  for (const char* ctas : {"1", "3"}) {
-    testing::EnvGuard cap("ATTNJIT_PREFILL_CTAS", ctas);
-    for (int n = 0; n < 3; ++n) {
-      const FiaCase c = many_tiles_case(n);
-      EXPECT_LE(run_fia(c, 800 + n), 1e-2) << describe(c) << " (split softmax) with " << ctas << " CTAs";
-    }
-  }
-}
-
 TEST(FiaGpu, LargeBatchSpansSeveralLaunches) {
   ATTNJIT_REQUIRE_GPU_OR_PREWARM();
   FiaCase c;

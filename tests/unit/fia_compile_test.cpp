@@ -1,6 +1,5 @@
 // Tests of the prefill family (src/ops/fia/prefill_family.cpp, templates/prefill/):
 // names round trip, and the variants compile with NVRTC for every arch without spills.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -166,26 +165,6 @@ TEST(FiaCompile, KvTileKnobReachesTheTraits) {
   }
   for (const char* bad : {"112", "48", "272", "abc"})
     expect_knob_rejects("ATTNJIT_PREFILL_KV_TILE", bad, [&] { ops::prefill_tiling(s); });
-}
-
-// ATTNJIT_PREFILL_SPLIT_SOFTMAX renders the split-softmax bit into the Hopper kernel's
-// Traits (so the cache key follows it), and the Hopper variants compile with it without
-// spills; the default source carries no extension bit; a bad value is an error naming it.
-TEST(FiaCompile, SplitSoftmaxKnobReachesTheTraitsAndCompiles) {
-  KernelSpec s = prefill_spec(DType::kBFloat16, 64, 64, spec::MaskMode::kNone, 0, 0, "sm_90a");
-  s.backend = spec::Backend::kTrtllmGen;
-  const std::string bit = fmt::format(", {}u>;", prefill_ext::kSplitSoftmax);
-  EXPECT_EQ(render::render(s).source.find(bit), std::string::npos);
-  std::vector<KernelSpec> hopper;
-  for (const KernelSpec& v : variants())
-    if (v.backend == spec::Backend::kTrtllmGen && v.head_dim_vo <= 256) hopper.push_back(v);
-  ASSERT_FALSE(hopper.empty());
-  {
-    testing::EnvGuard on("ATTNJIT_PREFILL_SPLIT_SOFTMAX", "1");
-    EXPECT_NE(render::render(s).source.find(bit), std::string::npos) << render::render(s).source;
-    testing::expect_compiles_without_spills(hopper, "prefill variants with the split softmax");
-  }
-  expect_knob_rejects("ATTNJIT_PREFILL_SPLIT_SOFTMAX", "2", [&] { render::render(s); });
 }
 
 TEST(FiaCompile, VariantsCompileForEveryArchWithoutSpills) {

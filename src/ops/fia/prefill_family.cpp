@@ -150,8 +150,6 @@ PrefillTiling prefill_tiling(const spec::KernelSpec& s) {
     const bool band = s.mask != spec::MaskMode::kNone;
     t.pingpong = util::env_knob("ATTNJIT_PREFILL_PINGPONG", 0, 1, "0 or 1").value_or(band ? 0 : 1) == 1;
     t.tma_kv = prefill_tma_capable(s) && (s.page_size == 0 || s.page_size % t.kv_tile == 0);
-    // A measuring knob (it renders a Traits bit): the softmax in two halves of the tile.
-    t.split_softmax = util::env_knob("ATTNJIT_PREFILL_SPLIT_SOFTMAX", 0, 1, "0 or 1").value_or(0) == 1;
     return t;
   }
   // 64-token KV tiles where they fit; 32 for head dims over 128 (registers: S and O
@@ -310,7 +308,7 @@ render::RenderedUnit prefill_generate(const spec::KernelSpec& s) {
                              t.kv_tile, t.stages, t.pingpong ? "true" : "false")
                : fmt::format("attnjit::PrefillTraits<{}, {}, {}, {}", q, s.head_dim_qk, t.dv_chunk, t.kv_tile);
   // The rarer switches render only when set: the other variants' source is unchanged.
-  const unsigned ext = prefill_ext_bits(s) | (t.split_softmax ? prefill_ext::kSplitSoftmax : 0u);
+  const unsigned ext = prefill_ext_bits(s);
   u.source = fmt::format(
       "// attnjit {name}\n"
       "#include \"prefill/{header}\"\n"

@@ -21,7 +21,6 @@ struct PrefillTiling {
   int stages = 2;       // K/V stages in shared memory
   bool pingpong = false;  // Hopper: the consumers take turns issuing GEMMs (ATTNJIT_PREFILL_PINGPONG)
   bool tma_kv = false;    // Hopper: K/V may land by TMA (prefill_tma_capable); else cp.async only
-  bool split_softmax = false;  // Hopper: the softmax in two halves of the tile (ATTNJIT_PREFILL_SPLIT_SOFTMAX)
   int smem_bytes = 0;
   int smem_limit = 0;
 };

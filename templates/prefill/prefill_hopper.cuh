@@ -7,9 +7,11 @@
 // Q K^T with both operands in shared memory, the online softmax in registers, O += P V
 // with P from registers and V read MN-major (transposed) by the wgmma itself; each
 // releases K's half through its "empty" mbarrier once S is done, and V's once P V is
-// (a tile later: one barrier for both would hold the next load back until then). A CTA walks work items (one, or a wave's
-// share, static or from a counter) with the ring running on. The work list, masks,
-// pse, paging and LSE are the portable kernel's (prefill_common.cuh).
+// (a tile later: one barrier for both would hold the next load back until then). The
+// producer also loads each item's Q (cp.async) once the consumers' last S of the item
+// before is done, behind "Q full" / "Q empty" mbarriers. A CTA walks work items (one,
+// or a wave's share, static or from a counter) with the ring running on. The work list,
+// masks, pse, paging and LSE are the portable kernel's (prefill_common.cuh).
 #pragma once
 
 #include "common/hopper.cuh"
@@ -43,7 +45,8 @@ struct PrefillHopperTraits {
   // 1024: slack to align the swizzled tiles; then the full and empty mbarriers.
   // The item ring of the dynamic scheduler: kItemSlots (full, empty) mbarrier pairs and ids.
   static constexpr int kItemSlots = 4;
-  static constexpr int kSmemBytes = 1024 + kTileBytes + 4 * kStages * 8 + kItemSlots * (2 * 8 + 4);
+  // After the item ring, the producer's Q mbarriers ("Q full", "Q empty").
+  static constexpr int kSmemBytes = 1024 + kTileBytes + 4 * kStages * 8 + kItemSlots * (2 * 8 + 4) + 16;
   // Registers per thread after reallocation (a multiple of 8; 128 x 56 + 256 x 224 <= 64K).
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(kHdQk % 64 == 0 && kHdVo % 64 == 0 && kHdQk <= 256 && kHdVo <= 256,
@@ -73,6 +76,11 @@ struct PrefillHopper {
     __device__ __forceinline__ int* item_id() const {
       return reinterpret_cast<int*>(empty + 2 * Tr::kStages + 2 * Tr::kItemSlots);
     }
+    // After the item ids (kItemSlots ints: a multiple of 8 bytes), "Q full", "Q empty".
+    __device__ __forceinline__ u64* q_full() const {
+      return reinterpret_cast<u64*>(item_id() + Tr::kItemSlots);
+    }
+    __device__ __forceinline__ u64* q_empty() const { return q_full() + 1; }
     // Stage st's barriers of K (value false) or V (true).
     __device__ __forceinline__ u64* full_of(bool value, int st) const { return full + (value ? Tr::kStages : 0) + st; }
     __device__ __forceinline__ u64* empty_of(bool value, int st) const { return empty + (value ? Tr::kStages : 0) + st; }
@@ -186,6 +194,12 @@ struct PrefillHopper {
     mbar_wait(sm.full_of(value, g % kStages), (g / kStages) & 1);
     if (generic) fence_proxy_async_shared();
   }
+  // The item's Q (the producer's n-th load) has landed; the fence, as in
+  // wait_full, makes its cp.async bytes visible to the wgmma's reads.
+  static __device__ __forceinline__ void wait_q(const Smem& sm, int n) {
+    mbar_wait(sm.q_full(), n & 1);
+    fence_proxy_async_shared();
+  }
   // This warp is done with K (value false) or V of stage st.
   static __device__ __forceinline__ void release(const Smem& sm, bool value, int st, int lane) {
     __syncwarp();
@@ -217,18 +231,21 @@ struct PrefillHopper {
   // The tile's max for each of the thread's two rows, in the log2 domain, in kAccs
   // accumulators a row: dependent chains of a quarter of a row's elements on interior
   // tiles (a warp issues in order; at head dim 64 one chain a row was 12% of the
-  // consumers' stall samples), half elsewhere (registers: four more spilled at head dim
-  // 256). Elements 0 .. 2 * kAccs - 1 hold one accumulator each: they start them.
+  // consumers' stall samples), half elsewhere (registers: four a row on edge tiles
+  // spilled 36 bytes at head dim 256, causal). Elements 0 .. 2 * kAccs - 1 hold one
+  // accumulator each: they start them.
   template <Tile kKind>
   static __device__ __forceinline__ void tile_max(const PrefillParams& p, const typename C::Rows& R, int lane, int j0,
                                                   float (&s)[kTile / 2], float (&mx)[2]) {
     constexpr int kAccs = kKind == Tile::kInterior ? 4 : 2;
     // kEdge: key j0 + c of the thread's first column is visible where lo <= c <= hi.
-    int lo[2], hi[2];
+    int lo[2] = {0, 0}, hi[2] = {0, 0};
+    if constexpr (kKind == Tile::kEdge) {
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      lo[hf] = R.jlo[hf] - j0 - (lane % 4) * 2;
-      hi[hf] = R.jhi[hf] - j0 - (lane % 4) * 2;
+      for (int hf = 0; hf < 2; ++hf) {
+        lo[hf] = R.jlo[hf] - j0 - (lane % 4) * 2;
+        hi[hf] = R.jhi[hf] - j0 - (lane % 4) * 2;
+      }
     }
     float acc[2][kAccs];
 #pragma unroll
@@ -285,36 +302,45 @@ struct PrefillHopper {
     for (int i = 0; i < kTile / 2; i += 2) pa[i / 8][((i / 4) % 2) * 2 + (i % 4) / 2] = pack2<T>(s[i], s[i + 1]);
   }
 
-  // Consumer c's Q rows of item w (zero past r_end), swizzled as the wgmma reads them:
-  // issued here, waited for by consume(). Every warp of the warpgroup must be done
-  // with its last S = Q K^T of an earlier item (the caller's named barrier).
-  static __device__ __forceinline__ void load_q(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c,
-                                                int tid) {
-    constexpr int kQChunks = kD / 8;
-    for (int i = tid; i < 64 * kQChunks; i += 128) {
-      const int r = i / kQChunks, col = (i % kQChunks) * 8, row = w.r0 + c * 64 + r;
+  // The producer's kP threads load item w's Q (both consumers' 64 rows, zero past r_end,
+  // swizzled as the wgmma reads them) once the consumers' last S of the item before is
+  // done ("Q empty"; n counts the loads), so the load runs ahead of the consumers, under
+  // that item's last P V and epilogue; each thread's arrival on "Q full" fires when its
+  // copies land. A thread takes whole rows: a row's address (its division by the group)
+  // is computed once. (Measured on an H100 against the consumers loading their own Q,
+  // PERFORMANCE.md, forty-ninth session: B16 S2K causal +6%, hd64 full +3%, B4 S8K +1%.)
+  template <int kP>
+  static __device__ __forceinline__ void produce_q(const PrefillParams& p, const PrefillWork& w, const Smem& sm,
+                                                   int tid, int n) {
+    mbar_wait(sm.q_empty(), (n & 1) ^ 1);
+    for (int r = tid; r < Tr::kRows; r += kP) {
+      const int row = w.r0 + r;
       const bool ok = row < w.r_end;
-      const T* src = ok ? C::q_row(p, w, row) + col : static_cast<const T*>(p.q);
-      cp_async_16(sm.base + c * Tr::kQBytes + swizzled_offset<64>(r, col), src, ok ? 16u : 0u);
+      const T* src = ok ? C::q_row(p, w, row) : static_cast<const T*>(p.q);
+      unsigned char* dst = sm.base + (r / 64) * Tr::kQBytes;
+#pragma unroll 4
+      for (int col = 0; col < kD; col += 8)
+        cp_async_16(dst + swizzled_offset<64>(r % 64, col), ok ? src + col : src, ok ? 16u : 0u);
     }
-    cp_async_commit();
+    cp_async_mbar_arrive(sm.q_full());
   }
 
   // A consumer warpgroup: its 64 rows of item w over every visible tile; g is the
   // CTA's tiles before the item. The P V of tile it - 1 runs on the tensor cores
   // while the softmax of tile it runs here: each iteration issues S(it) and then
   // PV(it - 1), waits for S(it) only, does the softmax, then waits for PV(it - 1)
-  // before O is rescaled and P repacked. Its Q was issued (load_q) before; once
-  // the last S is done, prefetch() may issue the next item's, so that load runs
-  // under the last P V and the output's stores instead of before the next S.
-  template <class Prefetch>
+  // before O is rescaled and P repacked. The producer loaded the item's Q (its qn-th
+  // load); each warp releases it once its last S is done, so the next item's Q loads
+  // under this one's last P V and the output's stores.
   static __device__ void consume(const PrefillParams& p, const PrefillWork& w, const Smem& sm, int c, int tid, int g,
-                                 Prefetch&& prefetch) {
+                                 int qn) {
     const int warp = tid / 32, lane = tid % 32;
     const u32 sq = sm.q + c * Tr::kQBytes;
-    cp_async_wait<0>();
-    fence_proxy_async_shared();
-    named_barrier_sync(1 + c, 128);
+    if (w.n_tiles > 0) wait_q(sm, qn);
+    auto q_read = [&] {  // this warp's last S of the item is done
+      __syncwarp();
+      if (lane == 0) mbar_arrive(sm.q_empty());
+    };
 
     const typename C::Rows R = C::rows_of(p, w, c * 4 + warp, lane);
     float o[kDv / 2];
@@ -343,6 +369,7 @@ struct PrefillHopper {
       wgmma_wait<0>();
       wgmma_fence_operands(s);
       release(sm, false, g % kStages, lane);
+      if (w.n_tiles == 1) q_read();
       softmax(p, R, lane, w.kv_first, s, m, l, alpha);
       pack_p(s, pa);
     }
@@ -358,6 +385,7 @@ struct PrefillHopper {
       wgmma_wait<1>();  // S(it); PV(it - 1) may still run
       wgmma_fence_operands(s);
       release(sm, false, st, lane);  // K(it) is read: the producer may refill it under the softmax
+      if (it == w.n_tiles - 1) q_read();
       softmax(p, R, lane, w.kv_first + it * kTile, s, m, l, alpha);
       wgmma_wait<0>();
       wgmma_fence_operands(o);
@@ -369,8 +397,6 @@ struct PrefillHopper {
       }
       pack_p(s, pa);
     }
-    // Every S of the item is done: Q's buffer is free. The next Q is issued after the
-    // last P V (a wgmma fence after the copies would wait for them).
     if (w.n_tiles > 0) {
       const int last = (g + w.n_tiles - 1) % kStages;
       wait_full(sm, true, g + w.n_tiles - 1, true);
@@ -378,12 +404,9 @@ struct PrefillHopper {
       wgmma_fence();
       issue_pv(o, pa, sm.v + last * Tr::kVStage);
       turn_end();
-      prefetch();
       wgmma_wait<0>();
       wgmma_fence_operands(o);
       release(sm, true, last, lane);
-    } else {
-      prefetch();
     }
 
 #pragma unroll  // (the int8 epilogue's larger body kept it rolled: R and m went to the stack)
@@ -450,10 +473,13 @@ struct PrefillHopper {
         mbar_init(&sm.item_full()[i], 1);
         mbar_init(&sm.item_empty()[i], item_readers * 32);
       }
+      mbar_init(sm.q_full(), p.kv_tma ? 32 : 128);  // each producer thread's cp.async arrival
+      mbar_init(sm.q_empty(), kConsumerWarps);
     }
     __syncthreads();
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    int g = 0;  // the CTA's tiles so far
+    int g = 0;   // the CTA's tiles so far
+    int qn = 0;  // the items whose Q the producer loaded so far (those with a tile to see)
     if (wg == 0) {
       regs_decrease<Tr::kProducerRegs>();
       // Thread 0 leads; its warp hears the item by shuffle, warps 1-3 (cp.async) read the ring.
@@ -465,6 +491,7 @@ struct PrefillHopper {
           if (item < 0) break;
           const PrefillWork w = item_work(p, item);
           if (w.zero) continue;
+          if (w.n_tiles > 0) produce_q<32>(p, w, sm, tid, qn++);
           produce_tma(p, w, sm, tid, g);
           g += w.n_tiles;
         }
@@ -475,6 +502,7 @@ struct PrefillHopper {
           if (item < 0) break;
           const PrefillWork w = item_work(p, item);
           if (w.zero) continue;
+          if (w.n_tiles > 0) produce_q<128>(p, w, sm, tid, qn++);
           if constexpr (Tr::kKvInt8) PrefillHopperInt8<Tr>::produce(p, w, sm, tid, g);
           else produce(p, w, sm, tid, g);
           g += w.n_tiles;
@@ -488,49 +516,15 @@ struct PrefillHopper {
     // Consumer 1 hands consumer 0 the first turn; consumer 0 takes back the last hand-over.
     if constexpr (Tr::kPingPong)
       if (c == 1) named_barrier_arrive(3, 256);
-    // Without a band or mask (static schedule, ping-pong), the next item's Q loads under
-    // the last P V: +3% at B16 S2K, level at longer items. Under a band (dynamic schedule,
-    // no ping-pong) that measured 2-4% slower, so there each item loads its own Q first
-    // (the loop as it was: the hd256 variants are at their register limit).
-    if constexpr (Tr::kMask == prefill_mask::kNone) {
-      bool q_issued = false;  // the item's Q was issued under the previous item's last P V
-      for (int k = 0, item = next_item(p, sm, 0, false, true); item >= 0; ++k) {
-        const PrefillWork w = item_work(p, item);
-        if (w.zero) {
-          C::zero_rows(p, w, c * 128 + tid, 256);
-          item = next_item(p, sm, k + 1, false, true);
-          q_issued = false;
-          continue;
-        }
-        // Every warp's last S = Q K^T of an earlier item is done before Q is replaced.
-        if (!q_issued) {
-          if (k > 0) named_barrier_sync(1 + c, 128);
-          load_q(p, w, sm, c, tid);
-        }
-        consume(p, w, sm, c, tid, g, [&] {
-          item = next_item(p, sm, k + 1, false, true);
-          q_issued = false;
-          if (item < 0) return;
-          const PrefillWork next = item_work(p, item);
-          if (next.zero) return;
-          named_barrier_sync(1 + c, 128);
-          load_q(p, next, sm, c, tid);
-          q_issued = true;
-        });
-        g += w.n_tiles;
+    for (int k = 0, item; (item = next_item(p, sm, k, false, true)) >= 0; ++k) {
+      const PrefillWork w = item_work(p, item);
+      if (w.zero) {
+        C::zero_rows(p, w, c * 128 + tid, 256);
+        continue;
       }
-    } else {
-      for (int k = 0, item; (item = next_item(p, sm, k, false, true)) >= 0; ++k) {
-        const PrefillWork w = item_work(p, item);
-        if (w.zero) {
-          C::zero_rows(p, w, c * 128 + tid, 256);
-          continue;
-        }
-        if (k > 0) named_barrier_sync(1 + c, 128);  // as above
-        load_q(p, w, sm, c, tid);
-        consume(p, w, sm, c, tid, g, [] {});
-        g += w.n_tiles;
-      }
+      consume(p, w, sm, c, tid, g, qn);
+      qn += w.n_tiles > 0;
+      g += w.n_tiles;
     }
     if constexpr (Tr::kPingPong)
       if (c == 0) named_barrier_sync(3, 256);

@@ -29,7 +29,9 @@ int smem_for(int hd_qk, int hd_vo, int kv_tile, int quant_div) {
 // the item ring (4 slots).
 int hopper_smem_for(int hd_qk, int hd_vo, int kv_tile, int stages, bool int8_kv) {
   const int raw = int8_kv ? 2 * (kv_tile * (hd_qk + hd_vo) + kv_tile * 16) + (hd_qk + hd_vo) * 8 : 0;
-  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + 4 * stages * 8 + 4 * (2 * 8 + 4);
+  // (the swizzle's slack, both consumers' Q, the stages, int8's raw slots, the stage and item
+  // mbarriers, the item ids, the two Q mbarriers: PrefillHopperTraits::kSmemBytes)
+  return 1024 + 2 * 64 * hd_qk * 2 + stages * kv_tile * (hd_qk + hd_vo) * 2 + raw + 4 * stages * 8 + 4 * (2 * 8 + 4) + 16;
 }
 bool is_hopper(const spec::KernelSpec& s) { return s.backend == spec::Backend::kTrtllmGen; }
 }  // namespace

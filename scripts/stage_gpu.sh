@@ -54,23 +54,25 @@ if [ "${PREWARM:-0}" = 1 ]; then
   # BEFORE_TEMPLATES=dir BEFORE_SPECS="name ...": a template-only change's "before" side: the
   # specs rendered from that template set too, both prewarmed here; the folder travels as
   # gpu-stage/tpl-before (on the GPU machine ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before
-  # selects it; the key covers the templates' content, not their path).
-  if [ -n "${BEFORE_TEMPLATES:-}" ]; then
+  # selects it; the key covers the templates' content, not their path). ALT_TEMPLATES="name=dir
+  # ..." stages more sets the same way, as gpu-stage/tpl-name (several variants in one call).
+  stage_templates() {  # name dir
     # The library refuses a template set whose params headers differ from its own (the host
-    # fills those structs); a change that only added to one (new constants) keeps the before
+    # fills those structs); a change that only added to one (new constants) keeps the set's
     # kernels' meaning, so the staged copy takes this tree's headers, and says which differed.
-    before_tpl=$(mktemp -d)
-    cp -a "$BEFORE_TEMPLATES"/. "$before_tpl"/
+    local tpl=gpu-stage/tpl-$1
+    cp -a "$2" "$tpl"
     for h in templates/*/*_params.cuh; do
       rel=${h#templates/}
-      cmp -s "$h" "$before_tpl/$rel" || { echo "stage: before templates take this tree's $rel"; cp "$h" "$before_tpl/$rel"; }
+      cmp -s "$h" "$tpl/$rel" || { echo "stage: tpl-$1 takes this tree's $rel"; cp "$h" "$tpl/$rel"; }
     done
-    BEFORE_TEMPLATES=$before_tpl
-    for tpl in "$BEFORE_TEMPLATES" ""; do
-      ATTNJIT_TEMPLATE_DIR=$tpl "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q \
-        -a "${PREWARM_ARCH:-sm_90a}" -s ${BEFORE_SPECS:?BEFORE_SPECS names the kernels of the before side}
-    done
-    cp -a "$BEFORE_TEMPLATES" gpu-stage/tpl-before
+    ATTNJIT_TEMPLATE_DIR=$PWD/$tpl "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q \
+      -a "${PREWARM_ARCH:-sm_90a}" -s ${BEFORE_SPECS:?BEFORE_SPECS names the kernels of the template sets}
+  }
+  if [ -n "${BEFORE_TEMPLATES:-}" ]; then stage_templates before "$BEFORE_TEMPLATES"; fi
+  for alt in ${ALT_TEMPLATES:-}; do stage_templates "${alt%%=*}" "${alt#*=}"; done
+  if [ -n "${BEFORE_TEMPLATES:-}${ALT_TEMPLATES:-}" ]; then
+    "$BUILD/tools/attnjit" --cache-dir "$PWD/gpu-stage/cache" prewarm -q -a "${PREWARM_ARCH:-sm_90a}" -s $BEFORE_SPECS
   fi
   # The seed's entries this stage did not use (keys a template edit changed) would only
   # weigh on the carry: drop them.

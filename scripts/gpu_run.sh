@@ -23,8 +23,9 @@
 #   decode GPU tests and the benchmark with those tuning knobs set.
 #   SWEEP="KNOB=V KNOB=V;KNOB=V|--xqa --kv fp8_e4m3;..." runs attnjit-bench once
 #   per ';'-separated setting, with the arguments after '|' (else $SWEEP_ARGS).
-#   SWEEP_ROUNDS=N repeats the list (alternating rounds); a setting may name another template
-#   set (ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before, stage_gpu.sh's BEFORE_TEMPLATES).
+#   SWEEP_ROUNDS=N repeats the list (rounds rotate its order); a setting may name another template
+#   set (ATTNJIT_TEMPLATE_DIR=$PWD/gpu-stage/tpl-before or tpl-NAME, stage_gpu.sh's BEFORE_TEMPLATES
+#   and ALT_TEMPLATES).
 set -uo pipefail
 STAGE=${1:-gpu-stage}
 FILTER=${2:-*}
@@ -128,9 +129,11 @@ if [ -n "${EXPERIMENT:-}" ]; then
 fi
 if [ -n "${SWEEP:-}" ] && [ -x "$STAGE/tools/bench/attnjit-bench" ]; then
   IFS=';' read -ra settings <<<"$SWEEP"
-  # SWEEP_ROUNDS=N walks the whole list N times, so each setting's rows alternate with the others'.
+  # SWEEP_ROUNDS=N walks the whole list N times, so each setting's rows alternate with the others';
+  # round r starts at setting r - 1 (mod the list), so no setting always runs first or last.
   for round in $(seq 1 "${SWEEP_ROUNDS:-1}"); do
-    for setting in "${settings[@]}"; do
+    for i in "${!settings[@]}"; do
+      setting=${settings[$(((i + round - 1) % ${#settings[@]}))]}
       knobs=${setting%%|*} args=${SWEEP_ARGS:-}
       [[ "$setting" == *"|"* ]] && args=${setting#*|}
       echo "== sweep round $round [$(date +%T)]: ${knobs:-defaults} ($args)" >>"$OUTDIR/sweep.log"
@@ -161,5 +164,5 @@ fi
 [ -f "$OUTDIR/bench.log" ] && tail -40 "$OUTDIR/bench.log"
 [ -f "$OUTDIR/peer_flashmla.log" ] && cat "$OUTDIR/peer_flashmla.log"
 [ -f "$OUTDIR/bench_experiment.log" ] && echo "== experiment: $EXPERIMENT" && tail -16 "$OUTDIR/bench_experiment.log"
-[ -f "$OUTDIR/sweep.log" ] && cat "$OUTDIR/sweep.log"
+[ -f "$OUTDIR/sweep.log" ] && python3 scripts/sweep_summary.py "$OUTDIR/sweep.log"
 exit $status

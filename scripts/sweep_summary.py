@@ -9,7 +9,8 @@ import sys
 
 
 def label(knobs):
-    # A template set reads as its staged folder's name (tpl-before -> "before").
+    # A template set reads as its staged folder's name (tpl-before -> "before"); gpu_run.sh
+    # writes "defaults" for an empty setting.
     knobs = re.sub(r"ATTNJIT_TEMPLATE_DIR=\S*/tpl-(\S+)", r"\1", knobs.strip())
     return knobs or "defaults"
 
@@ -23,7 +24,7 @@ settings = []
 setting = None
 for line, m in zip(lines, heads):
     if m:
-        setting = label(m.group(1) if m.group(1) != "defaults" else "")
+        setting = label(m.group(1))
         if several_args:
             setting += f" ({m.group(2)})"
         if setting not in settings:
